@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` and `make test`. Both build .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+.PHONY: venv demo test notebooks clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# The main job on the embedded sample data (the TPU-setup notebook, until the flowers notebook lands).
+demo: $(STAMP)
+	mkdir -p out
+	$(BIN)/papermill notebooks/01_tpu_setup.ipynb out/01_tpu_setup.ipynb --cwd . --progress-bar
+	@echo "Executed notebook: out/01_tpu_setup.ipynb"
+
+# Unit tests, notebook tests, and every committed .ipynb executed and compared by nbval.
+test: $(STAMP)
+	$(BIN)/python -m pytest tests notebooks $(NBVAL)
+
+# Re-sync each .ipynb from its .py source and re-execute it (smoke profile) so nbval has outputs.
+notebooks: $(STAMP)
+	$(BIN)/python tools/sync_notebooks.py notebooks/[0-9]*.py
+
+clean:
+	rm -rf $(VENV) out build

@@ -1,0 +1,108 @@
+"""Where the notebook runs (Kaggle, Colab or a local machine), its folders, and hints about TPUs.
+
+Only the standard library is used here: this module runs before any heavy import.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+PLATFORMS = ("kaggle", "colab", "local")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The facts about the running notebook that the rest of nbkit needs."""
+
+    platform: str  # "kaggle", "colab" or "local"
+    input_dir: Path  # where attached datasets live (read-only on Kaggle)
+    working_dir: Path  # where outputs go (kept by Kaggle after a commit)
+    tpu_vm: bool  # a TPU is attached to this very machine (TPU VM)
+    tpu_address: str | None  # a remote TPU (legacy TPU Node / named Cloud TPU), if one is advertised
+    internet: bool  # whether internet access is likely on
+
+    def describe(self) -> str:
+        """One line for the notebook."""
+        tpu = "TPU VM" if self.tpu_vm else ("remote TPU advertised" if self.tpu_address else "no TPU advertised")
+        net = "internet likely on" if self.internet else "internet likely off"
+        return (
+            f"platform={self.platform}; input={self.input_dir}; working={self.working_dir}; "
+            f"{tpu}; {net}"
+        )
+
+
+def platform(environ: Mapping[str, str] | None = None) -> str:
+    """"kaggle", "colab" or "local"."""
+    environ = os.environ if environ is None else environ
+    if "KAGGLE_KERNEL_RUN_TYPE" in environ or "KAGGLE_URL_BASE" in environ:
+        return "kaggle"
+    if "COLAB_RELEASE_TAG" in environ or "COLAB_GPU" in environ or "google.colab" in sys.modules:
+        return "colab"
+    return "local"
+
+
+def is_tpu_vm(environ: Mapping[str, str] | None = None, dev: Path = Path("/dev")) -> bool:
+    """True where a TPU is attached to this machine (Kaggle's and Colab's TPU VMs, Cloud TPU VMs)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("ISTPUVM") == "1" or "TPU_ACCELERATOR_TYPE" in environ:
+        return True
+    if environ.get("TPU_PROCESS_ADDRESSES") == "local":
+        return True
+    # The TPU chips themselves: /dev/accel* (v2-v4) or /dev/vfio/* (v5e and later).
+    return any(dev.glob("accel[0-9]*")) or any((dev / "vfio").glob("[0-9]*"))
+
+
+def tpu_address(environ: Mapping[str, str] | None = None) -> str | None:
+    """The address of a remote TPU advertised by the environment, if any."""
+    environ = os.environ if environ is None else environ
+    if environ.get("COLAB_TPU_ADDR"):  # legacy Colab TPU Node
+        return "grpc://" + environ["COLAB_TPU_ADDR"]
+    if environ.get("TPU_NAME"):  # a named Cloud TPU
+        return environ["TPU_NAME"]
+    return None
+
+
+def internet_likely(host: str = "www.kaggle.com", port: int = 443, timeout: float = 2.0) -> bool:
+    """Try one TCP connection; True if it opens within `timeout` seconds."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def detect(
+    environ: Mapping[str, str] | None = None,
+    probe_internet: Callable[[], bool] = internet_likely,
+    dev: Path = Path("/dev"),
+) -> Environment:
+    """Describe the running environment.
+
+    Internet is probed only on Kaggle, where notebooks often run with it switched off;
+    Colab and local machines are assumed online. NBKIT_INPUT_DIR / NBKIT_WORKING_DIR
+    override the folders anywhere.
+    """
+    environ = os.environ if environ is None else environ
+    where = platform(environ)
+    if where == "kaggle":
+        input_dir, working_dir = Path("/kaggle/input"), Path("/kaggle/working")
+        internet = probe_internet()
+    elif where == "colab":
+        input_dir = working_dir = Path("/content")
+        internet = True
+    else:
+        input_dir, working_dir = Path.cwd() / "data", Path.cwd() / "out"
+        internet = True
+    return Environment(
+        platform=where,
+        input_dir=Path(environ.get("NBKIT_INPUT_DIR", input_dir)),
+        working_dir=Path(environ.get("NBKIT_WORKING_DIR", working_dir)),
+        tpu_vm=is_tpu_vm(environ, dev),
+        tpu_address=tpu_address(environ),
+        internet=internet,
+    )

@@ -1,0 +1,21 @@
+"""The exceptions nbkit raises: one base class, one subclass per kind of mistake."""
+
+
+class NbkitError(Exception):
+    """Base class of every error nbkit raises on purpose."""
+
+
+class ParameterError(NbkitError, ValueError):
+    """A notebook parameter has a value nbkit cannot use."""
+
+
+class BackendError(NbkitError, RuntimeError):
+    """Keras (or JAX) was already set up in this process in a way that conflicts with the request."""
+
+
+class AcceleratorError(NbkitError, RuntimeError):
+    """The requested accelerator cannot be found or initialized."""
+
+
+class DataError(NbkitError, OSError):
+    """Input data is missing, unreadable or not in the expected format."""

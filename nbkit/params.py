@@ -1,0 +1,47 @@
+"""Checks for notebook parameters, so a wrong papermill `-p` value stops at the first cell."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from nbkit.errors import ParameterError
+
+PROFILES = ("auto", "smoke", "full")
+
+
+def check_choice(name: str, value: object, allowed: Iterable[str]) -> str:
+    """Return `value` if it is one of `allowed`, else raise a ParameterError naming them."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        options = ", ".join(repr(a) for a in allowed)
+        raise ParameterError(
+            f"Parameter {name}={value!r} is not allowed: use one of {options} "
+            f"(for example `papermill -p {name} {allowed[0]} ...`)."
+        )
+    return value  # type: ignore[return-value]
+
+
+def check_int(name: str, value: object, minimum: int = 0) -> int:
+    """Return `value` if it is an int >= `minimum`, else raise a ParameterError."""
+    # bool is an int subclass; a papermill `-p EPOCHS True` is a mistake, not 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParameterError(
+            f"Parameter {name}={value!r} must be a whole number >= {minimum} "
+            f"(papermill: `-p {name} {max(minimum, 1)}`)."
+        )
+    if value < minimum:
+        raise ParameterError(f"Parameter {name}={value} must be >= {minimum}.")
+    return value
+
+
+def resolve_profile(profile: str, accelerator_kind: str) -> str:
+    """Turn PROFILE into "smoke" or "full": "auto" is smoke on CPU, full on a TPU or GPU."""
+    check_choice("PROFILE", profile, PROFILES)
+    if profile != "auto":
+        return profile
+    return "smoke" if accelerator_kind == "cpu" else "full"
+
+
+def pick(value: int, default: int) -> int:
+    """A numeric parameter where 0 means "the profile's default"."""
+    return value if value else default

@@ -1,0 +1,188 @@
+"""Accelerator detection with fake TensorFlow pieces: TPUs and GPUs this machine does not have."""
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from nbkit import accel
+from nbkit.errors import AcceleratorError, BackendError, ParameterError
+
+PLAIN = dict(loaded=None, env_backend=None, tpu_vm=False, tf_tpu_capable=False, jax_installed=True)
+
+
+def test_kaggle_tpu_vm_with_tensorflow_cpu_picks_jax():
+    backend, reason = accel.choose_backend("auto", **{**PLAIN, "tpu_vm": True})
+    assert backend == "jax" and "TPU VM" in reason
+
+
+def test_tpu_vm_with_tensorflow_tpu_keeps_tensorflow():
+    assert accel.choose_backend("auto", **{**PLAIN, "tpu_vm": True, "tf_tpu_capable": True})[0] == "tensorflow"
+
+
+def test_auto_defaults_to_tensorflow_and_respects_keras_backend_variable():
+    assert accel.choose_backend("auto", **PLAIN)[0] == "tensorflow"
+    assert accel.choose_backend("auto", **{**PLAIN, "env_backend": "jax"})[0] == "jax"
+
+
+def test_auto_follows_an_already_imported_keras():
+    assert accel.choose_backend("auto", **{**PLAIN, "loaded": "jax", "tpu_vm": False})[0] == "jax"
+
+
+def test_conflicting_loaded_backend_says_how_to_fix():
+    with pytest.raises(BackendError) as error:
+        accel.choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"})
+    assert "Restart the kernel" in str(error.value) and "setup(backend='jax')" in str(error.value)
+
+
+def test_unsupported_loaded_backend_and_missing_jax():
+    with pytest.raises(BackendError, match="'torch'"):
+        accel.choose_backend("auto", **{**PLAIN, "loaded": "torch"})
+    with pytest.raises(BackendError, match="pip install jax"):
+        accel.choose_backend("jax", **{**PLAIN, "jax_installed": False})
+
+
+def test_unknown_backend_is_a_parameter_error():
+    with pytest.raises(ParameterError, match="backend='pytorch'"):
+        accel.choose_backend("pytorch", **PLAIN)
+
+
+@pytest.mark.parametrize(
+    "tpu, advertised, tpu_vm, platform, expected",
+    [
+        ("my-tpu", None, True, "local", ["my-tpu"]),  # an explicit name wins
+        (None, "grpc://10.0.0.2:8470", False, "colab", ["grpc://10.0.0.2:8470"]),  # legacy COLAB_TPU_ADDR
+        (None, None, True, "kaggle", ["local"]),  # TPU VM
+        (None, None, False, "colab", [""]),  # Colab's resolver finds its own TPU
+        (None, None, False, "local", []),  # nothing to ask
+    ],
+)
+def test_tpu_addresses(tpu, advertised, tpu_vm, platform, expected):
+    assert accel.tpu_addresses(tpu, advertised, tpu_vm, platform) == expected
+
+
+def test_mixed_precision_policy():
+    assert accel.mixed_precision_policy("tpu") == "mixed_bfloat16"
+    assert accel.mixed_precision_policy("gpu", (7, 5)) == "mixed_float16"
+    assert accel.mixed_precision_policy("gpu", (6, 0)) == "float32"
+    assert accel.mixed_precision_policy("cpu") == "float32"
+
+
+class FakeStrategy:
+    def __init__(self, replicas):
+        self.num_replicas_in_sync = replicas
+
+
+def fake_tf(tpu_cores=0, gpus=(), log=None):
+    """Just enough of the tensorflow module for accel._setup_tensorflow."""
+    log = [] if log is None else log
+
+    def resolver(tpu):
+        log.append(("resolve", tpu))
+        if not tpu_cores:
+            raise ValueError("Please provide a TPU Name to connect to.")
+        return SimpleNamespace(tpu=tpu)
+
+    def logical(kind):
+        if kind == "TPU":
+            return [SimpleNamespace(name=f"/job:worker/replica:0/task:0/device:TPU:{i}") for i in range(tpu_cores)]
+        return [SimpleNamespace(name="/device:CPU:0")]
+
+    def physical(kind):
+        return [SimpleNamespace(name=f"/physical_device:GPU:{i}") for i in range(len(gpus))] if kind == "GPU" else []
+
+    return SimpleNamespace(
+        distribute=SimpleNamespace(
+            cluster_resolver=SimpleNamespace(TPUClusterResolver=resolver),
+            TPUStrategy=lambda r: log.append(("strategy", r.tpu)) or FakeStrategy(tpu_cores),
+            MirroredStrategy=lambda *a: FakeStrategy(len(gpus)),
+            get_strategy=lambda: FakeStrategy(1),
+        ),
+        config=SimpleNamespace(
+            experimental_connect_to_cluster=lambda r: log.append(("connect", r.tpu)),
+            list_logical_devices=logical,
+            list_physical_devices=physical,
+            experimental=SimpleNamespace(get_device_details=lambda g: dict(gpus[0])),
+        ),
+        tpu=SimpleNamespace(experimental=SimpleNamespace(initialize_tpu_system=lambda r: log.append(("init", r.tpu)))),
+    )
+
+
+def test_tpu_vm_connects_locally_with_tpu_strategy():
+    log = []
+    acc = accel._setup_tensorflow(fake_tf(tpu_cores=8, log=log), ["local"], explicit_tpu=False, simulate_devices=0)
+    assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("tpu", 8, "mixed_bfloat16")
+    assert log == [("resolve", "local"), ("init", "local"), ("strategy", "local")]  # no remote connect
+    assert len(acc.device_names) == 8 and "TPUClusterResolver(tpu='local')" in acc.reason
+
+
+def test_legacy_tpu_node_is_connected_first():
+    log = []
+    accel._setup_tensorflow(fake_tf(tpu_cores=8, log=log), ["grpc://10.0.0.2:8470"], explicit_tpu=False, simulate_devices=0)
+    assert log[:2] == [("resolve", "grpc://10.0.0.2:8470"), ("connect", "grpc://10.0.0.2:8470")]
+
+
+def test_no_tpu_found_falls_back_to_cpu_with_a_note():
+    acc = accel._setup_tensorflow(fake_tf(), [""], explicit_tpu=False, simulate_devices=0)
+    assert (acc.kind, acc.num_replicas) == ("cpu", 1)
+    assert "ValueError" in acc.notes[0] and "No TPU found" in " ".join(acc.describe().split())
+
+
+def test_explicit_tpu_that_fails_is_an_error():
+    with pytest.raises(AcceleratorError, match="tpu='my-tpu'.*ValueError"):
+        accel._setup_tensorflow(fake_tf(), ["my-tpu"], explicit_tpu=True, simulate_devices=0)
+
+
+def test_two_t4_gpus_use_mirrored_strategy_and_float16():
+    t4 = {"device_name": "Tesla T4", "compute_capability": (7, 5)}
+    acc = accel._setup_tensorflow(fake_tf(gpus=[t4, t4]), [], explicit_tpu=False, simulate_devices=8)
+    assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("gpu", 2, "mixed_float16")
+    assert "Tesla T4" in acc.describe() and "simulate_devices is ignored" in acc.describe()
+    assert acc.max_steps_per_execution is None
+
+
+def test_one_old_gpu_uses_default_strategy_and_float32():
+    p100 = {"device_name": "Tesla P100", "compute_capability": (6, 0)}
+    acc = accel._setup_tensorflow(fake_tf(gpus=[p100]), [], explicit_tpu=False, simulate_devices=0)
+    assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("gpu", 1, "float32")
+
+
+def make_accelerator(**overrides):
+    fields = dict(kind="cpu", backend="tensorflow", num_replicas=8, device_names=[f"/device:CPU:{i}" for i in range(8)],
+                  strategy=FakeStrategy(8), simulated=True, max_steps_per_execution=1, reason="test")
+    fields.update(overrides)
+    return accel.Accelerator(**fields)
+
+
+def test_global_batch_and_its_validation():
+    acc = make_accelerator()
+    assert acc.global_batch(16) == 128
+    with pytest.raises(ParameterError):
+        acc.global_batch(0)
+
+
+def test_steps_per_execution_is_lowered_visibly(capsys):
+    assert make_accelerator().steps_per_execution(32) == 1
+    assert "lowered to 1" in capsys.readouterr().out
+    assert make_accelerator(max_steps_per_execution=None).steps_per_execution(32) == 32
+    assert capsys.readouterr().out == ""
+
+
+def test_describe_mentions_simulation_and_cap():
+    text = " ".join(make_accelerator().describe().split())
+    assert "8 replica(s) (simulated: 8 logical CPU devices" in text
+    assert "capped at 1" in text and "placeholder tensor" in text
+
+
+def test_scope_without_distribution_is_a_plain_context():
+    acc = make_accelerator(strategy=None, num_replicas=1, backend="jax")
+    with acc.scope():
+        pass
+    assert acc.distribution_name == "a single device"
+
+
+def test_quiet_native_logs_drops_only_known_noise(capfd):
+    with accel.quiet_native_logs():
+        os.write(2, b"I0000 00:00:1 123 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.\n")
+        os.write(2, b"E0000 00:00:1 123 real_problem.cc:1] something that matters\n")
+    assert capfd.readouterr().err == "E0000 00:00:1 123 real_problem.cc:1] something that matters\n"

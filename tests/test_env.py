@@ -1,0 +1,59 @@
+import socket
+from pathlib import Path
+
+from nbkit import env
+
+
+def test_platform_detection():
+    assert env.platform({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}) == "kaggle"
+    assert env.platform({"COLAB_RELEASE_TAG": "release-colab_2026"}) == "colab"
+    assert env.platform({}) == "local"
+
+
+def test_tpu_vm_from_kaggle_variables(tmp_path):
+    assert env.is_tpu_vm({"ISTPUVM": "1"}, dev=tmp_path)
+    assert env.is_tpu_vm({"TPU_PROCESS_ADDRESSES": "local"}, dev=tmp_path)
+    assert not env.is_tpu_vm({}, dev=tmp_path)
+
+
+def test_tpu_vm_from_device_files(tmp_path):
+    (tmp_path / "accel0").touch()
+    assert env.is_tpu_vm({}, dev=tmp_path)
+    other = tmp_path / "v5e"
+    (other / "vfio").mkdir(parents=True)
+    assert not env.is_tpu_vm({}, dev=other)
+    (other / "vfio" / "0").touch()
+    assert env.is_tpu_vm({}, dev=other)
+
+
+def test_tpu_address_legacy_and_named():
+    assert env.tpu_address({"COLAB_TPU_ADDR": "10.0.0.2:8470"}) == "grpc://10.0.0.2:8470"
+    assert env.tpu_address({"TPU_NAME": "my-tpu"}) == "my-tpu"
+    assert env.tpu_address({}) is None
+
+
+def test_detect_kaggle_probes_internet(tmp_path):
+    calls = []
+    found = env.detect({"KAGGLE_KERNEL_RUN_TYPE": "Batch", "ISTPUVM": "1"},
+                       probe_internet=lambda: calls.append(1) or False, dev=tmp_path)
+    assert calls == [1]
+    assert (found.platform, found.internet, found.tpu_vm) == ("kaggle", False, True)
+    assert found.input_dir == Path("/kaggle/input") and found.working_dir == Path("/kaggle/working")
+    assert "internet likely off" in found.describe()
+
+
+def test_detect_local_does_not_probe_and_honours_overrides(tmp_path):
+    found = env.detect({"NBKIT_INPUT_DIR": str(tmp_path / "in"), "NBKIT_WORKING_DIR": str(tmp_path / "w")},
+                       probe_internet=lambda: 1 / 0, dev=tmp_path)
+    assert found.platform == "local"
+    assert found.input_dir == tmp_path / "in" and found.working_dir == tmp_path / "w"
+
+
+def test_internet_likely_with_local_sockets():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert env.internet_likely("127.0.0.1", port, timeout=2)
+    # The port is closed now: the connection is refused at once.
+    assert not env.internet_likely("127.0.0.1", port, timeout=2)

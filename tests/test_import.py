@@ -1,0 +1,20 @@
+"""`import nbkit` must be fast and must not pull in a heavy framework (the Keras backend is chosen later)."""
+
+import json
+
+HEAVY = ("tensorflow", "jax", "torch", "kaggle", "keras")
+
+
+def test_import_is_fast_and_light(run_python):
+    result = run_python(
+        """
+        import json, sys, time
+        start = time.perf_counter()
+        import nbkit, nbkit.accel, nbkit.env, nbkit.params, nbkit.custom_loop, nbkit.models
+        seconds = time.perf_counter() - start
+        print(json.dumps({"seconds": seconds, "loaded": [m for m in %r if m in sys.modules]}))
+        """ % (HEAVY,)
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["loaded"] == []
+    assert report["seconds"] < 0.2, report
