@@ -27,9 +27,9 @@
 # %% tags=["parameters"]
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" (tiny, quick) or "full"
-SIMULATE_DEVICES: int = 8  # CPU only: split the CPU into this many replicas (8 = a TPU v3-8/v5e-8); 0 = no split
-EPOCHS: int = 0  # training epochs; 0 = the profile's default (smoke 2, full 5)
-PER_REPLICA_BATCH: int = 0  # batch per replica; 0 = the profile's default (smoke 16, full 128 = TPU rule of thumb)
+SIMULATE_DEVICES: int = 8  # CPU only: split the CPU into N replicas (8: like a TPU v3-8 or v5e-8; 0: no split)
+EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 2, full 5)
+PER_REPLICA_BATCH: int = 0  # batch per replica; 0 means the profile's default (smoke 16, full 128)
 STEPS_PER_EXECUTION: int = 32  # training steps per compiled call (fewer host round-trips)
 
 # %% [markdown]

@@ -1,0 +1,109 @@
+"""The notebooks themselves: paired sources, documented parameters, papermill runs and bad input.
+
+(`pytest --nbval notebooks` executes each committed .ipynb and compares its outputs; see Makefile.)
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import papermill
+import pytest
+
+from conftest import REPO
+
+SOURCES = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
+PARAMETER_LINE = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*): (?P<type>str|int|float|bool) = (?P<value>.+?)  # (?P<help>.+)$")
+
+
+def cells(path: Path) -> list[tuple[str, str, list[str]]]:
+    notebook = jupytext.read(path)
+    return [(c.cell_type, c.source.strip(), c.metadata.get("tags", [])) for c in notebook.cells]
+
+
+def parameters(source: Path) -> list[re.Match]:
+    tagged = [c for c in jupytext.read(source).cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{source.name}: exactly one cell must be tagged 'parameters'"
+    lines = [line for line in tagged[0].source.splitlines() if line.strip() and not line.startswith("#")]
+    matches = [PARAMETER_LINE.match(line) for line in lines]
+    bad = [line for line, m in zip(lines, matches) if m is None]
+    assert not bad, f"{source.name}: write parameters as `NAME: type = value  # help`: {bad}"
+    # papermill's parameter parser skips any line with a second "=", help text included.
+    assert not [m["name"] for m in matches if "=" in m["help"]], f"{source.name}: no '=' in parameter help"
+    return matches
+
+
+def test_there_are_notebooks():
+    assert SOURCES, "no notebooks/NN_name.py sources found"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
+def test_py_and_ipynb_have_the_same_cells(source):
+    twin = source.with_suffix(".ipynb")
+    assert twin.exists(), f"{twin.name} is missing: run `make notebooks`"
+    assert cells(source) == cells(twin), f"{twin.name} is stale against {source.name}: run `make notebooks`"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
+def test_committed_notebook_has_smoke_outputs(source):
+    notebook = jupytext.read(source.with_suffix(".ipynb"))
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code), "every code cell must be executed, or nbval skips it"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
+def test_help_notebook_documents_every_parameter(source):
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("papermill")), "--help-notebook", str(source.with_suffix(".ipynb"))],
+        capture_output=True, text=True, check=True,
+    )
+    text = " ".join(result.stdout.split())  # papermill wraps long help lines
+    for match in parameters(source):
+        assert f"{match['name']}: {match['type']} (default" in text, f"{match['name']} missing:\n{result.stdout}"
+        assert " ".join(match["help"].split()) in text, f"help of {match['name']} missing:\n{result.stdout}"
+
+
+def execute(tmp_path: Path, notebook: str, **params) -> Path:
+    output = tmp_path / "out.ipynb"
+    papermill.execute_notebook(
+        str(REPO / "notebooks" / notebook), str(output), parameters=params, kernel_name="python3",
+        cwd=str(REPO), progress_bar=False,
+    )
+    return output
+
+
+def text_outputs(path: Path) -> str:
+    notebook = jupytext.read(path)
+    return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_tpu_setup_runs_on_jax_with_eight_replicas(tmp_path):
+    out = text_outputs(execute(tmp_path, "01_tpu_setup.ipynb", BACKEND="jax", SIMULATE_DEVICES=8))
+    assert "Keras backend jax, 8 replica(s)" in " ".join(out.split())
+    assert "keras.distribution.DataParallel" in out
+    assert out.count("[[22.0, 28.0], [49.0, 64.0]]") == 8
+    assert "global batch 128 (8 replicas)" in out
+    assert "learned (validation accuracy above 3x chance): True" in out
+
+
+@pytest.mark.parametrize(
+    "params, named",
+    [
+        ({"PROFILE": "fast"}, "PROFILE='fast'"),
+        ({"EPOCHS": -1}, "EPOCHS=-1"),
+        ({"BACKEND": "pytorch"}, "BACKEND='pytorch'"),
+        ({"SIMULATE_DEVICES": "eight"}, "SIMULATE_DEVICES='eight'"),
+    ],
+)
+def test_bad_parameter_stops_at_the_first_cell(tmp_path, params, named):
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        execute(tmp_path, "01_tpu_setup.ipynb", **params)
+    assert error.value.ename == "ParameterError"
+    assert named in error.value.evalue
+    assert error.value.source.startswith("from nbkit import accel, params")  # the first cell after parameters
+    assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
