@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: venv demo test notebooks clean
+.PHONY: venv demo test notebooks bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,3 +32,7 @@ notebooks: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out build
+
+# Start-up and notebook wall times (prints a table; timings are never asserted in tests).
+bench: $(STAMP)
+	$(BIN)/python bench/bench_setup.py

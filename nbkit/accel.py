@@ -233,7 +233,11 @@ def quiet_native_logs() -> Iterator[None]:
     so only a redirect of the descriptor itself catches them.
     """
     sys.stderr.flush()
-    saved = os.dup(2)
+    try:
+        saved = os.dup(2)
+    except OSError:  # no file descriptor 2 (some embedded interpreters): nothing to filter
+        yield
+        return
     with tempfile.TemporaryFile(mode="w+b") as captured:
         os.dup2(captured.fileno(), 2)
         try:
