@@ -41,9 +41,13 @@ def main() -> None:
             for backend in ("tensorflow", "jax"):
                 with tempfile.TemporaryDirectory() as tmp:
                     start = time.perf_counter()
-                    subprocess.run([papermill, str(notebook), f"{tmp}/out.ipynb", "--cwd", str(REPO),
-                                    "-p", "BACKEND", backend], check=True, capture_output=True)
-                    rows.append((f"{notebook.name} smoke run, BACKEND={backend}", time.perf_counter() - start))
+                    run = subprocess.run([papermill, str(notebook), f"{tmp}/out.ipynb", "--cwd", str(REPO),
+                                          "-p", "BACKEND", backend], capture_output=True, text=True)
+                    seconds = time.perf_counter() - start
+                    if run.returncode != 0:
+                        print(f"{notebook.name} BACKEND={backend} failed ({run.returncode}):\n{run.stderr[-2000:]}")
+                        seconds = float("nan")
+                    rows.append((f"{notebook.name} smoke run, BACKEND={backend}", seconds))
     width = max(len(name) for name, _ in rows)
     print(f"{'what'.ljust(width)}  seconds")
     print(f"{'-' * width}  -------")
