@@ -58,6 +58,7 @@ class Accelerator:
     mixed_precision: str = "float32"  # the recommended Keras dtype policy
     max_steps_per_execution: int | None = None  # None: no known limit
     simulated: bool = False  # replicas are slices of one CPU, not real devices
+    remote_tpu: bool = False  # a TPU Node / named Cloud TPU: it reads input files itself, so from GCS
     reason: str = ""  # how this accelerator was chosen
     notes: list[str] = field(default_factory=list)
     jax_devices: list[Any] = field(default_factory=list, repr=False)
@@ -346,6 +347,7 @@ def _setup_tensorflow(tf: Any, addresses: list[str], *, explicit_tpu: bool, simu
             strategy=strategy,
             mixed_precision=mixed_precision_policy("tpu"),
             reason=f"TPUClusterResolver(tpu={address!r}) found a TPU",
+            remote_tpu=address != "local",
             notes=notes,
         )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -134,12 +135,19 @@ def _example(record: Mapping[str, Any]) -> Any:
     return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
+def _features(labeled: bool) -> dict[str, Any]:
+    """The tf.Example spec: `image` + `class` (labeled) or `image` + `id` (test)."""
+    import tensorflow as tf
+
+    key = {"class": tf.io.FixedLenFeature([], tf.int64)} if labeled else {"id": tf.io.FixedLenFeature([], tf.string)}
+    return {"image": tf.io.FixedLenFeature([], tf.string), **key}
+
+
 def read_records(files: Sequence[str], labeled: bool) -> list[dict[str, Any]]:
     """Every record of `files` in order, as Python values (for checks and small data; not for training)."""
     import tensorflow as tf
 
-    features = {"image": tf.io.FixedLenFeature([], tf.string)}
-    features.update({"class": tf.io.FixedLenFeature([], tf.int64)} if labeled else {"id": tf.io.FixedLenFeature([], tf.string)})
+    features = _features(labeled)
     records = []
     for name in files:
         try:
@@ -219,3 +227,160 @@ def make_sample(
                     records.append({"image": jpeg, "class": int(label)})
             write_tfrecords(records, data_root, size, split)
     return Path(data_root)
+
+
+COMPETITION = "flower-classification-with-tpus"
+
+
+@dataclass(frozen=True)
+class DataRoot:
+    """Where the TFRecords are read from, and why that place was chosen."""
+
+    path: str  # a local folder or a gs:// URL
+    reason: str
+
+
+def resolve_root(
+    data_root: str,
+    slug: str = COMPETITION,
+    needs_gcs: bool = False,
+    sample_dir: str | Path = "out/sample-data",
+    environment: Any = None,
+) -> DataRoot:
+    """Find the data: an explicit path; else on Kaggle the attached input (or its GCS path where a
+    remote TPU needs one); else a generated sample in the competition format.
+
+    data_root: "auto", "sample", or a folder / gs:// URL.
+    needs_gcs: the TPU reads the files itself over the network (legacy TPU Node), so local
+    `/kaggle/input` paths are useless to it.
+    """
+    from nbkit import env as nbenv
+
+    if data_root not in ("auto", "sample"):
+        if data_root.startswith("gs://") or Path(data_root).is_dir():
+            return DataRoot(data_root, "DATA_ROOT was given")
+        raise DataError(
+            f"DATA_ROOT={data_root!r} does not exist. Give the folder that holds tfrecords-jpeg-*/, "
+            "or use DATA_ROOT='auto' (Kaggle input, else a generated sample) or 'sample'."
+        )
+    environment = environment or nbenv.detect(probe_internet=lambda: False)
+    if data_root == "auto" and environment.platform == "kaggle":
+        attached = environment.input_dir / slug
+        if needs_gcs:
+            from kaggle_datasets import KaggleDatasets  # only inside Kaggle
+
+            return DataRoot(KaggleDatasets().get_gcs_path(slug), "a remote TPU reads the Kaggle data from its GCS copy")
+        if attached.is_dir():
+            return DataRoot(str(attached), f"the Kaggle input {slug!r} is attached")
+        raise DataError(f"{attached} is not attached: add the competition data ({slug}) with 'Add Input', or set DATA_ROOT='sample'.")
+    sample = Path(sample_dir)
+    if not (sample / "tfrecords-jpeg-192x192" / "test").is_dir():
+        make_sample(sample)  # once; later runs reuse it
+    return DataRoot(str(sample), f"no competition data here, so the generated sample in {sample} is used")
+
+
+def decode_image(jpeg: Any, image_size: int) -> Any:
+    """JPEG bytes to a uint8 [size, size, 3] tensor; the explicit shape is what TPUs need."""
+    import tensorflow as tf
+
+    return tf.reshape(tf.io.decode_jpeg(jpeg, channels=3), [image_size, image_size, 3])
+
+
+def _records(files: Sequence[str], image_size: int, labeled: bool, ordered: bool) -> Any:
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.deterministic = ordered  # training reads files as they come; val/test keep their order
+    features = _features(labeled)
+
+    def parse(raw: Any) -> Any:
+        example = tf.io.parse_single_example(raw, features)
+        return decode_image(example["image"], image_size), example["class" if labeled else "id"]
+
+    dataset = tf.data.TFRecordDataset(list(files), num_parallel_reads=tf.data.AUTOTUNE).with_options(options)
+    return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def augment(image: Any, label: Any) -> Any:
+    """Random left-right flip and brightness, on uint8 images."""
+    import tensorflow as tf
+
+    image = tf.image.random_flip_left_right(image)
+    image = tf.image.random_brightness(tf.cast(image, tf.float32), 20.0)
+    return tf.cast(tf.clip_by_value(image, 0.0, 255.0), tf.uint8), label
+
+
+def train_dataset(files: Sequence[str], image_size: int, global_batch: int, augmented: bool = True,
+                  shuffle_buffer: int = 2048) -> Any:
+    """Shuffled, augmented, repeated (image uint8, label) batches of `global_batch`."""
+    import tensorflow as tf
+
+    dataset = _records(files, image_size, labeled=True, ordered=False).repeat()
+    if augmented:
+        dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.shuffle(shuffle_buffer)
+    # Full batches only: every replica gets the same per-replica batch, shapes stay static.
+    return dataset.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def val_dataset(files: Sequence[str], image_size: int, global_batch: int) -> Any:
+    """Ordered (image, label) batches, cached in memory after the first epoch (full batches only)."""
+    import tensorflow as tf
+
+    dataset = _records(files, image_size, labeled=True, ordered=True).batch(global_batch, drop_remainder=True)
+    # The batch count is known from the file names; telling tf.data lets Keras stop without a warning.
+    batches = tf.data.experimental.assert_cardinality(count_items(files) // global_batch)
+    return dataset.apply(batches).cache().prefetch(tf.data.AUTOTUNE)
+
+
+def images_in_order(files: Sequence[str], image_size: int, labeled: bool, global_batch: int) -> tuple[Any, Any]:
+    """Every image of `files` in file order, padded to whole global batches, and their labels or ids.
+
+    Returns (dataset of image batches, numpy array of labels or ids). Predict on the dataset and
+    keep the first len(labels) rows: padding lets every replica get a full batch.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    records = _records(files, image_size, labeled, ordered=True)
+    keys = np.array([key for _, key in records.as_numpy_iterator()]) if labeled else np.array(
+        [key.decode() for _, key in records.as_numpy_iterator()]
+    )
+    padding = -len(keys) % global_batch
+    blank = tf.data.Dataset.from_tensors(tf.zeros([image_size, image_size, 3], tf.uint8)).repeat(padding)
+    images = records.map(lambda image, key: image).concatenate(blank).batch(global_batch, drop_remainder=True)
+    batches = tf.data.experimental.assert_cardinality((len(keys) + padding) // global_batch)
+    return images.apply(batches).prefetch(tf.data.AUTOTUNE), keys
+
+
+def check_files(files: Sequence[str], image_size: int, labeled: bool) -> int:
+    """Read every record of `files` once before training (CRC and features; the first image of each
+    file is decoded to check its size) and return the count.
+
+    A truncated or corrupt file, a missing feature, or images of another size raise a DataError
+    naming the file, instead of failing halfway through training.
+    """
+    import tensorflow as tf
+
+    features = _features(labeled)
+    total = 0
+    for name in files:
+        try:
+            parsed = tf.data.TFRecordDataset(name).map(lambda raw: tf.io.parse_single_example(raw, features)["image"])
+            for index, jpeg in enumerate(parsed):
+                if index == 0:
+                    size = tuple(tf.io.extract_jpeg_shape(jpeg).numpy()[:2])
+                    if size != (image_size, image_size):
+                        raise DataError(
+                            f"{name}: its images are {size[0]}x{size[1]}, not {image_size}x{image_size}. "
+                            "Set IMAGE_SIZE to the size in the folder name."
+                        )
+                total += 1
+        except tf.errors.DataLossError as error:
+            raise DataError(f"{name} is truncated or corrupt ({str(error).splitlines()[0]}). Re-download or regenerate it.") from error
+        except tf.errors.InvalidArgumentError as error:
+            raise DataError(
+                f"{name}: not a readable {'labeled' if labeled else 'test'} record (needs image + "
+                f"{'class' if labeled else 'id'}): {str(error).splitlines()[0]}"
+            ) from error
+    return total

@@ -96,7 +96,7 @@ def detect(
         input_dir = working_dir = Path("/content")
         internet = True
     else:
-        input_dir, working_dir = Path.cwd() / "data", Path.cwd() / "out"
+        input_dir, working_dir = Path("data"), Path("out")  # under the current folder
         internet = True
     return Environment(
         platform=where,

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
 
 def small_cnn(
-    input_shape: Sequence[int], num_classes: int, filters: Sequence[int] = (32, 64), dense: int = 128
+    input_shape: Sequence[int], num_classes: int, filters: Sequence[int] = (32, 64), dense: int = 128,
+    downsample: int = 1,
 ) -> Any:
-    """Conv-ReLU-pool blocks, then a dense layer; outputs logits (use `from_logits=True`)."""
+    """Conv-ReLU-pool blocks, then a dense layer; outputs logits (use `from_logits=True`).
+
+    downsample > 1 average-pools the input first: a quick baseline on large images, and a CNN
+    that trains in seconds on a CPU.
+    """
     import keras
     from keras import layers
 
     model = keras.Sequential([keras.Input(tuple(input_shape)), layers.Rescaling(1.0 / 255)], name="small_cnn")
+    if downsample > 1:
+        model.add(layers.AveragePooling2D(downsample))
     for width in filters:
         model.add(layers.Conv2D(width, 3, padding="same", activation="relu"))
         model.add(layers.MaxPooling2D())
@@ -21,3 +29,72 @@ def small_cnn(
     # Logits stay float32 under mixed precision, where the softmax/loss need the range.
     model.add(layers.Dense(num_classes, dtype="float32"))
     return model
+
+
+# How each keras.applications family wants its input, as Rescaling(scale, offset) of 0-255 pixels.
+# Families that want BGR / mean-subtracted input ("caffe": ResNet50, VGG) are not offered.
+INPUT_SCALING = {
+    "efficientnet": (1.0, 0.0),  # rescales inside the model
+    "efficientnet_v2": (1.0, 0.0),
+    "convnext": (1.0, 0.0),
+    "mobilenet": (1 / 127.5, -1.0),
+    "mobilenet_v2": (1 / 127.5, -1.0),
+    "xception": (1 / 127.5, -1.0),
+    "inception_v3": (1 / 127.5, -1.0),
+    "inception_resnet_v2": (1 / 127.5, -1.0),
+    "resnet_v2": (1 / 127.5, -1.0),
+    "nasnet": (1 / 127.5, -1.0),
+}
+
+
+def application_names() -> list[str]:
+    """The keras.applications models `build_classifier` accepts."""
+    import keras
+
+    return sorted(
+        name for name in dir(keras.applications)
+        if name[0].isupper() and _family(getattr(keras.applications, name)) in INPUT_SCALING
+    )
+
+
+def _family(constructor: Any) -> str:
+    return constructor.__module__.rsplit(".", 1)[-1]
+
+
+def build_classifier(name: str, image_size: int, num_classes: int, weights: str = "none", dropout: float = 0.2) -> Any:
+    """`small_cnn` or a keras.applications backbone with a new head; takes uint8 images, gives logits.
+
+    weights: "imagenet" (downloaded once into the Keras cache), "none", or a local weights file.
+    """
+    import keras
+    from keras import layers
+
+    from nbkit.errors import DataError, ParameterError
+
+    input_shape = (image_size, image_size, 3)
+    if name == "small_cnn":
+        if weights != "none":
+            raise ParameterError(f"WEIGHTS={weights!r}: small_cnn has no pretrained weights; use WEIGHTS='none'.")
+        # Pooled to about 48x48 first: a baseline, not a competitor of the pretrained backbones.
+        return small_cnn(input_shape, num_classes, filters=(16, 32, 64), dense=128, downsample=max(1, image_size // 48))
+    constructor = getattr(keras.applications, name, None)
+    if constructor is None or _family(constructor) not in INPUT_SCALING:
+        raise ParameterError(f"MODEL={name!r} is not offered: use 'small_cnn' or one of {application_names()}.")
+    if weights not in ("imagenet", "none") and not Path(weights).is_file():
+        raise DataError(f"WEIGHTS={weights!r}: no such file. Give 'imagenet', 'none' or a local weights file.")
+    try:
+        backbone = constructor(include_top=False, weights=None if weights == "none" else weights,
+                               input_shape=input_shape, pooling="avg")
+    except Exception as error:  # Keras raises a bare Exception("URL fetch failure ...") offline
+        if weights == "imagenet" and ("URL fetch failure" in str(error) or isinstance(error, OSError)):
+            raise DataError(
+                f"Could not download the imagenet weights of {name} (is internet off?): {error}. "
+                "Use WEIGHTS='none', or attach the weights file as a dataset and give its path."
+            ) from None
+        raise
+    scale, offset = INPUT_SCALING[_family(constructor)]
+    inputs = keras.Input(input_shape, dtype="uint8")
+    x = layers.Rescaling(scale, offset)(inputs)
+    x = layers.Dropout(dropout)(backbone(x))
+    outputs = layers.Dense(num_classes, dtype="float32")(x)  # float32 logits under mixed precision
+    return keras.Model(inputs, outputs, name=f"{name.lower()}_classifier")

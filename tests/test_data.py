@@ -96,3 +96,84 @@ def test_records_missing_a_feature_name_the_file(tmp_path):
     files = data.find_files(tmp_path, 32, "test")
     with pytest.raises(DataError, match="00-32x32-1.tfrec"):
         data.read_records(files, labeled=True)  # test records have no "class"
+
+
+def test_train_dataset_gives_full_uint8_batches(sample):
+    images, labels = next(iter(data.train_dataset(data.find_files(sample, 64, "train"), 64, global_batch=4)))
+    assert tuple(images.shape) == (4, 64, 64, 3) and images.dtype.name == "uint8"
+    assert set(labels.numpy()) <= set(range(5))
+
+
+def test_val_dataset_is_ordered_with_known_length(sample):
+    files = data.find_files(sample, 64, "val")  # 5 images
+    val = data.val_dataset(files, 64, global_batch=2)
+    assert len(val) == 2  # whole batches only, length known to Keras
+    labels = np.concatenate([y.numpy() for _, y in val])
+    expected = [r["class"] for r in data.read_records(files, labeled=True)][:4]
+    assert labels.tolist() == expected
+
+
+def test_images_in_order_pads_and_keeps_ids(sample):
+    files = data.find_files(sample, 64, "test")  # 7 images
+    images, ids = data.images_in_order(files, 64, labeled=False, global_batch=4)
+    batches = list(images)
+    assert len(batches) == 2 and all(tuple(b.shape) == (4, 64, 64, 3) for b in batches)
+    assert ids.tolist() == [r["id"] for r in data.read_records(files, labeled=False)]
+    assert not batches[-1].numpy()[3:].any()  # the padding is blank and comes last
+
+
+def test_check_files_counts_and_catches_bad_files(sample, tmp_path):
+    files = data.find_files(sample, 64, "train")
+    assert data.check_files(files, 64, labeled=True) == data.count_items(files)
+    broken = tmp_path / "00-64x64-3.tfrec"
+    broken.write_bytes(open(files[0], "rb").read()[:-7])
+    with pytest.raises(DataError, match="00-64x64-3.tfrec is truncated or corrupt"):
+        data.check_files([str(broken)], 64, labeled=True)
+    with pytest.raises(DataError, match="images are 64x64, not 192x192.*IMAGE_SIZE"):
+        data.check_files(files, 192, labeled=True)
+    with pytest.raises(DataError, match="needs image \\+ class"):
+        data.check_files(data.find_files(sample, 64, "test"), 64, labeled=True)
+
+
+def test_resolve_root_explicit_missing_and_sample(tmp_path, sample):
+    assert data.resolve_root(str(sample)).path == str(sample)
+    with pytest.raises(DataError, match="DATA_ROOT=.*does not exist"):
+        data.resolve_root(str(tmp_path / "nowhere"))
+    assert data.resolve_root("gs://bucket/flowers").path == "gs://bucket/flowers"
+
+
+def test_resolve_root_generates_the_sample_once(tmp_path, monkeypatch):
+    made = []
+    monkeypatch.setattr(data, "make_sample", lambda root: made.append(root) or (root / "tfrecords-jpeg-192x192" / "test").mkdir(parents=True))
+    first = data.resolve_root("auto", sample_dir=tmp_path / "s")
+    second = data.resolve_root("sample", sample_dir=tmp_path / "s")
+    assert made == [tmp_path / "s"] and first.path == second.path == str(tmp_path / "s")
+    assert "generated sample" in first.reason and first.reason == second.reason
+
+
+def kaggle_environment(input_dir):
+    from nbkit import env
+
+    return env.Environment("kaggle", input_dir, input_dir.parent / "working", tpu_vm=True, tpu_address=None, internet=False)
+
+
+def test_resolve_root_on_kaggle_uses_the_attached_input(tmp_path):
+    (tmp_path / "input" / data.COMPETITION).mkdir(parents=True)
+    found = data.resolve_root("auto", environment=kaggle_environment(tmp_path / "input"))
+    assert found.path == str(tmp_path / "input" / data.COMPETITION) and "attached" in found.reason
+
+
+def test_resolve_root_on_kaggle_without_input_says_what_to_attach(tmp_path):
+    with pytest.raises(DataError, match="Add Input"):
+        data.resolve_root("auto", environment=kaggle_environment(tmp_path / "input"))
+
+
+def test_resolve_root_for_a_remote_tpu_asks_kaggle_for_the_gcs_path(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    fake = types.ModuleType("kaggle_datasets")
+    fake.KaggleDatasets = lambda: types.SimpleNamespace(get_gcs_path=lambda slug: f"gs://kds-fake/{slug}")
+    monkeypatch.setitem(sys.modules, "kaggle_datasets", fake)
+    found = data.resolve_root("auto", needs_gcs=True, environment=kaggle_environment(tmp_path / "input"))
+    assert found.path == f"gs://kds-fake/{data.COMPETITION}" and "GCS" in found.reason

@@ -5,14 +5,17 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import jupytext
 import papermill
 import pytest
+from nbclient.exceptions import DeadKernelError
 
 from conftest import REPO
 
@@ -69,11 +72,26 @@ def test_help_notebook_documents_every_parameter(source):
 
 
 def execute(tmp_path: Path, notebook: str, **params) -> Path:
+    """Run a notebook with papermill into tmp_path/out.ipynb.
+
+    A kernel process that dies (no Python error: it vanishes) is retried once, with a warning in
+    the test report: seen about once in ten runs of the JAX-backend notebooks on the 2-core CI
+    machine, never reproduced outside a kernel. PYTHONFAULTHANDLER makes the kernel print a native
+    stack if it crashes, to find the cause.
+    """
     output = tmp_path / "out.ipynb"
-    papermill.execute_notebook(
-        str(REPO / "notebooks" / notebook), str(output), parameters=params, kernel_name="python3",
-        cwd=str(REPO), progress_bar=False,
-    )
+    os.environ.setdefault("PYTHONFAULTHANDLER", "1")  # inherited by the kernel
+    for attempt in (1, 2):
+        try:
+            papermill.execute_notebook(
+                str(REPO / "notebooks" / notebook), str(output), parameters=params, kernel_name="python3",
+                cwd=str(REPO), progress_bar=False,
+            )
+            return output
+        except DeadKernelError:
+            if attempt == 2:
+                raise
+            warnings.warn(f"{notebook} {params}: the kernel died; running it once more")
     return output
 
 
@@ -92,18 +110,55 @@ def test_tpu_setup_runs_on_jax_with_eight_replicas(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "params, named",
+    "notebook, params, named",
     [
-        ({"PROFILE": "fast"}, "PROFILE='fast'"),
-        ({"EPOCHS": -1}, "EPOCHS=-1"),
-        ({"BACKEND": "pytorch"}, "BACKEND='pytorch'"),
-        ({"SIMULATE_DEVICES": "eight"}, "SIMULATE_DEVICES='eight'"),
+        ("01_tpu_setup.ipynb", {"PROFILE": "fast"}, "PROFILE='fast'"),
+        ("01_tpu_setup.ipynb", {"EPOCHS": -1}, "EPOCHS=-1"),
+        ("01_tpu_setup.ipynb", {"BACKEND": "pytorch"}, "BACKEND='pytorch'"),
+        ("01_tpu_setup.ipynb", {"SIMULATE_DEVICES": "eight"}, "SIMULATE_DEVICES='eight'"),
+        ("02_flowers_classifier.ipynb", {"IMAGE_SIZE": 200}, "IMAGE_SIZE=200"),
     ],
 )
-def test_bad_parameter_stops_at_the_first_cell(tmp_path, params, named):
+def test_bad_parameter_stops_at_the_first_cell(tmp_path, notebook, params, named):
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        execute(tmp_path, "01_tpu_setup.ipynb", **params)
+        execute(tmp_path, notebook, **params)
     assert error.value.ename == "ParameterError"
     assert named in error.value.evalue
     assert error.value.source.startswith("from nbkit import accel, params")  # the first cell after parameters
     assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
+
+
+def test_flowers_on_jax_with_eight_replicas_learns_and_submits(tmp_path):
+    import json
+
+    from nbkit import data, evaluate
+
+    output_dir = tmp_path / "flowers"
+    out = text_outputs(execute(tmp_path, "02_flowers_classifier.ipynb", BACKEND="jax", SIMULATE_DEVICES=8,
+                               OUTPUT_DIR=str(output_dir)))
+    assert "Keras backend jax, 8 replica(s)" in " ".join(out.split())
+    assert "global batch 128" in out  # 8 x the per-replica 16
+    metrics = json.loads((output_dir / "metrics.json").read_text())
+    assert metrics["replicas"] == 8 and metrics["global_batch"] == 128
+    assert metrics["accuracy"] >= 3 / len(data.CLASSES), metrics  # the sample is learnable
+    test_files = data.find_files(output_dir / "sample-data", 192, "test")
+    expected_ids = [r["id"] for r in data.read_records(test_files, labeled=False)]
+    rows = evaluate.read_submission(output_dir / "submission.csv")
+    assert [i for i, _ in rows] == expected_ids
+    assert all(0 <= label < len(data.CLASSES) for _, label in rows)
+    for name in ("model.keras", "batch.png", "training_curves.png", "confusion_matrix.png", "predictions.png"):
+        assert (output_dir / name).stat().st_size > 0, name
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"DATA_ROOT": "/nonexistent/flowers"}, "DATA_ROOT='/nonexistent/flowers' does not exist"),
+        ({"IMAGE_SIZE": 224, "DATA_ROOT": "sample"}, "No .tfrec files"),
+    ],
+)
+def test_flowers_bad_data_stops_before_training(tmp_path, params, message):
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        execute(tmp_path, "02_flowers_classifier.ipynb", OUTPUT_DIR=str(tmp_path / "o"), **params)
+    assert error.value.ename == "DataError" and message in error.value.evalue
+    assert "model.fit" not in error.value.source

@@ -1,0 +1,84 @@
+"""Training helpers: the flower starter notebooks' learning-rate schedule, checkpoints, saving."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from nbkit.params import check_int
+
+
+@dataclass(frozen=True)
+class RampSchedule:
+    """Ramp up linearly, sustain, then decay exponentially towards `min_lr` (per epoch).
+
+    `max_lr` scales with the replicas: a global batch N times larger takes N times larger steps.
+    """
+
+    max_lr: float
+    start_lr: float = 1e-5
+    min_lr: float = 1e-5
+    ramp_epochs: int = 5
+    sustain_epochs: int = 0
+    decay: float = 0.8
+
+    def __call__(self, epoch: int, lr: float | None = None) -> float:
+        if epoch < self.ramp_epochs:
+            return self.start_lr + (self.max_lr - self.start_lr) * epoch / self.ramp_epochs
+        if epoch < self.ramp_epochs + self.sustain_epochs:
+            return self.max_lr
+        decayed = epoch - self.ramp_epochs - self.sustain_epochs
+        return self.min_lr + (self.max_lr - self.min_lr) * self.decay**decayed
+
+    def values(self, epochs: int) -> list[float]:
+        """The rate of each epoch, for plotting."""
+        return [self(epoch) for epoch in range(epochs)]
+
+
+def flower_schedule(replicas: int, max_lr_per_replica: float = 5e-5, **overrides: Any) -> RampSchedule:
+    """The starter notebooks' defaults: start = min = 1e-5, max = 5e-5 x replicas, ramp 5, sustain 0, decay 0.8."""
+    check_int("replicas", replicas, minimum=1)
+    return RampSchedule(max_lr=max_lr_per_replica * replicas, **overrides)
+
+
+def steps_per_epoch(num_items: int, global_batch: int) -> int:
+    """Whole global batches in one pass over the data (at least one)."""
+    return max(1, num_items // global_batch)
+
+
+def callbacks(schedule: Callable[[int], float], output_dir: str | Path) -> list[Any]:
+    """The learning-rate schedule plus a weights checkpoint written after every epoch."""
+    import keras
+
+    checkpoint = Path(output_dir) / "checkpoint.weights.h5"
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    return [
+        keras.callbacks.LearningRateScheduler(schedule, verbose=0),
+        keras.callbacks.ModelCheckpoint(str(checkpoint), save_weights_only=True),
+    ]
+
+
+def save_model(model: Any, path: str | Path) -> Path:
+    """Save in the Keras 3 format (`.keras`), via a temporary file so a failed save loses nothing.
+
+    Keras 3 writes the file from the host in Python (zip + h5), so the TPU-Node-era
+    `experimental_io_device="/job:localhost"` of TF SavedModels is not needed here.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.stem + ".partial.keras")
+    model.save(partial)
+    partial.replace(path)
+    return path
+
+
+def load_model(path: str | Path, acc: Any = None) -> Any:
+    """Load a `.keras` model, inside the accelerator's scope when given (variables on every replica)."""
+    import contextlib
+
+    import keras
+
+    with acc.scope() if acc is not None else contextlib.nullcontext():
+        return keras.models.load_model(Path(path))
+

@@ -1,0 +1,36 @@
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+
+from nbkit import evaluate, plots  # noqa: E402
+
+NAMES = ["daisy", "rose", "tulip"]
+
+
+def test_batch_titles_ok_and_no_in_red(tmp_path):
+    images = np.zeros((3, 8, 8, 3), np.uint8)
+    figure = plots.batch(images, [0, 1, 2], NAMES, predictions=[0, 2, 2], path=tmp_path / "b.png")
+    titles = [(a.get_title(), a.title.get_color()) for a in figure.axes if a.get_title()]
+    assert titles == [("daisy OK", "black"), ("tulip NO -> rose", "red"), ("tulip OK", "black")]
+    assert (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_batch_without_predictions_shows_class_names():
+    figure = plots.batch(np.zeros((2, 8, 8, 3), np.uint8), [2, 0], NAMES)
+    assert [a.get_title() for a in figure.axes if a.get_title()] == ["tulip", "daisy"]
+
+
+def test_curves_schedule_and_confusion(tmp_path):
+    history = {"loss": [2.0, 1.0], "val_loss": [2.1, 1.2], "accuracy": [0.1, 0.5], "val_accuracy": [0.1, 0.4],
+               "learning_rate": [1e-5, 1e-4]}
+    figure = plots.training_curves(history, tmp_path / "curves.png")
+    assert [a.get_title() for a in figure.axes] == ["loss", "accuracy"]
+    assert [len(a.lines) for a in figure.axes] == [2, 2]
+    figure = plots.learning_rate([1e-5, 4e-4, 3e-4], tmp_path / "lr.png")
+    assert "max 0.0004" in figure.axes[0].get_title()
+    counts = evaluate.confusion_matrix([0, 1, 2], [0, 2, 2], 3)
+    figure = plots.confusion(counts, NAMES, evaluate.scores(counts), tmp_path / "cm.png")
+    assert figure.axes[0].get_title().startswith("F1 0.556")
+    assert all((tmp_path / name).exists() for name in ("curves.png", "lr.png", "cm.png"))
