@@ -29,9 +29,7 @@ from typing import Any, Callable, ContextManager, Iterator
 
 from nbkit import env as nbenv
 from nbkit.errors import AcceleratorError, BackendError
-from nbkit.params import check_choice, check_int
-
-BACKENDS = ("auto", "tensorflow", "jax")
+from nbkit.params import BACKENDS, check_choice, check_int
 
 # Measured with TF 2.21 / Keras 3.15 on 2 and 8 logical CPUs; building the optimizer first
 # does not help (it does for a hand-written multi-step tf.function, see nbkit.custom_loop).

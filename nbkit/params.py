@@ -7,6 +7,7 @@ from typing import Iterable
 from nbkit.errors import ParameterError
 
 PROFILES = ("auto", "smoke", "full")
+BACKENDS = ("auto", "tensorflow", "jax")
 
 
 def check_choice(name: str, value: object, allowed: Iterable[str]) -> str:
@@ -45,3 +46,15 @@ def resolve_profile(profile: str, accelerator_kind: str) -> str:
 def pick(value: int, default: int) -> int:
     """A numeric parameter where 0 means "the profile's default"."""
     return value if value else default
+
+
+def check_run(
+    BACKEND: str, PROFILE: str, SIMULATE_DEVICES: int, EPOCHS: int, PER_REPLICA_BATCH: int, STEPS_PER_EXECUTION: int
+) -> None:
+    """Check the parameters every training notebook shares (names as in the notebooks)."""
+    check_choice("BACKEND", BACKEND, BACKENDS)
+    check_choice("PROFILE", PROFILE, PROFILES)
+    check_int("SIMULATE_DEVICES", SIMULATE_DEVICES, minimum=0)
+    check_int("EPOCHS", EPOCHS, minimum=0)  # 0: the profile's default
+    check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=0)
+    check_int("STEPS_PER_EXECUTION", STEPS_PER_EXECUTION, minimum=1)

@@ -42,11 +42,7 @@ STEPS_PER_EXECUTION: int = 32  # training steps per compiled call (fewer host ro
 # %%
 from nbkit import accel, params
 
-params.check_choice("BACKEND", BACKEND, accel.BACKENDS)
-params.check_choice("PROFILE", PROFILE, params.PROFILES)
-for name in ("SIMULATE_DEVICES", "EPOCHS", "PER_REPLICA_BATCH"):
-    params.check_int(name, globals()[name], minimum=0)
-params.check_int("STEPS_PER_EXECUTION", STEPS_PER_EXECUTION, minimum=1)
+params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
 print(acc.describe())

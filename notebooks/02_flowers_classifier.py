@@ -38,14 +38,10 @@ OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv 
 # Parameters are checked first, then the accelerator is found (before anything imports Keras).
 
 # %%
-from nbkit import accel, params
+from nbkit import accel, data, params
 
-params.check_choice("BACKEND", BACKEND, accel.BACKENDS)
-params.check_choice("PROFILE", PROFILE, params.PROFILES)
-params.check_choice("IMAGE_SIZE", IMAGE_SIZE, (192, 224, 331, 512))
-for name in ("EPOCHS", "PER_REPLICA_BATCH", "SIMULATE_DEVICES"):
-    params.check_int(name, globals()[name], minimum=0)
-params.check_int("STEPS_PER_EXECUTION", STEPS_PER_EXECUTION, minimum=1)
+params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
+params.check_choice("IMAGE_SIZE", IMAGE_SIZE, data.IMAGE_SIZES)
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
 print(acc.describe())
@@ -79,8 +75,6 @@ print(f"profile={profile}: {model_name} (weights {weights}), {epochs} epochs, gl
 # `IMAGE_SIZE` stops here with the file's name, not halfway through training.
 
 # %%
-from nbkit import data
-
 root = data.resolve_root(DATA_ROOT, needs_gcs=acc.remote_tpu, sample_dir=output_dir / "sample-data")
 print(f"data: {root.reason}")
 files = {split: data.find_files(root.path, IMAGE_SIZE, split) for split in data.SPLITS}

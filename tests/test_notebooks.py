@@ -124,7 +124,7 @@ def test_bad_parameter_stops_at_the_first_cell(tmp_path, notebook, params, named
         execute(tmp_path, notebook, **params)
     assert error.value.ename == "ParameterError"
     assert named in error.value.evalue
-    assert error.value.source.startswith("from nbkit import accel, params")  # the first cell after parameters
+    assert error.value.source.startswith("from nbkit import accel")  # the first cell after parameters
     assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
 
 

@@ -45,3 +45,12 @@ def test_resolve_profile_rejects_unknown():
 def test_pick_uses_default_for_zero():
     assert params.pick(0, 16) == 16
     assert params.pick(4, 16) == 4
+
+
+def test_check_run_names_the_bad_shared_parameter():
+    good = dict(BACKEND="jax", PROFILE="smoke", SIMULATE_DEVICES=8, EPOCHS=0, PER_REPLICA_BATCH=0, STEPS_PER_EXECUTION=1)
+    params.check_run(**good)
+    for name, bad in (("BACKEND", "torch"), ("PROFILE", "big"), ("SIMULATE_DEVICES", -1), ("EPOCHS", 2.5),
+                      ("PER_REPLICA_BATCH", -8), ("STEPS_PER_EXECUTION", 0)):
+        with pytest.raises(ParameterError, match=name):
+            params.check_run(**{**good, name: bad})
