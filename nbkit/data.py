@@ -7,11 +7,12 @@ Labeled records hold `image` (JPEG bytes) and `class` (int64); test records hold
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from nbkit.errors import DataError
 
@@ -143,25 +144,35 @@ def _features(labeled: bool) -> dict[str, Any]:
     return {"image": tf.io.FixedLenFeature([], tf.string), **key}
 
 
+@contextlib.contextmanager
+def _reading(name: str, labeled: bool) -> Iterator[None]:
+    """Turn TensorFlow's read errors for file `name` into a DataError that names it."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except tf.errors.DataLossError as error:
+        raise DataError(f"{name} is truncated or corrupt ({str(error).splitlines()[0]}). Re-download or regenerate it.") from error
+    except tf.errors.InvalidArgumentError as error:
+        raise DataError(
+            f"{name}: not a readable {'labeled' if labeled else 'test'} record (needs image + "
+            f"{'class' if labeled else 'id'}): {str(error).splitlines()[0]}"
+        ) from error
+
+
 def read_records(files: Sequence[str], labeled: bool) -> list[dict[str, Any]]:
     """Every record of `files` in order, as Python values (for checks and small data; not for training)."""
     import tensorflow as tf
 
     features = _features(labeled)
+    key = "class" if labeled else "id"
     records = []
     for name in files:
-        try:
+        with _reading(name, labeled):
             for raw in tf.data.TFRecordDataset(name):
                 parsed = tf.io.parse_single_example(raw, features)
-                record = {"image": parsed["image"].numpy()}
-                if labeled:
-                    record["class"] = int(parsed["class"])
-                else:
-                    record["id"] = parsed["id"].numpy().decode()
-                records.append(record)
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
-            raise DataError(f"{name}: not a readable competition TFRecord ({type(error).__name__}: "
-                            f"{str(error).splitlines()[0]}). Re-download or regenerate it.") from error
+                value = parsed[key].numpy()
+                records.append({"image": parsed["image"].numpy(), key: int(value) if labeled else value.decode()})
     return records
 
 
@@ -286,7 +297,9 @@ def decode_image(jpeg: Any, image_size: int) -> Any:
     return tf.reshape(tf.io.decode_jpeg(jpeg, channels=3), [image_size, image_size, 3])
 
 
-def _records(files: Sequence[str], image_size: int, labeled: bool, ordered: bool) -> Any:
+def _records(files: Sequence[str], image_size: int, labeled: bool, ordered: bool, decode: bool = True) -> Any:
+    """(image, class or id) pairs; `decode=False` keeps the JPEG bytes. An ordered read gives the
+    same order on every pass (files interleaved, not one after another)."""
     import tensorflow as tf
 
     options = tf.data.Options()
@@ -295,7 +308,8 @@ def _records(files: Sequence[str], image_size: int, labeled: bool, ordered: bool
 
     def parse(raw: Any) -> Any:
         example = tf.io.parse_single_example(raw, features)
-        return decode_image(example["image"], image_size), example["class" if labeled else "id"]
+        image = decode_image(example["image"], image_size) if decode else example["image"]
+        return image, example["class" if labeled else "id"]
 
     dataset = tf.data.TFRecordDataset(list(files), num_parallel_reads=tf.data.AUTOTUNE).with_options(options)
     return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
@@ -334,7 +348,7 @@ def val_dataset(files: Sequence[str], image_size: int, global_batch: int) -> Any
 
 
 def images_in_order(files: Sequence[str], image_size: int, labeled: bool, global_batch: int) -> tuple[Any, Any]:
-    """Every image of `files` in file order, padded to whole global batches, and their labels or ids.
+    """Every image of `files` in a fixed order, padded to whole global batches, and their labels or ids.
 
     Returns (dataset of image batches, numpy array of labels or ids). Predict on the dataset and
     keep the first len(labels) rows: padding lets every replica get a full batch.
@@ -343,9 +357,9 @@ def images_in_order(files: Sequence[str], image_size: int, labeled: bool, global
     import tensorflow as tf
 
     records = _records(files, image_size, labeled, ordered=True)
-    keys = np.array([key for _, key in records.as_numpy_iterator()]) if labeled else np.array(
-        [key.decode() for _, key in records.as_numpy_iterator()]
-    )
+    # The keys come from a second pass in the same order, without decoding the images.
+    keys = [key for _, key in _records(files, image_size, labeled, ordered=True, decode=False).as_numpy_iterator()]
+    keys = np.array(keys if labeled else [key.decode() for key in keys])
     padding = -len(keys) % global_batch
     blank = tf.data.Dataset.from_tensors(tf.zeros([image_size, image_size, 3], tf.uint8)).repeat(padding)
     images = records.map(lambda image, key: image).concatenate(blank).batch(global_batch, drop_remainder=True)
@@ -354,20 +368,18 @@ def images_in_order(files: Sequence[str], image_size: int, labeled: bool, global
 
 
 def check_files(files: Sequence[str], image_size: int, labeled: bool) -> int:
-    """Read every record of `files` once before training (CRC and features; the first image of each
-    file is decoded to check its size) and return the count.
+    """Read every record of `files` once before training (CRC and features; the JPEG header of each
+    file's first image gives the image size) and return the count.
 
     A truncated or corrupt file, a missing feature, or images of another size raise a DataError
     naming the file, instead of failing halfway through training.
     """
     import tensorflow as tf
 
-    features = _features(labeled)
     total = 0
     for name in files:
-        try:
-            parsed = tf.data.TFRecordDataset(name).map(lambda raw: tf.io.parse_single_example(raw, features)["image"])
-            for index, jpeg in enumerate(parsed):
+        with _reading(name, labeled):
+            for index, (jpeg, _) in enumerate(_records([name], image_size, labeled, ordered=True, decode=False)):
                 if index == 0:
                     size = tuple(tf.io.extract_jpeg_shape(jpeg).numpy()[:2])
                     if size != (image_size, image_size):
@@ -376,11 +388,4 @@ def check_files(files: Sequence[str], image_size: int, labeled: bool) -> int:
                             "Set IMAGE_SIZE to the size in the folder name."
                         )
                 total += 1
-        except tf.errors.DataLossError as error:
-            raise DataError(f"{name} is truncated or corrupt ({str(error).splitlines()[0]}). Re-download or regenerate it.") from error
-        except tf.errors.InvalidArgumentError as error:
-            raise DataError(
-                f"{name}: not a readable {'labeled' if labeled else 'test'} record (needs image + "
-                f"{'class' if labeled else 'id'}): {str(error).splitlines()[0]}"
-            ) from error
     return total

@@ -177,3 +177,15 @@ def test_resolve_root_for_a_remote_tpu_asks_kaggle_for_the_gcs_path(tmp_path, mo
     monkeypatch.setitem(sys.modules, "kaggle_datasets", fake)
     found = data.resolve_root("auto", needs_gcs=True, environment=kaggle_environment(tmp_path / "input"))
     assert found.path == f"gs://kds-fake/{data.COMPETITION}" and "GCS" in found.reason
+
+
+def test_images_in_order_keeps_each_image_with_its_key(tmp_path):
+    import tensorflow as tf
+
+    # Two files of five records each: the parallel, ordered read interleaves them.
+    records = [{"image": tf.io.encode_jpeg(np.full((16, 16, 3), 20 * i, np.uint8)).numpy(), "id": str(i)} for i in range(10)]
+    data.write_tfrecords(records, tmp_path, 16, "test", shards=2)
+    images, ids = data.images_in_order(data.find_files(tmp_path, 16, "test"), 16, labeled=False, global_batch=4)
+    pixels = np.concatenate([batch.numpy() for batch in images])[: len(ids)]
+    assert sorted(ids.tolist(), key=int) == [str(i) for i in range(10)]
+    assert [round(float(p.mean()) / 20) for p in pixels] == [int(i) for i in ids]
