@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,26 +316,63 @@ def _records(files: Sequence[str], image_size: int, labeled: bool, ordered: bool
     return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def augment(image: Any, label: Any) -> Any:
-    """Random left-right flip and brightness, on uint8 images."""
+def augment(image: Any, label: Any, seed: Any) -> Any:
+    """Random left-right flip and brightness on a uint8 image; `seed` ([2] ints) makes it repeatable."""
     import tensorflow as tf
 
-    image = tf.image.random_flip_left_right(image)
-    image = tf.image.random_brightness(tf.cast(image, tf.float32), 20.0)
+    flip_seed, brightness_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+    image = tf.image.stateless_random_brightness(tf.cast(image, tf.float32), 20.0, brightness_seed)
     return tf.cast(tf.clip_by_value(image, 0.0, 255.0), tf.uint8), label
 
 
 def train_dataset(files: Sequence[str], image_size: int, global_batch: int, augmented: bool = True,
-                  shuffle_buffer: int = 2048) -> Any:
-    """Shuffled, augmented, repeated (image uint8, label) batches of `global_batch`."""
+                  shuffle_buffer: int = 2048, seed: int | None = None, first_epoch: int = 0) -> Any:
+    """Shuffled, augmented (image uint8, label) batches of `global_batch`, epoch after epoch without end.
+
+    An epoch is one pass over the files: `train.steps_per_epoch(count, global_batch)` batches.
+    With a `seed`, the batches of epoch e depend only on (seed, e), so a run resumed at
+    `first_epoch` sees exactly what an uninterrupted run saw there (files are then read in a
+    fixed order, a little slower). Without one, every call shuffles differently.
+    """
     import tensorflow as tf
 
-    dataset = _records(files, image_size, labeled=True, ordered=False).repeat()
-    if augmented:
-        dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = dataset.shuffle(shuffle_buffer)
-    # Full batches only: every replica gets the same per-replica batch, shapes stay static.
-    return dataset.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    repeatable = seed is not None
+    seed = seed if repeatable else random.SystemRandom().randrange(2**31)
+    records = _records(files, image_size, labeled=True, ordered=repeatable)
+    passes = -(-global_batch // max(1, count_items(files)))  # an epoch needs at least one full batch
+
+    def epoch(index: Any) -> Any:
+        epoch_seed = seed * 1_000_003 + index  # one seed per epoch, never shared between epochs
+        dataset = records.repeat(passes).shuffle(shuffle_buffer, seed=epoch_seed)
+        if augmented:
+            dataset = dataset.enumerate().map(
+                lambda i, item: augment(*item, tf.stack([epoch_seed, i])), num_parallel_calls=tf.data.AUTOTUNE
+            )
+        # Full batches only: every replica gets the same per-replica batch, shapes stay static.
+        return dataset.batch(global_batch, drop_remainder=True)
+
+    return tf.data.Dataset.range(first_epoch, 2**62).flat_map(epoch).prefetch(tf.data.AUTOTUNE)
+
+
+def fingerprint(files: Sequence[str], sample_bytes: int = 2**16) -> str:
+    """A short hash of the files' names, sizes, and first and last `sample_bytes`: it tells whether a
+    model or a checkpoint was made from these files, without reading gigabytes."""
+    import hashlib
+
+    import tensorflow as tf  # tf.io.gfile reads gs:// URLs as well as local files
+
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        if not tf.io.gfile.exists(name):
+            raise DataError(f"{name} does not exist: the data folder changed after the files were listed.")
+        with tf.io.gfile.GFile(name, "rb") as f:
+            size = f.size()
+            head = f.read(sample_bytes)
+            f.seek(max(0, size - sample_bytes))
+            tail = f.read(sample_bytes)
+        digest.update(f"{Path(name).name}:{size}:".encode() + head + tail)
+    return "sha256:" + digest.hexdigest()[:16]
 
 
 def val_dataset(files: Sequence[str], image_size: int, global_batch: int) -> Any:
@@ -365,6 +403,24 @@ def images_in_order(files: Sequence[str], image_size: int, labeled: bool, global
     images = records.map(lambda image, key: image).concatenate(blank).batch(global_batch, drop_remainder=True)
     batches = tf.data.experimental.assert_cardinality((len(keys) + padding) // global_batch)
     return images.apply(batches).prefetch(tf.data.AUTOTUNE), keys
+
+
+def checked_splits(data_root: str | Path, image_size: int, splits: Sequence[str] = SPLITS
+                   ) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """The files of each split, each read once (`check_files`), and the item counts.
+
+    Counts are also read from the file names (what training plans with), so names that lie stop here.
+    """
+    files = {split: find_files(data_root, image_size, split) for split in splits}
+    counts = {split: check_files(files[split], image_size, labeled=split != "test") for split in splits}
+    for split in splits:
+        named = count_items(files[split])
+        if counts[split] != named:
+            raise DataError(
+                f"The {split} file names promise {named} records but the files hold {counts[split]}: "
+                "rename the files (the number before .tfrec is the record count) or regenerate them."
+            )
+    return files, counts
 
 
 def check_files(files: Sequence[str], image_size: int, labeled: bool) -> int:

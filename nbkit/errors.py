@@ -19,3 +19,11 @@ class AcceleratorError(NbkitError, RuntimeError):
 
 class DataError(NbkitError, OSError):
     """Input data is missing, unreadable or not in the expected format."""
+
+
+class ResumeError(NbkitError, RuntimeError):
+    """A training checkpoint cannot be resumed: unreadable, incomplete, or made with other settings."""
+
+
+class PackageError(NbkitError, OSError):
+    """A model package is missing, incomplete, of another format version, or does not fit the data."""

@@ -37,6 +37,16 @@ def scores(counts: np.ndarray) -> dict[str, float]:
     }
 
 
+def predict_in_order(model: Any, files: Sequence[str], image_size: int, labeled: bool,
+                     global_batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """Logits for every image of `files`, in file order, and their labels (or test ids)."""
+    from nbkit.data import images_in_order
+
+    images, keys = images_in_order(files, image_size, labeled=labeled, global_batch=global_batch)
+    # The last batch is padded so every replica gets a full one; the padding's rows are cut.
+    return np.asarray(model.predict(images, verbose=0))[: len(keys)], keys
+
+
 def _write_atomically(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")

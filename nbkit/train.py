@@ -42,21 +42,82 @@ def flower_schedule(replicas: int, max_lr_per_replica: float = 5e-5, **overrides
     return RampSchedule(max_lr=max_lr_per_replica * replicas, **overrides)
 
 
+@dataclass(frozen=True)
+class FlowerConfig:
+    """What the flowers notebooks train: model, weights, epochs, batch and schedule of a profile."""
+
+    profile: str
+    model: str
+    weights: str
+    epochs: int
+    per_replica_batch: int
+    max_lr_per_replica: float
+    ramp_epochs: int
+
+    def describe(self, global_batch: int) -> str:
+        return (f"profile={self.profile}: {self.model} (weights {self.weights}), {self.epochs} epochs, "
+                f"global batch {global_batch}")
+
+
+# "smoke" trains a small CNN from scratch on the sample in seconds; "full" fine-tunes a pretrained
+# EfficientNetB0 with the starter notebooks' schedule (max 5e-5 x replicas).
+FLOWER_PROFILES = {
+    "smoke": FlowerConfig("smoke", "small_cnn", "none", 8, 16, 2.5e-4, 2),
+    "full": FlowerConfig("full", "EfficientNetB0", "imagenet", 12, 16, 5e-5, 5),
+}
+
+
+def flower_config(profile: str, epochs: int = 0, per_replica_batch: int = 0, model: str = "auto",
+                  weights: str = "auto") -> FlowerConfig:
+    """A profile's settings with the notebook's overrides (0 or "auto" keep the profile's value)."""
+    from dataclasses import replace
+
+    from nbkit.params import pick
+
+    base = FLOWER_PROFILES[profile]
+    return replace(
+        base,
+        epochs=pick(epochs, base.epochs),
+        per_replica_batch=pick(per_replica_batch, base.per_replica_batch),
+        model=base.model if model == "auto" else model,
+        weights=base.weights if weights == "auto" else weights,
+    )
+
+
+def compiled_classifier(acc: Any, config: FlowerConfig, image_size: int, num_classes: int,
+                        steps_per_execution: int) -> Any:
+    """The classifier built and compiled inside `acc.scope()` (its variables live on every replica)."""
+    import keras
+
+    from nbkit.models import build_classifier
+
+    with acc.scope():
+        model = build_classifier(config.model, image_size, num_classes, weights=config.weights)
+        model.compile(
+            optimizer=keras.optimizers.Adam(),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["sparse_categorical_accuracy"],
+            steps_per_execution=acc.steps_per_execution(steps_per_execution),
+        )
+    return model
+
+
 def steps_per_epoch(num_items: int, global_batch: int) -> int:
     """Whole global batches in one pass over the data (at least one)."""
     return max(1, num_items // global_batch)
 
 
-def callbacks(schedule: Callable[[int], float], output_dir: str | Path) -> list[Any]:
-    """The learning-rate schedule plus a weights checkpoint written after every epoch."""
+def callbacks(schedule: Callable[[int], float], output_dir: str | Path | None = None) -> list[Any]:
+    """The learning-rate schedule, plus a weights checkpoint after every epoch when `output_dir` is
+    given (for training that resumes, see `nbkit.resume`)."""
     import keras
 
+    scheduler = keras.callbacks.LearningRateScheduler(schedule, verbose=0)
+    if output_dir is None:
+        return [scheduler]
     checkpoint = Path(output_dir) / "checkpoint.weights.h5"
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    return [
-        keras.callbacks.LearningRateScheduler(schedule, verbose=0),
-        keras.callbacks.ModelCheckpoint(str(checkpoint), save_weights_only=True),
-    ]
+    return [scheduler, keras.callbacks.ModelCheckpoint(str(checkpoint), save_weights_only=True)]
 
 
 def save_model(model: Any, path: str | Path) -> Path:

@@ -56,18 +56,12 @@ from pathlib import Path
 
 from nbkit import env, train
 
-profile = params.resolve_profile(PROFILE, acc.kind)
-config = {
-    "smoke": dict(epochs=8, per_replica_batch=16, model="small_cnn", weights="none", max_lr_per_replica=2.5e-4, ramp_epochs=2),
-    "full": dict(epochs=12, per_replica_batch=16, model="EfficientNetB0", weights="imagenet", max_lr_per_replica=5e-5, ramp_epochs=5),
-}[profile]
-epochs = params.pick(EPOCHS, config["epochs"])
-global_batch = acc.global_batch(params.pick(PER_REPLICA_BATCH, config["per_replica_batch"]))
-model_name = config["model"] if MODEL == "auto" else MODEL
-weights = config["weights"] if WEIGHTS == "auto" else WEIGHTS
-output_dir = env.detect().working_dir / "flowers" if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
-schedule = train.flower_schedule(acc.num_replicas, config["max_lr_per_replica"], ramp_epochs=config["ramp_epochs"])
-print(f"profile={profile}: {model_name} (weights {weights}), {epochs} epochs, global batch {global_batch}")
+config = train.flower_config(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
+global_batch = acc.global_batch(config.per_replica_batch)
+schedule = train.flower_schedule(acc.num_replicas, config.max_lr_per_replica, ramp_epochs=config.ramp_epochs)
+working_dir = env.detect().working_dir
+output_dir = working_dir / "flowers" if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
+print(config.describe(global_batch))
 
 # %% [markdown]
 # ## Data
@@ -75,11 +69,9 @@ print(f"profile={profile}: {model_name} (weights {weights}), {epochs} epochs, gl
 # `IMAGE_SIZE` stops here with the file's name, not halfway through training.
 
 # %%
-root = data.resolve_root(DATA_ROOT, needs_gcs=acc.remote_tpu, sample_dir=output_dir / "sample-data")
+root = data.resolve_root(DATA_ROOT, needs_gcs=acc.remote_tpu, sample_dir=working_dir / "sample-data")
 print(f"data: {root.reason}")
-files = {split: data.find_files(root.path, IMAGE_SIZE, split) for split in data.SPLITS}
-counts = {split: data.check_files(files[split], IMAGE_SIZE, labeled=split != "test") for split in data.SPLITS}
-assert counts == {split: data.count_items(files[split]) for split in data.SPLITS}, "counts in file names are wrong"
+files, counts = data.checked_splits(root.path, IMAGE_SIZE)
 steps_per_epoch = train.steps_per_epoch(counts["train"], global_batch)
 print(f"{counts} images in {len(files['train'])}/{len(files['val'])}/{len(files['test'])} files; {steps_per_epoch} steps per epoch")
 
@@ -97,22 +89,11 @@ figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], data.CLASSES, pat
 # images (a quarter of the bytes to send) and rescales them itself.
 
 # %%
-import keras
-
-from nbkit import models
-
-with acc.scope():
-    model = models.build_classifier(model_name, IMAGE_SIZE, len(data.CLASSES), weights=weights)
-    model.compile(
-        optimizer=keras.optimizers.Adam(),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["sparse_categorical_accuracy"],
-        steps_per_execution=acc.steps_per_execution(STEPS_PER_EXECUTION),
-    )
+model = train.compiled_classifier(acc, config, IMAGE_SIZE, len(data.CLASSES), STEPS_PER_EXECUTION)
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %%
-figure = plots.learning_rate(schedule.values(epochs), path=output_dir / "learning_rate.png")
+figure = plots.learning_rate(schedule.values(config.epochs), path=output_dir / "learning_rate.png")
 
 # %% [markdown]
 # ## Train
@@ -121,7 +102,7 @@ figure = plots.learning_rate(schedule.values(epochs), path=output_dir / "learnin
 # %% tags=["nbval-ignore-output"]
 history = model.fit(
     train_dataset,
-    epochs=epochs,
+    epochs=config.epochs,
     steps_per_epoch=steps_per_epoch,
     validation_data=val_dataset,
     callbacks=train.callbacks(schedule, output_dir),
@@ -139,8 +120,8 @@ figure = plots.training_curves(history.history, path=output_dir / "training_curv
 # %%
 from nbkit import evaluate
 
-val_images, val_labels = data.images_in_order(files["val"], IMAGE_SIZE, labeled=True, global_batch=global_batch)
-val_predictions = model.predict(val_images, verbose=0)[: len(val_labels)].argmax(axis=1)
+val_logits, val_labels = evaluate.predict_in_order(model, files["val"], IMAGE_SIZE, labeled=True, global_batch=global_batch)
+val_predictions = val_logits.argmax(axis=1)
 confusion = evaluate.confusion_matrix(val_labels, val_predictions, len(data.CLASSES))
 scores = evaluate.scores(confusion)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(data.CLASSES)}")
@@ -155,12 +136,11 @@ figure = plots.batch(shown, val_labels[:20], data.CLASSES, val_predictions[:20],
 # `submission.csv` has one row per test id, in the test files' order; `metrics.json` keeps the scores.
 
 # %%
-test_images, test_ids = data.images_in_order(files["test"], IMAGE_SIZE, labeled=False, global_batch=global_batch)
-test_predictions = model.predict(test_images, verbose=0)[: len(test_ids)].argmax(axis=1)
-submission = evaluate.write_submission(test_ids, test_predictions, output_dir / "submission.csv")
+test_logits, test_ids = evaluate.predict_in_order(model, files["test"], IMAGE_SIZE, labeled=False, global_batch=global_batch)
+submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), output_dir / "submission.csv")
 metrics = evaluate.write_metrics(
-    {**scores, "epochs": epochs, "global_batch": global_batch, "replicas": acc.num_replicas,
-     "backend": acc.backend, "model": model_name, "image_size": IMAGE_SIZE, "test_rows": len(test_ids)},
+    {**scores, "epochs": config.epochs, "global_batch": global_batch, "replicas": acc.num_replicas,
+     "backend": acc.backend, "model": config.model, "image_size": IMAGE_SIZE, "test_rows": len(test_ids)},
     output_dir / "metrics.json",
 )
 saved = train.save_model(model, output_dir / "model.keras")

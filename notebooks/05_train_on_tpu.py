@@ -1,0 +1,168 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Train on TPU, hand the model on: resumable training and a model package
+#
+# Code competitions do not accept TPU notebooks, so the model is trained here and predicted with
+# in `06_infer_on_gpu` (GPU or CPU, internet off). This notebook trains the flowers classifier of
+# `02_flowers_classifier` and writes a **model package**: `model.keras`, a `manifest.json` (classes,
+# image size, input format, versions, metrics, data fingerprint) and a `dataset-metadata.json`, so
+# `kaggle datasets create -p <package>` uploads it as a dataset for notebook 06 to attach.
+#
+# Kaggle ends sessions after 9 hours. A checkpoint is written after every epoch; run the notebook
+# again and it continues from the last completed epoch (weights, optimizer state, learning-rate
+# schedule and data order as if never stopped). A finished run is not retrained unless asked.
+#
+# `papermill notebooks/05_train_on_tpu.ipynb out/05.ipynb -p BACKEND jax -p SIMULATE_DEVICES 8`
+
+# %% tags=["parameters"]
+DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/; "auto" (Kaggle input, else a generated sample) or "sample"
+IMAGE_SIZE: int = 192  # image size of the folder to read: 192, 224, 331 or 512
+MODEL: str = "auto"  # "small_cnn" or a keras.applications name like "EfficientNetB0"; "auto" picks by profile
+WEIGHTS: str = "auto"  # "imagenet", "none" or a local weights file; "auto" picks by profile
+EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 8, full 12); more than done continues
+PER_REPLICA_BATCH: int = 0  # images per replica per step; 0 means the profile's default (16)
+BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
+PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
+SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v3-8 or v5e-8, best with jax)
+STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
+SEED: int = 42  # fixes the initial weights, the shuffling and the augmentation of every epoch
+RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
+RESUME_FROM: str = "none"  # an earlier run's checkpoints folder to continue from (Kaggle: last version's output as input)
+DATASET_ID: str = "auto"  # Kaggle dataset of the package, "owner/slug"; "auto": your user name + /flowers-model
+OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the package; "auto": working folder/flowers-train
+
+# %% [markdown]
+# ## Setup
+
+# %%
+from nbkit import accel, data, params
+
+params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
+params.check_choice("IMAGE_SIZE", IMAGE_SIZE, data.IMAGE_SIZES)
+params.check_choice("RESUME", RESUME, ("auto", "restart"))
+params.check_int("SEED", SEED)
+
+acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
+print(acc.describe())
+
+# %% [markdown]
+# ## Configuration and data
+# The same profiles, schedule and checked TFRecords as notebook 02.
+
+# %%
+from pathlib import Path
+
+from nbkit import env, train
+
+config = train.flower_config(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
+global_batch = acc.global_batch(config.per_replica_batch)
+schedule = train.flower_schedule(acc.num_replicas, config.max_lr_per_replica, ramp_epochs=config.ramp_epochs)
+working_dir = env.detect().working_dir
+output_dir = working_dir / "flowers-train" if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
+print(config.describe(global_batch))
+
+root = data.resolve_root(DATA_ROOT, needs_gcs=acc.remote_tpu, sample_dir=working_dir / "sample-data")
+print(f"data: {root.reason}")
+files, counts = data.checked_splits(root.path, IMAGE_SIZE)
+steps_per_epoch = train.steps_per_epoch(counts["train"], global_batch)
+fingerprint = data.fingerprint(files["train"] + files["val"])
+print(f"{counts} images; {steps_per_epoch} steps per epoch; data fingerprint {fingerprint}")
+
+# %% [markdown]
+# ## Resume or start
+# Whatever must not change between an interrupted run and its continuation is recorded with the
+# checkpoint; a run with other settings stops and says which, instead of mixing two trainings.
+
+# %% tags=["nbval-ignore-output"]
+from nbkit import resume
+
+checkpoints = output_dir / "checkpoints"
+if RESUME_FROM != "none" and RESUME == "auto":
+    print(resume.copy_checkpoint(RESUME_FROM, checkpoints))
+settings = {"model": config.model, "weights": config.weights, "image_size": IMAGE_SIZE, "global_batch": global_batch,
+            "max_lr": schedule.max_lr, "seed": SEED, "data": fingerprint}
+run = resume.TrainingRun(checkpoints, settings, restart=RESUME == "restart")
+print(run.describe(config.epochs))
+
+# %% [markdown]
+# ## Model
+# Built and compiled in the accelerator's scope, then given the checkpoint's weights and
+# optimizer state when resuming.
+
+# %%
+import keras
+
+keras.utils.set_random_seed(SEED)
+model = train.compiled_classifier(acc, config, IMAGE_SIZE, len(data.CLASSES), STEPS_PER_EXECUTION)
+run.restore(model, acc)
+print(f"{model.name}: {model.count_params():,} parameters")
+
+# %% [markdown]
+# ## Train
+# Epoch e's batches depend only on (SEED, e), so the data stream restarts where it stopped.
+
+# %% tags=["nbval-ignore-output"]
+train_dataset = data.train_dataset(files["train"], IMAGE_SIZE, global_batch, seed=SEED, first_epoch=run.epochs_done)
+val_dataset = data.val_dataset(files["val"], IMAGE_SIZE, global_batch)
+history = run.fit(
+    model,
+    train_dataset,
+    config.epochs,
+    steps_per_epoch=steps_per_epoch,
+    validation_data=val_dataset,
+    callbacks=train.callbacks(schedule),
+    verbose=2,
+)
+print(f"epochs done: {run.epochs_done}")
+
+# %%
+from nbkit import plots
+
+figure = plots.training_curves(history, path=output_dir / "training_curves.png")
+
+# %% [markdown]
+# ## Evaluate and predict
+# Scores on the validation set; `submission.csv` from this model, which notebook 06 must reproduce.
+
+# %%
+from nbkit import evaluate
+
+val_logits, val_labels = evaluate.predict_in_order(model, files["val"], IMAGE_SIZE, labeled=True, global_batch=global_batch)
+confusion = evaluate.confusion_matrix(val_labels, val_logits.argmax(axis=1), len(data.CLASSES))
+scores = evaluate.scores(confusion)
+print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(data.CLASSES)}")
+figure = plots.confusion(confusion, data.CLASSES, scores, path=output_dir / "confusion_matrix.png")
+
+test_logits, test_ids = evaluate.predict_in_order(model, files["test"], IMAGE_SIZE, labeled=False, global_batch=global_batch)
+submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), output_dir / "submission.csv")
+
+# %% [markdown]
+# ## Model package
+# Upload it as a dataset (`kaggle datasets create -p <package>`, then `kaggle datasets version -p
+# <package> -m "..."` for later versions) and attach that dataset to notebook 06.
+
+# %%
+from nbkit import package
+
+dataset_id = package.default_dataset_id("flowers-model") if DATASET_ID == "auto" else DATASET_ID
+training = {"epochs": run.epochs_done, "global_batch": global_batch, "replicas": acc.num_replicas, "seed": SEED,
+            "accelerator": acc.kind, "model": config.model, "weights": config.weights, "steps_per_epoch": steps_per_epoch}
+folder = package.write_package(
+    output_dir / "model-package", model, classes=data.CLASSES, image_size=IMAGE_SIZE, backend=acc.backend,
+    metrics=scores, training=training, data_fingerprint=fingerprint, dataset_id=dataset_id, title="Flowers model (nbkit)",
+)
+print(f"wrote the model package {folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
+if dataset_id.startswith(package.PLACEHOLDER_OWNER):
+    print("No Kaggle user name here: set DATASET_ID='<you>/flowers-model' (or KAGGLE_USERNAME) before uploading.")
+
+# %% tags=["nbval-ignore-output"]
+print(f"kaggle datasets create -p {folder.resolve()}")

@@ -1,0 +1,104 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Infer on GPU: predict with a model package, internet off
+#
+# The second half of `05_train_on_tpu`: attach the dataset made from its model package, pick a GPU
+# (or none) and run. The package's manifest is checked against the test data (image size, classes)
+# and the loaded model against the outputs recorded when it was saved, so a wrong or damaged
+# package stops with a message instead of a silently bad `submission.csv`. Nothing is downloaded.
+# A model trained on a TPU with the JAX backend predicts here with TensorFlow on the GPU.
+#
+# `papermill notebooks/06_infer_on_gpu.ipynb out/06.ipynb -p PACKAGE out/flowers-train/model-package`
+
+# %% tags=["parameters"]
+PACKAGE: str = "auto"  # model package folder; "auto": the attached Kaggle dataset holding one, else notebook 05's output
+DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/; "auto" (Kaggle input, else a generated sample) or "sample"
+IMAGE_SIZE: int = 0  # image size of the test files to read; 0 means the model's (from its manifest)
+PER_REPLICA_BATCH: int = 64  # images per replica per prediction step
+BACKEND: str = "auto"  # Keras backend: "auto" (TensorFlow on a GPU or CPU), "tensorflow" or "jax"
+OUTPUT_DIR: str = "auto"  # where submission.csv goes; "auto": the working folder (/kaggle/working on Kaggle)
+
+# %% [markdown]
+# ## Setup
+# The GPU if there is one, else the CPU: `accel.setup` says which.
+
+# %%
+from nbkit import accel, params
+
+params.check_choice("BACKEND", BACKEND, params.BACKENDS)
+params.check_int("IMAGE_SIZE", IMAGE_SIZE)
+params.check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=1)
+
+acc = accel.setup(BACKEND)
+print(acc.describe())
+
+# %% [markdown]
+# ## The model package
+# What the model was trained with, and on what.
+
+# %% tags=["nbval-ignore-output"]
+from pathlib import Path
+
+from nbkit import env, package
+
+environment = env.detect()
+kaggle_input = environment.input_dir if environment.platform == "kaggle" else None
+folder = package.find_package(PACKAGE, environment.working_dir / "flowers-train" / "model-package", kaggle_input)
+manifest = package.read_manifest(folder)
+trained = manifest["trained_with"]
+print(f"{folder}: {manifest['model_name']}, {manifest['image_size']}x{manifest['image_size']}, "
+      f"{len(manifest['classes'])} classes, trained with Keras {trained['keras']} on {trained['keras_backend']}; "
+      f"validation F1 {manifest['metrics']['f1_macro']:.3f}")
+
+# %% [markdown]
+# ## Test data
+# The test files are read once and checked against the manifest before anything is predicted.
+
+# %%
+from nbkit import data
+
+image_size = IMAGE_SIZE or manifest["image_size"]
+params.check_choice("IMAGE_SIZE", image_size, data.IMAGE_SIZES)
+package.check_compatible(manifest, image_size, data.CLASSES)
+root = data.resolve_root(DATA_ROOT, sample_dir=environment.working_dir / "sample-data")
+print(f"data: {root.reason}")
+files, counts = data.checked_splits(root.path, image_size, splits=("test",))
+print(f"{counts['test']} test images in {len(files['test'])} files")
+
+# %% [markdown]
+# ## Load and predict
+# The model loads with this machine's Keras backend; its check images must give the logits
+# recorded in the manifest.
+
+# %%
+from nbkit import evaluate
+
+model, manifest = package.load_package(folder, acc)
+print(f"loaded {model.name} and checked its outputs against the manifest")
+test_logits, test_ids = evaluate.predict_in_order(
+    model, files["test"], image_size, labeled=False, global_batch=acc.global_batch(PER_REPLICA_BATCH)
+)
+test_predictions = test_logits.argmax(axis=1)
+
+# %% [markdown]
+# ## Submit
+# `submission.csv` (`id,label`, one row per test image) in the working folder, where Kaggle
+# looks for it.
+
+# %%
+from nbkit import plots
+
+output_dir = environment.working_dir if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
+submission = evaluate.write_submission(test_ids, test_predictions, output_dir / "submission.csv")
+print(f"wrote {len(test_ids)} rows to {submission.name}")
+shown = next(iter(data.images_in_order(files["test"], image_size, labeled=False, global_batch=20)[0])).numpy()
+figure = plots.batch(shown, test_predictions[:20], manifest["classes"], path=output_dir / "test_predictions.png")
