@@ -327,11 +327,12 @@ def augment(image: Any, label: Any, seed: Any) -> Any:
 
 
 def train_dataset(files: Sequence[str], image_size: int, global_batch: int, augmented: bool = True,
-                  shuffle_buffer: int = 2048, seed: int | None = None, first_epoch: int = 0) -> Any:
+                  shuffle_buffer: int = 2048, seed: int | None = None, first_epoch: int = 0,
+                  batches_per_epoch: int | None = None) -> Any:
     """Shuffled, augmented (image uint8, label) batches of `global_batch`, epoch after epoch without end.
 
-    An epoch is one pass over the files: `train.steps_per_epoch(count, global_batch)` batches.
-    With a `seed`, the batches of epoch e depend only on (seed, e), so a run resumed at
+    An epoch is one pass over the files, cut to `batches_per_epoch` batches when given (the steps
+    per epoch of `train.epoch_plan`, so data epochs and Keras epochs stay aligned). With a `seed`, the batches of epoch e depend only on (seed, e), so a run resumed at
     `first_epoch` sees exactly what an uninterrupted run saw there (files are then read in a
     fixed order, a little slower). Without one, every call shuffles differently.
     """
@@ -350,7 +351,8 @@ def train_dataset(files: Sequence[str], image_size: int, global_batch: int, augm
                 lambda i, item: augment(*item, tf.stack([epoch_seed, i])), num_parallel_calls=tf.data.AUTOTUNE
             )
         # Full batches only: every replica gets the same per-replica batch, shapes stay static.
-        return dataset.batch(global_batch, drop_remainder=True)
+        dataset = dataset.batch(global_batch, drop_remainder=True)
+        return dataset if batches_per_epoch is None else dataset.take(batches_per_epoch)
 
     return tf.data.Dataset.range(first_epoch, 2**62).flat_map(epoch).prefetch(tf.data.AUTOTUNE)
 

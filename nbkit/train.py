@@ -86,7 +86,10 @@ def flower_config(profile: str, epochs: int = 0, per_replica_batch: int = 0, mod
 
 def compiled_classifier(acc: Any, config: FlowerConfig, image_size: int, num_classes: int,
                         steps_per_execution: int) -> Any:
-    """The classifier built and compiled inside `acc.scope()` (its variables live on every replica)."""
+    """The classifier built and compiled inside `acc.scope()` (its variables live on every replica).
+
+    steps_per_execution: as planned by `epoch_plan` from `acc.steps_per_execution(...)`.
+    """
     import keras
 
     from nbkit.models import build_classifier
@@ -97,14 +100,22 @@ def compiled_classifier(acc: Any, config: FlowerConfig, image_size: int, num_cla
             optimizer=keras.optimizers.Adam(),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["sparse_categorical_accuracy"],
-            steps_per_execution=acc.steps_per_execution(steps_per_execution),
+            steps_per_execution=steps_per_execution,
         )
     return model
 
 
-def steps_per_epoch(num_items: int, global_batch: int) -> int:
-    """Whole global batches in one pass over the data (at least one)."""
-    return max(1, num_items // global_batch)
+def epoch_plan(num_items: int, global_batch: int, steps_per_execution: int) -> tuple[int, int]:
+    """(steps per epoch, steps per execution), the first a whole multiple of the second.
+
+    Keras 3 runs whole executions: an epoch of 52 steps with steps_per_execution=16 really runs
+    64 steps (4 x 16), reading on into the next epoch's data. So an epoch is cut to whole
+    executions: at most steps_per_execution - 1 batches are left out, different ones each epoch
+    since every epoch is shuffled anew.
+    """
+    batches = max(1, num_items // global_batch)
+    per_execution = max(1, min(steps_per_execution, batches))
+    return batches // per_execution * per_execution, per_execution
 
 
 def callbacks(schedule: Callable[[int], float], output_dir: str | Path | None = None) -> list[Any]:

@@ -72,13 +72,14 @@ print(config.describe(global_batch))
 root = data.resolve_root(DATA_ROOT, needs_gcs=acc.remote_tpu, sample_dir=working_dir / "sample-data")
 print(f"data: {root.reason}")
 files, counts = data.checked_splits(root.path, IMAGE_SIZE)
-steps_per_epoch = train.steps_per_epoch(counts["train"], global_batch)
-print(f"{counts} images in {len(files['train'])}/{len(files['val'])}/{len(files['test'])} files; {steps_per_epoch} steps per epoch")
+steps_per_execution = acc.steps_per_execution(STEPS_PER_EXECUTION)
+steps_per_epoch, steps_per_execution = train.epoch_plan(counts["train"], global_batch, steps_per_execution)
+print(f"{counts} images; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
 
 # %%
 from nbkit import plots
 
-train_dataset = data.train_dataset(files["train"], IMAGE_SIZE, global_batch)
+train_dataset = data.train_dataset(files["train"], IMAGE_SIZE, global_batch, batches_per_epoch=steps_per_epoch)
 val_dataset = data.val_dataset(files["val"], IMAGE_SIZE, global_batch)
 images, labels = next(iter(train_dataset))
 figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], data.CLASSES, path=output_dir / "batch.png")
@@ -89,7 +90,7 @@ figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], data.CLASSES, pat
 # images (a quarter of the bytes to send) and rescales them itself.
 
 # %%
-model = train.compiled_classifier(acc, config, IMAGE_SIZE, len(data.CLASSES), STEPS_PER_EXECUTION)
+model = train.compiled_classifier(acc, config, IMAGE_SIZE, len(data.CLASSES), steps_per_execution)
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %%

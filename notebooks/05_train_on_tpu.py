@@ -73,9 +73,10 @@ print(config.describe(global_batch))
 root = data.resolve_root(DATA_ROOT, needs_gcs=acc.remote_tpu, sample_dir=working_dir / "sample-data")
 print(f"data: {root.reason}")
 files, counts = data.checked_splits(root.path, IMAGE_SIZE)
-steps_per_epoch = train.steps_per_epoch(counts["train"], global_batch)
+steps_per_execution = acc.steps_per_execution(STEPS_PER_EXECUTION)
+steps_per_epoch, steps_per_execution = train.epoch_plan(counts["train"], global_batch, steps_per_execution)
 fingerprint = data.fingerprint(files["train"] + files["val"])
-print(f"{counts} images; {steps_per_epoch} steps per epoch; data fingerprint {fingerprint}")
+print(f"{counts} images; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution; data fingerprint {fingerprint}")
 
 # %% [markdown]
 # ## Resume or start
@@ -89,7 +90,7 @@ checkpoints = output_dir / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto":
     print(resume.copy_checkpoint(RESUME_FROM, checkpoints))
 settings = {"model": config.model, "weights": config.weights, "image_size": IMAGE_SIZE, "global_batch": global_batch,
-            "max_lr": schedule.max_lr, "seed": SEED, "data": fingerprint}
+            "steps_per_epoch": steps_per_epoch, "max_lr": schedule.max_lr, "seed": SEED, "data": fingerprint}
 run = resume.TrainingRun(checkpoints, settings, restart=RESUME == "restart")
 print(run.describe(config.epochs))
 
@@ -102,7 +103,7 @@ print(run.describe(config.epochs))
 import keras
 
 keras.utils.set_random_seed(SEED)
-model = train.compiled_classifier(acc, config, IMAGE_SIZE, len(data.CLASSES), STEPS_PER_EXECUTION)
+model = train.compiled_classifier(acc, config, IMAGE_SIZE, len(data.CLASSES), steps_per_execution)
 run.restore(model, acc)
 print(f"{model.name}: {model.count_params():,} parameters")
 
@@ -111,7 +112,8 @@ print(f"{model.name}: {model.count_params():,} parameters")
 # Epoch e's batches depend only on (SEED, e), so the data stream restarts where it stopped.
 
 # %% tags=["nbval-ignore-output"]
-train_dataset = data.train_dataset(files["train"], IMAGE_SIZE, global_batch, seed=SEED, first_epoch=run.epochs_done)
+train_dataset = data.train_dataset(files["train"], IMAGE_SIZE, global_batch, seed=SEED, first_epoch=run.epochs_done,
+                                   batches_per_epoch=steps_per_epoch)
 val_dataset = data.val_dataset(files["val"], IMAGE_SIZE, global_batch)
 history = run.fit(
     model,

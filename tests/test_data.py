@@ -104,6 +104,70 @@ def test_train_dataset_gives_full_uint8_batches(sample):
     assert set(labels.numpy()) <= set(range(5))
 
 
+def epochs_of(dataset, epochs, steps):
+    batches = [(x.numpy(), y.numpy()) for x, y in dataset.take(epochs * steps)]
+    return [batches[e * steps:(e + 1) * steps] for e in range(epochs)]
+
+
+def test_seeded_train_dataset_repeats_exactly_and_resumes_at_any_epoch(sample):
+    files = data.find_files(sample, 64, "train")  # 15 images: 3 batches of 4 per epoch
+    steps = 3
+    whole = epochs_of(data.train_dataset(files, 64, 4, seed=5), 4, steps)
+    again = epochs_of(data.train_dataset(files, 64, 4, seed=5), 4, steps)
+    resumed = epochs_of(data.train_dataset(files, 64, 4, seed=5, first_epoch=2), 2, steps)
+    for a, b in zip(sum(whole, []), sum(again, [])):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    for a, b in zip(sum(whole[2:], []), sum(resumed, [])):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    # Epochs differ from each other (new order and augmentation), and another seed differs.
+    assert not np.array_equal(whole[0][0][0], whole[1][0][0])
+    other = epochs_of(data.train_dataset(files, 64, 4, seed=6), 1, steps)
+    assert not np.array_equal(whole[0][0][0], other[0][0][0])
+
+
+def test_batches_per_epoch_cuts_each_epoch_so_the_next_starts_on_time(sample):
+    files = data.find_files(sample, 64, "train")  # 3 full batches of 4 per pass
+    whole = epochs_of(data.train_dataset(files, 64, 4, seed=5, batches_per_epoch=2), 2, 2)
+    second = epochs_of(data.train_dataset(files, 64, 4, seed=5, first_epoch=1, batches_per_epoch=2), 1, 2)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(whole[1], second[0]))
+
+
+def test_an_epoch_is_one_pass_over_the_training_images(sample):
+    files = data.find_files(sample, 64, "train")
+    labels = [r["class"] for r in data.read_records(files, labeled=True)]
+    first_epoch = epochs_of(data.train_dataset(files, 64, 5, seed=1, augmented=False), 1, 3)[0]
+    assert sorted(np.concatenate([y for _, y in first_epoch]).tolist()) == sorted(labels)
+
+
+def test_fingerprint_changes_with_the_files(sample, tmp_path):
+    import shutil
+
+    files = data.find_files(sample, 64, "train")
+    assert data.fingerprint(files) == data.fingerprint(list(reversed(files)))  # order does not matter
+    copies = [shutil.copy(name, tmp_path) for name in files]
+    assert data.fingerprint(copies) == data.fingerprint(files)  # names and contents, not folders
+    with open(copies[0], "r+b") as f:
+        f.seek(-3, 2)
+        f.write(b"xyz")
+    assert data.fingerprint(copies) != data.fingerprint(files)
+    assert data.fingerprint(copies[1:]) != data.fingerprint(files)
+    with pytest.raises(DataError, match="does not exist"):
+        data.fingerprint([str(tmp_path / "gone-3.tfrec")])
+
+
+def test_checked_splits_reads_all_and_catches_names_that_lie(sample, tmp_path):
+    import shutil
+
+    files, counts = data.checked_splits(sample, 64)
+    assert counts == {"train": 15, "val": 5, "test": 7}
+    assert files["test"] == data.find_files(sample, 64, "test")
+    lying = data.split_folder(tmp_path, 64, "test")
+    lying.mkdir(parents=True)
+    shutil.copy(files["test"][0], lying / "00-64x64-99.tfrec")
+    with pytest.raises(DataError, match="test file names promise 99 records"):
+        data.checked_splits(tmp_path, 64, splits=("test",))
+
+
 def test_val_dataset_is_ordered_with_known_length(sample):
     files = data.find_files(sample, 64, "val")  # 5 images
     val = data.val_dataset(files, 64, global_batch=2)

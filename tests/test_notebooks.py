@@ -5,19 +5,16 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import jupytext
 import papermill
 import pytest
-from nbclient.exceptions import DeadKernelError
 
-from conftest import REPO
+from conftest import REPO, execute, text_outputs
 
 SOURCES = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 PARAMETER_LINE = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*): (?P<type>str|int|float|bool) = (?P<value>.+?)  # (?P<help>.+)$")
@@ -71,35 +68,6 @@ def test_help_notebook_documents_every_parameter(source):
         assert " ".join(match["help"].split()) in text, f"help of {match['name']} missing:\n{result.stdout}"
 
 
-def execute(tmp_path: Path, notebook: str, **params) -> Path:
-    """Run a notebook with papermill into tmp_path/out.ipynb.
-
-    A kernel process that dies (no Python error: it vanishes) is retried once, with a warning in
-    the test report: seen about once in ten runs of the JAX-backend notebooks on the 2-core CI
-    machine, never reproduced outside a kernel. PYTHONFAULTHANDLER makes the kernel print a native
-    stack if it crashes, to find the cause.
-    """
-    output = tmp_path / "out.ipynb"
-    os.environ.setdefault("PYTHONFAULTHANDLER", "1")  # inherited by the kernel
-    for attempt in (1, 2):
-        try:
-            papermill.execute_notebook(
-                str(REPO / "notebooks" / notebook), str(output), parameters=params, kernel_name="python3",
-                cwd=str(REPO), progress_bar=False,
-            )
-            return output
-        except DeadKernelError:
-            if attempt == 2:
-                raise
-            warnings.warn(f"{notebook} {params}: the kernel died; running it once more")
-    return output
-
-
-def text_outputs(path: Path) -> str:
-    notebook = jupytext.read(path)
-    return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
-
-
 def test_tpu_setup_runs_on_jax_with_eight_replicas(tmp_path):
     out = text_outputs(execute(tmp_path, "01_tpu_setup.ipynb", BACKEND="jax", SIMULATE_DEVICES=8))
     assert "Keras backend jax, 8 replica(s)" in " ".join(out.split())
@@ -117,6 +85,10 @@ def test_tpu_setup_runs_on_jax_with_eight_replicas(tmp_path):
         ("01_tpu_setup.ipynb", {"BACKEND": "pytorch"}, "BACKEND='pytorch'"),
         ("01_tpu_setup.ipynb", {"SIMULATE_DEVICES": "eight"}, "SIMULATE_DEVICES='eight'"),
         ("02_flowers_classifier.ipynb", {"IMAGE_SIZE": 200}, "IMAGE_SIZE=200"),
+        ("05_train_on_tpu.ipynb", {"RESUME": "maybe"}, "RESUME='maybe'"),
+        ("05_train_on_tpu.ipynb", {"SEED": -1}, "SEED=-1"),
+        ("06_infer_on_gpu.ipynb", {"PER_REPLICA_BATCH": 0}, "PER_REPLICA_BATCH=0"),
+        ("06_infer_on_gpu.ipynb", {"BACKEND": "torch"}, "BACKEND='torch'"),
     ],
 )
 def test_bad_parameter_stops_at_the_first_cell(tmp_path, notebook, params, named):
@@ -141,7 +113,7 @@ def test_flowers_on_jax_with_eight_replicas_learns_and_submits(tmp_path):
     metrics = json.loads((output_dir / "metrics.json").read_text())
     assert metrics["replicas"] == 8 and metrics["global_batch"] == 128
     assert metrics["accuracy"] >= 3 / len(data.CLASSES), metrics  # the sample is learnable
-    test_files = data.find_files(output_dir / "sample-data", 192, "test")
+    test_files = data.find_files(tmp_path / "work" / "sample-data", 192, "test")
     expected_ids = [r["id"] for r in data.read_records(test_files, labeled=False)]
     rows = evaluate.read_submission(output_dir / "submission.csv")
     assert [i for i, _ in rows] == expected_ids

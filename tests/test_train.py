@@ -26,9 +26,29 @@ def test_schedule_scales_with_replicas_and_rejects_zero():
         train.flower_schedule(0)
 
 
-def test_steps_per_epoch_counts_whole_batches():
-    assert train.steps_per_epoch(12753, 128) == 99
-    assert train.steps_per_epoch(10, 128) == 1
+def test_epoch_plan_gives_whole_executions_of_whole_batches():
+    assert train.epoch_plan(12753, 128, 16) == (96, 16)  # 99 batches: 6 executions of 16
+    assert train.epoch_plan(12753, 128, 1) == (99, 1)
+    assert train.epoch_plan(832, 128, 16) == (6, 6)  # fewer batches than one execution asks for
+    assert train.epoch_plan(10, 128, 16) == (1, 1)
+
+
+def fit_iterations(steps_per_epoch, steps_per_execution):
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse", steps_per_execution=steps_per_execution)
+    data = np.zeros((1000, 1), np.float32)
+    model.fit(data, data, batch_size=1, epochs=1, steps_per_epoch=steps_per_epoch, verbose=0)
+    return int(model.optimizer.iterations.numpy())
+
+
+def test_keras_runs_whole_executions_so_epoch_plan_is_needed():
+    # Upstream behaviour (Keras 3.15): 6 steps per epoch with 16 per execution run 16 steps. If this
+    # fails, Keras stops at steps_per_epoch now and epoch_plan's rounding could go.
+    assert fit_iterations(6, 16) == 16
+    assert fit_iterations(*train.epoch_plan(6, 1, 16)) == 6
 
 
 def test_save_and_load_round_trip(tmp_path):

@@ -1,0 +1,201 @@
+"""Model packages: what is written, what is checked when reading, and loading across backends."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from nbkit import package
+from nbkit.errors import PackageError, ParameterError
+
+CLASSES = ["daisy", "rose", "tulip"]
+SIZE = 16
+
+
+def tiny_model(seed=0):
+    import keras
+
+    from nbkit import models
+
+    keras.utils.set_random_seed(seed)
+    return models.small_cnn((SIZE, SIZE, 3), len(CLASSES), filters=(4,), dense=8)
+
+
+def write(folder, model=None, **overrides):
+    arguments = dict(classes=CLASSES, image_size=SIZE, backend="tensorflow", metrics={"accuracy": np.float32(0.5)},
+                     training={"epochs": 1}, data_fingerprint="sha256:0123", dataset_id="alice/flowers-model",
+                     title="Flowers model (test)")
+    arguments.update(overrides)
+    return package.write_package(folder, model or tiny_model(), **arguments)
+
+
+@pytest.fixture
+def written(tmp_path):
+    return write(tmp_path / "model-package")
+
+
+def test_package_holds_model_manifest_and_kaggle_metadata(written):
+    assert sorted(p.name for p in written.iterdir()) == ["dataset-metadata.json", "manifest.json", "model.keras"]
+    manifest = package.read_manifest(written)
+    assert manifest["classes"] == CLASSES and manifest["image_size"] == SIZE
+    assert manifest["trained_with"]["keras_backend"] == "tensorflow" and "keras" in manifest["trained_with"]
+    assert manifest["metrics"] == {"accuracy": 0.5} and manifest["data"]["fingerprint"] == "sha256:0123"
+    assert np.asarray(manifest["check"]["logits"]).shape == (2, len(CLASSES))
+    metadata = json.loads((written / "dataset-metadata.json").read_text())
+    assert metadata["id"] == "alice/flowers-model" and metadata["licenses"] == [{"name": "CC0-1.0"}]
+
+
+def test_loaded_package_predicts_like_the_saved_model(written):
+    model, manifest = package.load_package(written)
+    images = np.random.default_rng(1).integers(0, 256, (3, SIZE, SIZE, 3), dtype=np.uint8)
+    assert np.allclose(model.predict(images, verbose=0), tiny_model().predict(images, verbose=0), atol=1e-5)
+
+
+def test_rewriting_replaces_the_package_whole(written):
+    write(written, tiny_model(seed=1))
+    assert not list(written.parent.glob("*.partial")) and not list(written.parent.glob("*.old"))
+    package.load_package(written)  # model and manifest belong together
+
+
+def test_bad_dataset_id_or_title_writes_nothing_and_keeps_the_old_package(written):
+    before = (written / "manifest.json").read_text()
+    with pytest.raises(ParameterError, match="owner/slug"):
+        write(written, dataset_id="Flowers Model")
+    with pytest.raises(ParameterError, match="6 to 50"):
+        write(written, title="tiny")
+    assert (written / "manifest.json").read_text() == before
+    assert not list(written.parent.glob("*.partial"))
+
+
+@pytest.mark.parametrize("dataset_id", ["alice/flowers-model", "bob/abcdef"])
+def test_valid_dataset_ids(dataset_id):
+    assert package.dataset_metadata(dataset_id, "Flowers model")["id"] == dataset_id
+
+
+@pytest.mark.parametrize("dataset_id", ["flowers-model", "alice/short", "alice/Upper-Case", "alice/a b c d e", "/flowers"])
+def test_invalid_dataset_ids(dataset_id):
+    with pytest.raises(ParameterError):
+        package.dataset_metadata(dataset_id, "Flowers model")
+
+
+def test_owner_comes_from_kaggle_username_or_kaggle_json(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAGGLE_USERNAME", "alice")
+    assert package.default_dataset_id("flowers-model") == "alice/flowers-model"
+    monkeypatch.delenv("KAGGLE_USERNAME")
+    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert package.default_dataset_id("flowers-model") == f"{package.PLACEHOLDER_OWNER}/flowers-model"
+    (tmp_path / "kaggle.json").write_text(json.dumps({"username": "bob", "key": "not-read"}))
+    assert package.default_dataset_id("flowers-model") == "bob/flowers-model"
+
+
+def edit_manifest(folder, **changes):
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest.update(changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del manifest[key]
+    path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda f: shutil.rmtree(f), "No model package at"),
+        (lambda f: (f / "manifest.json").unlink(), "has no manifest.json"),
+        (lambda f: (f / "manifest.json").write_text("{"), "not valid JSON"),
+        (lambda f: (f / "model.keras").unlink(), "lacks model.keras"),
+        (lambda f: edit_manifest(f, format_version=2), "format_version 2; this nbkit reads version 1"),
+        (lambda f: edit_manifest(f, format="something-else"), "not an nbkit model manifest"),
+        (lambda f: edit_manifest(f, classes=None), "lacks classes"),
+    ],
+)
+def test_damaged_package_names_what_is_wrong(written, damage, message):
+    damage(written)
+    with pytest.raises(PackageError, match=message):
+        package.load_package(written)
+
+
+def test_model_that_is_not_the_one_recorded_is_caught(written):
+    tiny_model(seed=7).save(written / "model.keras")
+    with pytest.raises(PackageError, match="outputs differ from those recorded"):
+        package.load_package(written)
+
+
+def test_model_of_another_class_count_is_caught(written):
+    edit_manifest(written, classes=CLASSES + ["lily"])
+    with pytest.raises(PackageError, match="do not belong together"):
+        package.load_package(written)
+
+
+def test_corrupt_model_file_is_reported(written):
+    (written / "model.keras").write_bytes(b"not a zip")
+    with pytest.raises(PackageError, match="Could not load .*model.keras"):
+        package.load_package(written)
+
+
+def test_compatibility_with_the_data(written):
+    manifest = package.read_manifest(written)
+    package.check_compatible(manifest, SIZE, CLASSES)
+    with pytest.raises(PackageError, match=f"takes {SIZE}x{SIZE} images but the data given is 32x32.*IMAGE_SIZE={SIZE}"):
+        package.check_compatible(manifest, 32, CLASSES)
+    with pytest.raises(PackageError, match="knows 3 classes but this data has 104"):
+        package.check_compatible(manifest, SIZE, [str(i) for i in range(104)])
+    with pytest.raises(PackageError, match="class names differ"):
+        package.check_compatible(manifest, SIZE, list(reversed(CLASSES)))
+
+
+def test_find_package_on_kaggle_input(tmp_path, written):
+    kaggle_input = tmp_path / "input"
+    (kaggle_input / "competition-data").mkdir(parents=True)
+    with pytest.raises(PackageError, match="No model package under"):
+        package.find_package("auto", "unused", kaggle_input)
+    shutil.copytree(written, kaggle_input / "my-flowers-model" / "v1")
+    assert package.find_package("auto", "unused", kaggle_input) == kaggle_input / "my-flowers-model" / "v1"
+    shutil.copytree(written, kaggle_input / "another-model")
+    with pytest.raises(PackageError, match="Several model packages"):
+        package.find_package("auto", "unused", kaggle_input)
+    assert package.find_package("auto", tmp_path / "local", None) == tmp_path / "local"
+    assert package.find_package(str(written), "unused", kaggle_input) == written
+
+
+SAVE_AND_PREDICT = """
+from nbkit import accel
+acc = accel.setup({backend!r}, simulate_devices={devices})
+import keras, numpy as np
+from nbkit import models, package
+keras.utils.set_random_seed(3)
+with acc.scope():
+    model = models.build_classifier("small_cnn", 96, 104)
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+rng = np.random.default_rng(0)
+images = rng.integers(0, 256, (32, 96, 96, 3), dtype=np.uint8)
+model.fit(images, rng.integers(0, 104, 32), batch_size=16, epochs=1, verbose=0)
+package.write_package({folder!r}, model, classes=[str(i) for i in range(104)], image_size=96, backend=acc.backend,
+    metrics={{}}, training={{}}, data_fingerprint="none", dataset_id="alice/flowers-model", title="Cross backend")
+np.save({folder!r} + "-logits.npy", model.predict(images, batch_size=16, verbose=0))
+"""
+
+LOAD_AND_PREDICT = """
+from nbkit import accel
+acc = accel.setup({backend!r})
+import numpy as np
+from nbkit import package
+model, manifest = package.load_package({folder!r}, acc)
+images = np.random.default_rng(0).integers(0, 256, (32, 96, 96, 3), dtype=np.uint8)
+np.save({folder!r} + "-reloaded.npy", model.predict(images, verbose=0))
+print("trained with", manifest["trained_with"]["keras_backend"], "loaded with", acc.backend)
+"""
+
+
+@pytest.mark.parametrize("saved_with, loaded_with", [("jax", "tensorflow"), ("tensorflow", "jax")])
+def test_package_moves_between_backends(tmp_path, run_python, saved_with, loaded_with):
+    folder = str(tmp_path / "package")
+    devices = 8 if saved_with == "jax" else 0  # a TPU-shaped JAX run, like Kaggle's TPUs
+    run_python(SAVE_AND_PREDICT.format(backend=saved_with, devices=devices, folder=folder))
+    result = run_python(LOAD_AND_PREDICT.format(backend=loaded_with, folder=folder))
+    assert f"trained with {saved_with} loaded with {loaded_with}" in result.stdout
+    original, reloaded = np.load(folder + "-logits.npy"), np.load(folder + "-reloaded.npy")
+    assert np.allclose(original, reloaded, rtol=1e-4, atol=1e-4)
+    assert (original.argmax(1) == reloaded.argmax(1)).all()
