@@ -19,3 +19,19 @@ class AcceleratorError(NbkitError, RuntimeError):
 
 class DataError(NbkitError, OSError):
     """Input data is missing, unreadable or not in the expected format."""
+
+
+class SecretError(NbkitError, LookupError):
+    """A secret is missing or cannot be read; the message says where to put it, never its value."""
+
+
+class LeakError(NbkitError, ValueError):
+    """A notebook or bundle contains a secret value or a credential-shaped string."""
+
+
+class BundleError(NbkitError, ValueError):
+    """A kernel bundle cannot be built from the given notebook and options."""
+
+
+class PushError(NbkitError, RuntimeError):
+    """The kaggle CLI could not push a bundle or report its status."""
