@@ -53,17 +53,17 @@ def dotenv_values(path: str | Path = ".env") -> dict[str, str]:
     return values
 
 
-def kaggle_key(environ: Mapping[str, str] | None = None) -> str | None:
-    """The Kaggle API key of this machine's kaggle.json (KAGGLE_CONFIG_DIR, ~/.kaggle or ~/.config/kaggle)."""
+def kaggle_json(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This machine's kaggle.json (in KAGGLE_CONFIG_DIR, ~/.kaggle or ~/.config/kaggle), or {}."""
     environ = os.environ if environ is None else environ
-    folders = [environ.get("KAGGLE_CONFIG_DIR"), "~/.kaggle", "~/.config/kaggle"]
-    for folder in filter(None, folders):
-        config = Path(folder).expanduser() / "kaggle.json"
+    for folder in filter(None, [environ.get("KAGGLE_CONFIG_DIR"), "~/.kaggle", "~/.config/kaggle"]):
         try:
-            return json.loads(config.read_text(encoding="utf-8")).get("key")
-        except (OSError, ValueError, AttributeError):
+            config = json.loads((Path(folder).expanduser() / "kaggle.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             continue
-    return None
+        if isinstance(config, dict):
+            return config
+    return {}
 
 
 def known_secrets(environ: Mapping[str, str] | None = None, dotenv: str | Path = ".env") -> dict[str, str]:
@@ -72,7 +72,7 @@ def known_secrets(environ: Mapping[str, str] | None = None, dotenv: str | Path =
     environ = os.environ if environ is None else environ
     found = {v: n for n, v in dotenv_values(dotenv).items()}
     found.update({v: n for n, v in environ.items() if SECRET_NAME.search(n)})
-    key = kaggle_key(environ)
+    key = kaggle_json(environ).get("key")
     if key:
         found[key] = "the key in kaggle.json"
     found.update(_known)
