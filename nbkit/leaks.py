@@ -104,6 +104,14 @@ def scan_text(text: str, secrets: Mapping[str, str]) -> list[str]:
     return kinds + [kind for kind, pattern in PATTERNS.items() if pattern.search(text)]
 
 
+def _strings(value: object) -> str:
+    """Every string inside a JSON value, one per line (so escaped quotes do not hide a JSON credential)."""
+    if isinstance(value, str):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return "\n".join(_strings(item) for item in items)
+
+
 def _notebook_parts(notebook: Mapping) -> Iterator[tuple[str, str]]:
     """(where, text) for each cell's source and outputs, and the notebook's metadata."""
     for index, cell in enumerate(notebook.get("cells", []), start=1):
@@ -112,10 +120,10 @@ def _notebook_parts(notebook: Mapping) -> Iterator[tuple[str, str]]:
         yield f"{label} source", "".join(source) if isinstance(source, list) else source
         outputs = cell.get("outputs", [])
         if outputs:
-            yield f"{label} output", json.dumps(outputs)  # text, data, error values and tracebacks
+            yield f"{label} output", _strings(outputs)  # text, data, error values and tracebacks
         if cell.get("metadata"):
-            yield f"{label} metadata", json.dumps(cell["metadata"])
-    yield "notebook metadata", json.dumps(notebook.get("metadata", {}))  # papermill keeps parameters here
+            yield f"{label} metadata", _strings(cell["metadata"])
+    yield "notebook metadata", _strings(notebook.get("metadata", {}))  # papermill keeps parameters here
 
 
 def scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> list[Finding]:
