@@ -71,7 +71,8 @@ def known_secrets(environ: Mapping[str, str] | None = None, dotenv: str | Path =
     environment variables (`*KEY*`, `*TOKEN*`, `*SECRET*`, ...), in ./.env, and the kaggle.json key."""
     environ = os.environ if environ is None else environ
     found = {v: n for n, v in dotenv_values(dotenv).items()}
-    found.update({v: n for n, v in environ.items() if SECRET_NAME.search(n)})
+    # A path is where a secret lives (GOOGLE_APPLICATION_CREDENTIALS), not the secret.
+    found.update({v: n for n, v in environ.items() if SECRET_NAME.search(n) and not os.path.exists(v)})
     key = kaggle_json(environ).get("key")
     if key:
         found[key] = "the key in kaggle.json"

@@ -94,11 +94,12 @@ def test_known_secrets_come_from_nbkit_env_names_dotenv_and_kaggle_json(tmp_path
     (tmp_path / "kaggle" / "kaggle.json").write_text(json.dumps({"username": "alice", "key": values[1]}))
     leaks.remember("FROM_NBKIT", values[2])
     environ = {"SERVICE_API_KEY": values[3], "KAGGLE_CONFIG_DIR": str(tmp_path / "kaggle"), "HOME_DIR": values[3] + "x",
-               "SHORT_TOKEN": "abc"}
+               "SHORT_TOKEN": "abc", "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / ".env")}
     known = leaks.known_secrets(environ, dotenv=tmp_path / ".env")
     assert known[values[0]] == "MY_PASSWORD" and known[values[1]] == "the key in kaggle.json"
     assert known[values[2]] == "FROM_NBKIT" and known[values[3]] == "SERVICE_API_KEY"
     assert values[3] + "x" not in known and "abc" not in known  # not secret-named; too short to scan for
+    assert str(tmp_path / ".env") not in known  # a path to a credential file is not the credential
 
 
 def test_redact_replaces_every_known_value():
