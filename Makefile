@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: venv demo test notebooks bench clean
+.PHONY: venv demo test notebooks bench clean bundle push
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,3 +38,15 @@ clean:
 # Start-up and notebook wall times (prints a table; timings are never asserted in tests).
 bench: $(STAMP)
 	$(BIN)/python bench/bench_setup.py
+
+# A notebook as a self-contained Kaggle kernel in build/kernels/<slug>/, then pushed with the kaggle CLI
+# (needs a Kaggle login: kaggle.json or KAGGLE_USERNAME/KAGGLE_KEY). Override NOTEBOOK and BUNDLE_ARGS.
+NOTEBOOK ?= notebooks/02_flowers_classifier.py
+BUNDLE_ARGS ?= --accelerator tpu-v5e-8 --competition flower-classification-with-tpus
+KERNEL ?= build/kernels/$(subst _,-,$(basename $(notdir $(NOTEBOOK))))
+
+bundle: $(STAMP)
+	$(BIN)/python -m nbkit bundle $(NOTEBOOK) $(BUNDLE_ARGS)
+
+push: $(STAMP)
+	$(BIN)/python -m nbkit push $(KERNEL)

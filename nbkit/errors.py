@@ -27,3 +27,19 @@ class ResumeError(NbkitError, RuntimeError):
 
 class PackageError(NbkitError, OSError):
     """A model package is missing, incomplete, of another format version, or does not fit the data."""
+
+
+class SecretError(NbkitError, LookupError):
+    """A secret is missing or cannot be read; the message says where to put it, never its value."""
+
+
+class LeakError(NbkitError, ValueError):
+    """A notebook or bundle contains a secret value or a credential-shaped string."""
+
+
+class BundleError(NbkitError, ValueError):
+    """A kernel bundle cannot be built from the given notebook and options."""
+
+
+class PushError(NbkitError, RuntimeError):
+    """The kaggle CLI could not push a bundle or report its status."""

@@ -1,0 +1,72 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Private datasets and secrets on Kaggle (and Colab, and your laptop)
+#
+# The recipe of Kaggle's TPU docs for private data, as one call per step: read a user secret
+# without ever printing it, find where the dataset's files are (a `/kaggle/input` folder on TPU VMs
+# and GPU/CPU kernels, a `gs://` copy with this kernel's Google Cloud credential where a remote TPU
+# needs one), then list and read a few records. Outside Kaggle it reads the local sample data
+# instead and says so, and a missing secret is reported with where to add it.
+#
+# On Kaggle: **Add Input** your private dataset, **Add-ons -> Secrets** for the secret, then run all.
+#
+# `papermill notebooks/03_private_dataset.ipynb out/03.ipynb -p DATASET you/your-tfrecords -p SECRET_NAME WANDB_API_KEY`
+
+# %% tags=["parameters"]
+DATASET: str = "your-name/your-private-tfrecords"  # the Kaggle dataset to read, as owner/slug (attach it with Add Input)
+DATA_ROOT: str = "auto"  # "auto" (on Kaggle the attached dataset or its GCS copy; elsewhere the sample data) or a folder / gs:// URL
+USE_GCS: str = "auto"  # read from GCS with this kernel's credential: "auto" (only for a remote TPU), "yes" or "no"
+SECRET_NAME: str = "NBKIT_EXAMPLE_TOKEN"  # a secret to read: Kaggle Add-ons -> Secrets, Colab secrets, or an env variable / .env line
+SECRET_REQUIRED: bool = False  # True stops here when the secret is missing; False says where it looked and goes on
+RECORDS: int = 3  # how many records to show
+
+# %% [markdown]
+# ## Setup
+# Parameters are checked first; then where this notebook runs.
+
+# %%
+from nbkit import env, kaggle, params
+
+params.check_choice("USE_GCS", USE_GCS, kaggle.GCS_CHOICES)
+params.check_int("RECORDS", RECORDS, minimum=1)
+print(env.detect(probe_internet=lambda: False).describe())
+
+# %% [markdown]
+# ## Credentials
+# One call looks in Kaggle user secrets, Colab secrets, or the environment and `./.env`. The value
+# stays in `token.value`; printing `token` shows only where it came from and its length.
+
+# %%
+token = kaggle.secret(SECRET_NAME, required=SECRET_REQUIRED)
+print(token.describe())
+
+# %% [markdown]
+# ## Dataset path
+# A private dataset on a remote TPU needs the credential flow of Kaggle's TPU docs
+# (`get_gcloud_credential` + `set_tensorflow_credential`, then `get_gcs_path`); TPU VMs and GPU/CPU
+# kernels read `/kaggle/input/<slug>` directly.
+
+# %%
+where = kaggle.dataset_path(DATASET, DATA_ROOT, use_gcs=USE_GCS)
+print(f"reading {DATASET} from {where.describe()}")
+
+# %% [markdown]
+# ## List and read a few records
+# Any TFRecord dataset works: each record is shown as its features, long byte strings by length.
+
+# %%
+from nbkit import records
+
+files = records.list_files(where.path)
+print(f"{len(files)} .tfrec files, e.g. {files[0].removeprefix(where.path)}")
+for number, record in enumerate(records.peek(files, RECORDS), start=1):
+    print(f"record {number}: {record}")

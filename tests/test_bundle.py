@@ -1,0 +1,164 @@
+"""Kernel bundles: nbkit travels inside the notebook, kernel-metadata.json is checked before anything
+is written, a failure keeps the old bundle, and a bundled notebook runs where nbkit is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import REPO
+from nbkit import bundle, kernel_metadata, leaks
+from nbkit.errors import BundleError, LeakError
+
+NOTEBOOK_02 = REPO / "notebooks" / "02_flowers_classifier.py"
+NOTEBOOK_03 = REPO / "notebooks" / "03_private_dataset.py"
+DOCUMENTED_FIELDS = [
+    "id", "title", "code_file", "language", "kernel_type", "is_private", "enable_gpu", "enable_tpu",
+    "enable_internet", "machine_shape", "dataset_sources", "competition_sources", "kernel_sources", "model_sources",
+]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_imports_are_followed_through_nbkit():
+    assert bundle.imported_modules("from nbkit import env, kaggle as k\nimport nbkit.data\nimport os") == {
+        "__init__", "env", "kaggle", "data"}
+    assert bundle.imported_modules("from nbkit.errors import DataError") == {"__init__", "errors"}
+    assert bundle.imported_modules("from nbkit import __version__") == {"__init__"}  # an attribute, not a module
+    needed = bundle.modules_needed(["from nbkit import kaggle"])
+    # Closed under nbkit's own imports, lazy ones inside functions included (kaggle -> data -> env).
+    for module in needed:
+        assert bundle.imported_modules((bundle.PACKAGE / f"{module}.py").read_text()) <= set(needed), module
+    assert {"kaggle", "leaks", "data", "env", "errors"} <= set(needed) and "train" not in needed
+
+
+def test_bundle_holds_the_notebook_with_nbkit_inside_and_checked_metadata(tmp_path):
+    folder = bundle.write(NOTEBOOK_02, tmp_path, owner="alice", accelerator_name="tpu-v5e-8",
+                          competitions=["flower-classification-with-tpus"], internet=False)
+    assert folder == tmp_path / "02-flowers-classifier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["02-flowers-classifier"]  # no temporary folders left
+    metadata = json.loads((folder / "kernel-metadata.json").read_text())
+    assert list(metadata) == DOCUMENTED_FIELDS  # and no docker_image
+    assert metadata["id"] == "alice/02-flowers-classifier" and metadata["title"] == "02 flowers classifier"
+    assert (metadata["enable_tpu"], metadata["enable_gpu"], metadata["machine_shape"]) == (True, False, "TpuV5E8")
+    assert metadata["competition_sources"] == ["flower-classification-with-tpus"] and metadata["enable_internet"] is False
+    notebook = nbformat.read(folder / metadata["code_file"], as_version=4)
+    bundled = [c for c in notebook.cells if bundle.BUNDLE_TAG in c.metadata.get("tags", [])]
+    written = {c.source.split("\n", 1)[0].rsplit("/", 1)[-1] for c in bundled if c.source.startswith("%%writefile")}
+    assert {"accel.py", "data.py", "train.py", "models.py", "plots.py", "evaluate.py"} <= written
+    source_of = {line.rsplit("/", 1)[-1]: body for line, body in (c.source.split("\n", 1) for c in bundled if c.source.startswith("%%"))}
+    assert source_of["data.py"] == (REPO / "nbkit" / "data.py").read_text()  # verbatim
+    own = [c for c in notebook.cells if c not in bundled]
+    assert own[0].source.startswith("# Flowers classifier") and notebook.cells.index(bundled[0]) == 1  # after the title
+    assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize(
+    "name, flags",
+    [("gpu-t4x2", (True, False, "NvidiaTeslaT4")), ("cpu", (False, False, None)), ("TpuV38", (False, True, "TpuV38"))],
+)
+def test_accelerator_names_map_to_machine_shapes(name, flags):
+    metadata = kernel_metadata.build("alice", "My TPU kernel", "k.ipynb", name)
+    assert (metadata["enable_gpu"], metadata["enable_tpu"], metadata["machine_shape"]) == flags
+
+
+def test_docker_image_only_when_asked():
+    assert "docker_image" not in kernel_metadata.build("alice", "My TPU kernel", "k.ipynb")
+    pinned = kernel_metadata.build("alice", "My TPU kernel", "k.ipynb", docker_image="gcr.io/kaggle-images/python")
+    assert pinned["docker_image"] == "gcr.io/kaggle-images/python"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"accelerator_name": "tpu-v9"}, "Unknown accelerator 'tpu-v9': use one of cpu, gpu-p100"),
+        ({"title": "abc"}, "Title 'abc' has 3 characters; Kaggle needs 5 to 50"),
+        ({"title": "x" * 51}, "has 51 characters"),
+        ({"owner": "not a user"}, "Owner 'not a user' is not a Kaggle user name"),
+        ({"owner": ""}, "pass --owner"),
+        ({"slug": "other-slug"}, "does not match the title"),
+        ({"datasets": ["just-a-slug"]}, "must be written owner/slug"),
+        ({"competitions": ["Flower Classification"]}, "must be slugs as in the URL"),
+    ],
+)
+def test_bad_input_is_refused_and_the_old_bundle_is_kept(tmp_path, monkeypatch, options, message):
+    monkeypatch.delenv("KAGGLE_USERNAME", raising=False)
+    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / "no-config"))
+    kept = bundle.write(NOTEBOOK_03, tmp_path / "kernels", owner="alice", title="03 private dataset")
+    before = snapshot(tmp_path / "kernels")
+    with pytest.raises(BundleError, match=message):
+        bundle.write(NOTEBOOK_03, tmp_path / "kernels", **{"owner": "alice", "title": "03 private dataset", **options})
+    assert snapshot(tmp_path / "kernels") == before and kept.is_dir()
+
+
+def test_missing_notebook_is_a_clear_error(tmp_path):
+    with pytest.raises(BundleError, match="does not exist: give a notebook"):
+        bundle.write(tmp_path / "nope.py", tmp_path, owner="alice")
+
+
+def test_a_notebook_that_leaks_is_not_bundled(tmp_path):
+    value = "fake-" + secrets.token_hex(16)
+    leaks.remember("NBKIT_BUNDLE_TEST", value)
+    leaky = tmp_path / "04_leaky.py"
+    leaky.write_text(NOTEBOOK_03.read_text() + f"\n# %%\nprint('{value}')\n")
+    with pytest.raises(LeakError, match="04_leaky.py: file: the value of secret NBKIT_BUNDLE_TEST") as error:
+        bundle.write(leaky, tmp_path / "kernels", owner="alice")
+    assert value not in str(error.value) and not (tmp_path / "kernels").exists()
+
+
+def test_rebundling_replaces_the_old_bundle(tmp_path):
+    first = bundle.write(NOTEBOOK_03, tmp_path, owner="alice")
+    (first / "stale.txt").write_text("from an older bundle")
+    second = bundle.write(NOTEBOOK_03, tmp_path, owner="alice", accelerator_name="gpu-t4x2")
+    assert second == first and not (second / "stale.txt").exists()
+    assert json.loads((second / "kernel-metadata.json").read_text())["machine_shape"] == "NvidiaTeslaT4"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["03-private-dataset"]
+
+
+@pytest.fixture
+def fresh_python(tmp_path):
+    """A new virtual environment without nbkit: it sees the project venv's packages through a .pth
+    line (a plain path: the .pth files inside it, nbkit's editable install among them, are not run)."""
+    venv = tmp_path / "fresh-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "project-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    kernel = tmp_path / "jupyter" / "kernels" / "fresh"
+    kernel.mkdir(parents=True)
+    (kernel / "kernel.json").write_text(json.dumps(
+        {"argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "fresh", "language": "python"}))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(JUPYTER_PATH=str(tmp_path / "jupyter"), PYTHONNOUSERSITE="1")
+    return python, env
+
+
+def test_bundled_notebook_runs_where_nbkit_is_not_installed(tmp_path, fresh_python):
+    python, env = fresh_python
+    run_dir = tmp_path / "run"  # not the repository, so nbkit cannot come from the current folder
+    run_dir.mkdir()
+    no_nbkit = subprocess.run([python, "-c", "import nbkit"], cwd=run_dir, env=env, capture_output=True, text=True)
+    assert "No module named 'nbkit'" in no_nbkit.stderr  # the environment really lacks it
+    folder = bundle.write(NOTEBOOK_03, tmp_path / "kernels", owner="alice")
+    executed = run_dir / "out.ipynb"
+    run = subprocess.run(
+        [python, "-m", "papermill", str(folder / "03-private-dataset.ipynb"), str(executed), "-k", "fresh",
+         "--cwd", str(run_dir), "--no-progress-bar"],
+        cwd=run_dir, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    text = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
+    assert "nbkit 0.1.0 from this notebook's bundle: " in text and "/nbkit-bundle-" in text
+    assert "the local sample data stands in for your-name/your-private-tfrecords" in text  # nbkit.data came along
+    assert "record 3: {'id': " in text and str(REPO) not in text
