@@ -11,12 +11,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
-from nbkit import kernel_metadata, leaks
+from nbkit import atomic, kaggle, kernel_metadata, leaks
 from nbkit.errors import BundleError
 
 PACKAGE = Path(__file__).resolve().parent
@@ -118,21 +116,6 @@ def bundled_notebook(source: str | Path) -> Any:
     return notebook
 
 
-def default_owner() -> str | None:
-    """The Kaggle user name from KAGGLE_USERNAME or kaggle.json, if any."""
-    return os.environ.get("KAGGLE_USERNAME") or leaks.kaggle_json().get("username")
-
-
-def _replace_dir(new: Path, target: Path) -> None:
-    """Put folder `new` at `target`; an existing `target` is removed only once `new` is in place."""
-    old = target.with_name(f".{target.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    new.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def write(
     source: str | Path,
     out_dir: str | Path = "build/kernels",
@@ -154,21 +137,13 @@ def write(
         raise BundleError(f"{source} does not exist: give a notebook, e.g. notebooks/02_flowers_classifier.py.")
     leaks.check([source])
     title = title or source.stem.replace("_", " ")
-    owner = owner or default_owner() or ""
+    owner = owner or kaggle.username() or ""
     slug = options.pop("slug", None) or kernel_metadata.slugify(title)
     metadata = kernel_metadata.build(owner, title, f"{slug}.ipynb", slug=slug, **options)
     notebook = bundled_notebook(source)
     target = Path(out_dir) / slug
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f".{slug}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
+    with atomic.staged_dir(target) as staging:
         nbformat.write(notebook, staging / metadata["code_file"])
         (staging / "kernel-metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
         leaks.check([staging])
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _replace_dir(staging, target)
     return target

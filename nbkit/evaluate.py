@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from nbkit import atomic
 from nbkit.errors import DataError
 
 
@@ -47,14 +47,6 @@ def predict_in_order(model: Any, files: Sequence[str], image_size: int, labeled:
     return np.asarray(model.predict(images, verbose=0))[: len(keys)], keys
 
 
-def _write_atomically(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    os.replace(partial, path)
-    return path
-
-
 def write_submission(ids: Sequence[str], predictions: Sequence[int], path: str | Path) -> Path:
     """`submission.csv` with header `id,label`, one row per test id, in the given order."""
     if len(ids) != len(predictions):
@@ -62,7 +54,7 @@ def write_submission(ids: Sequence[str], predictions: Sequence[int], path: str |
     if len(set(ids)) != len(ids):
         raise DataError("Test ids repeat: each id must appear once in submission.csv.")
     lines = ["id,label"] + [f"{i},{int(p)}" for i, p in zip(ids, predictions)]
-    return _write_atomically(Path(path), "\n".join(lines) + "\n")
+    return atomic.write_text(path, "\n".join(lines) + "\n")
 
 
 def read_submission(path: str | Path) -> list[tuple[str, int]]:
@@ -78,4 +70,4 @@ def read_submission(path: str | Path) -> list[tuple[str, int]]:
 def write_metrics(metrics: dict[str, Any], path: str | Path) -> Path:
     """`metrics.json`, sorted keys, plain Python numbers."""
     plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in metrics.items()}
-    return _write_atomically(Path(path), json.dumps(plain, indent=2, sort_keys=True) + "\n")
+    return atomic.write_text(path, json.dumps(plain, indent=2, sort_keys=True) + "\n")

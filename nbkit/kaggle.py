@@ -50,6 +50,11 @@ class Secret:
         return f"{self.name}: not found in {self.source}; to add it, {self.hint}"
 
 
+def username() -> str | None:
+    """The Kaggle user name, from KAGGLE_USERNAME or kaggle.json (only the name is used)."""
+    return os.environ.get("KAGGLE_USERNAME") or leaks.kaggle_json().get("username")
+
+
 def _from_kaggle(name: str) -> str | None:
     try:
         from kaggle_secrets import UserSecretsClient  # only inside Kaggle's image
@@ -168,7 +173,7 @@ def dataset_path(
         raise DataError(f"{attached} is not there: attach the dataset {dataset} with 'Add Input' (it is private, so only its owner and collaborators can).")
     from nbkit import data, records
 
-    sample = Path(sample_dir) if sample_dir else environment.working_dir / "flowers" / "sample-data"
+    sample = Path(sample_dir) if sample_dir else environment.working_dir / "sample-data"
     with records.quiet_tensorflow():  # the sample is written with TensorFlow, once
         root = data.resolve_root("sample", sample_dir=sample)
     return DatasetPath(root.path, f"not on Kaggle ({environment.platform}), so the local sample data stands in for {dataset}")

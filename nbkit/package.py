@@ -10,10 +10,8 @@ as a Kaggle dataset (`kaggle datasets create -p <folder>`, later `kaggle dataset
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
-import shutil
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from nbkit import atomic
 from nbkit.errors import PackageError, ParameterError
 
 FORMAT = "nbkit-model-package"
@@ -46,22 +45,11 @@ def versions(backend: str) -> dict[str, str]:
     return found
 
 
-def kaggle_username() -> str | None:
-    """The Kaggle user name from KAGGLE_USERNAME or kaggle.json (only the name is read)."""
-    if os.environ.get("KAGGLE_USERNAME"):
-        return os.environ["KAGGLE_USERNAME"]
-    folders = [os.environ.get("KAGGLE_CONFIG_DIR"), Path.home() / ".kaggle", Path.home() / ".config" / "kaggle"]
-    for folder in filter(None, folders):
-        try:
-            return json.loads((Path(folder) / "kaggle.json").read_text())["username"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return None
-
-
 def default_dataset_id(slug: str) -> str:
     """`<your Kaggle user name>/<slug>`, with a placeholder owner where the name is not known."""
-    return f"{kaggle_username() or PLACEHOLDER_OWNER}/{slug}"
+    from nbkit.kaggle import username
+
+    return f"{username() or PLACEHOLDER_OWNER}/{slug}"
 
 
 def dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0") -> dict[str, Any]:
@@ -128,20 +116,10 @@ def write_package(
         "data": {"fingerprint": data_fingerprint},
         "check": {"images": "check_images(image_size): numpy default_rng(0) uint8", "logits": logits.round(6).tolist()},
     }
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    model.save(partial / MODEL_FILE)
-    (partial / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
-    (partial / METADATA_FILE).write_text(json.dumps(dataset, indent=2) + "\n")
-    if folder.exists():
-        old = folder.with_name(folder.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        folder.rename(old)
-        partial.rename(folder)
-        shutil.rmtree(old)
-    else:
-        partial.rename(folder)
+    with atomic.staged_dir(folder) as staging:
+        model.save(staging / MODEL_FILE)
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
+        (staging / METADATA_FILE).write_text(json.dumps(dataset, indent=2) + "\n")
     return folder
 
 

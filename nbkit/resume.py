@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from nbkit import atomic
 from nbkit.errors import ResumeError
 
 STATE_FILE = "training-state.json"
@@ -132,9 +133,7 @@ class TrainingRun:
         self.epochs_done, self.weights_file = epochs_done, name
         state = {"version": STATE_VERSION, "settings": self.settings, "epochs_done": epochs_done,
                  "weights_file": name, "history": self.history}
-        partial_state = self.folder / (STATE_FILE + ".partial")
-        partial_state.write_text(json.dumps(state, indent=1) + "\n")
-        os.replace(partial_state, self.folder / STATE_FILE)
+        atomic.write_text(self.folder / STATE_FILE, json.dumps(state, indent=1) + "\n")
         for old in self.folder.glob("*epoch-*.weights.h5"):
             if old.name != name:
                 old.unlink()

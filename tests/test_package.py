@@ -79,7 +79,7 @@ def test_invalid_dataset_ids(dataset_id):
         package.dataset_metadata(dataset_id, "Flowers model")
 
 
-def test_owner_comes_from_kaggle_username_or_kaggle_json(tmp_path, monkeypatch):
+def test_dataset_owner_comes_from_kaggle_username_or_kaggle_json(tmp_path, monkeypatch):
     monkeypatch.setenv("KAGGLE_USERNAME", "alice")
     assert package.default_dataset_id("flowers-model") == "alice/flowers-model"
     monkeypatch.delenv("KAGGLE_USERNAME")

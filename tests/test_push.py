@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REPO
 from kaggle_stub import StubServer
-from nbkit import bundle, leaks, push
+from nbkit import bundle, push
 from nbkit.errors import LeakError, PushError
 
 SAVE = "/api/v1/kernels.KernelsApiService/SaveKernel"
