@@ -25,8 +25,11 @@ demo: $(STAMP)
 	@ls out/flowers
 
 # Unit tests, notebook tests, and every committed .ipynb executed and compared by nbval.
+# nbval runs the notebooks with a fresh working folder, so what earlier runs left in out/ (a finished
+# checkpoint, an old model package) cannot change their outputs; 06 predicts with the package 05
+# wrote just before it (pytest runs them in name order).
 test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks $(NBVAL)
+	NBKIT_WORKING_DIR=$$(mktemp -d) $(BIN)/python -m pytest tests notebooks $(NBVAL)
 
 # Re-sync each .ipynb from its .py source and re-execute it (smoke profile) so nbval has outputs.
 notebooks: $(STAMP)

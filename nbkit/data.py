@@ -117,7 +117,9 @@ def write_tfrecords(
         partial = path.with_suffix(".partial")  # a crash mid-write leaves no valid-looking file
         with tf.io.TFRecordWriter(str(partial)) as writer:
             for record in chunk:
-                writer.write(_example(record).SerializeToString())
+                # Sorted map keys: without this the feature order (and so the file's bytes and
+                # its fingerprint) depends on what else the process imported first.
+                writer.write(_example(record).SerializeToString(deterministic=True))
         partial.replace(path)
         written.append(path)
     return written

@@ -253,3 +253,17 @@ def test_images_in_order_keeps_each_image_with_its_key(tmp_path):
     pixels = np.concatenate([batch.numpy() for batch in images])[: len(ids)]
     assert sorted(ids.tolist(), key=int) == [str(i) for i in range(10)]
     assert [round(float(p.mean()) / 20) for p in pixels] == [int(i) for i in ids]
+
+
+def test_written_files_are_byte_identical_in_every_process(tmp_path, run_python):
+    # Protobuf serializes the feature map in an order that changes from process to process; the
+    # writer sorts the keys, so the same records give the same bytes (and the same fingerprint).
+    write = ("from nbkit import data; data.write_tfrecords([{{'image': b'jpeg-bytes', 'class': 3}}], {root!r}, 32, 'train')")
+    roots = [tmp_path / str(i) for i in range(4)]  # unsorted order comes out in about half the processes
+    for root in roots:
+        run_python(write.format(root=str(root)))
+    files = [data.find_files(root, 32, "train")[0] for root in roots]
+    contents = {open(name, "rb").read() for name in files}
+    assert len(contents) == 1
+    raw = contents.pop()
+    assert raw.index(b"class") < raw.index(b"image")  # sorted keys
