@@ -97,3 +97,19 @@ def confusion(counts: np.ndarray, class_names: Sequence[str], scores: dict[str, 
         f"F1 {scores['f1_macro']:.3f}   precision {scores['precision_macro']:.3f}   recall {scores['recall_macro']:.3f}"
     )
     return _save(figure, path)
+
+
+def input_wait(epochs: Sequence[Any], data_bound_share: float = 0.25, path: str | Path | None = None) -> Any:
+    """Per epoch, the share of training time spent waiting for input (`nbkit.monitor.EpochWait`s),
+    against the data-bound threshold."""
+    figure, axes = _figure(1, 1, (6, 3))
+    axis = axes[0, 0]
+    shares = [100 * wait.share for wait in epochs]
+    axis.bar([wait.epoch for wait in epochs], shares, color=["tab:red" if s > 100 * data_bound_share else "tab:blue" for s in shares])
+    axis.axhline(100 * data_bound_share, color="tab:red", linestyle="--", label="data-bound above")
+    axis.set_ylim(0, 100)
+    axis.set_ylabel("% of epoch waiting for input")
+    axis.set_xlabel("epoch (the first includes warm-up)")
+    axis.set_title("input wait per epoch")
+    axis.legend()
+    return _save(figure, path)

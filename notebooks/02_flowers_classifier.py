@@ -98,20 +98,25 @@ figure = plots.learning_rate(schedule.values(config.epochs), path=output_dir / "
 
 # %% [markdown]
 # ## Train
-# One line per epoch; a weights checkpoint is written after each.
+# One line per epoch; a weights checkpoint is written after each. The input monitor says how much
+# of each epoch the accelerator waited for the next batch, and warns when training is data-bound.
 
 # %% tags=["nbval-ignore-output"]
+from nbkit import monitor
+
+input_monitor = monitor.input_monitor()
 history = model.fit(
-    train_dataset,
+    input_monitor.watch(train_dataset),
     epochs=config.epochs,
     steps_per_epoch=steps_per_epoch,
     validation_data=val_dataset,
-    callbacks=train.callbacks(schedule, output_dir),
+    callbacks=[*train.callbacks(schedule, output_dir), input_monitor],
     verbose=2,
 )
 
 # %%
 figure = plots.training_curves(history.history, path=output_dir / "training_curves.png")
+figure = plots.input_wait(input_monitor.epochs, path=output_dir / "input_wait.png")
 
 # %% [markdown]
 # ## Evaluate

@@ -118,8 +118,11 @@ def test_flowers_on_jax_with_eight_replicas_learns_and_submits(tmp_path):
     rows = evaluate.read_submission(output_dir / "submission.csv")
     assert [i for i, _ in rows] == expected_ids
     assert all(0 <= label < len(data.CLASSES) for _, label in rows)
-    for name in ("model.keras", "batch.png", "training_curves.png", "confusion_matrix.png", "predictions.png"):
+    for name in ("model.keras", "batch.png", "training_curves.png", "input_wait.png", "confusion_matrix.png",
+                 "predictions.png"):
         assert (output_dir / name).stat().st_size > 0, name
+    epochs = metrics["epochs"]
+    assert [f"input wait, epoch {e}:" in out for e in range(1, epochs + 1)] == [True] * epochs  # the monitor's lines
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,164 @@
+"""Input pipeline images/s on competition-format files: the kit's pipeline against one written the
+way the flower starter notebooks write it, and against the host's JPEG-decode ceiling.
+
+    .venv/bin/python bench/input_pipeline.py [--seconds 4] [--rounds 3] [--batch 128]
+
+(a) kit: `nbkit.data.train_dataset` (shuffled, flipped, uint8 batches) as notebook 02 calls it: the
+    decoded images fit in memory, so from the second epoch on they come from its cache;
+    "(a) no cache" is the first epoch (or data too large to cache): every image decoded;
+    "(a) seeded, no cache" is notebook 05's resumable path (files read in a fixed order).
+(b) starter: per-record `parse_single_example`, `decode_jpeg`, float32 / 255, reshape, (resize),
+    map with AUTOTUNE, random flip, repeat, shuffle, batch, prefetch.
+(c) ceiling: the files' JPEGs already in memory, decoded with all cores, nothing else.
+Each pipeline runs `--seconds` per round, rounds interleaved; the best round counts (the least
+disturbed by anything else the machine did). Writes out/bench/input_pipeline.{md,json,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report  # noqa: E402
+
+DATA = report.OUT / "data"
+CASES = [(192, 192), (512, 512), (512, 192)]  # (image size in the files, training image size)
+
+
+def sample_files(size: int) -> list[str]:
+    """The benchmark's training files at `size`, generated once (same images at every size)."""
+    from nbkit import data
+
+    if not (data.split_folder(DATA, 512, "test")).is_dir():
+        print(f"generating benchmark data in {DATA} (once, about a minute)...", flush=True)
+        data.make_sample(DATA, image_sizes=(192, 512), train_per_class=12, val_per_class=1, test_images=8)
+    return data.find_files(DATA, size, "train")
+
+
+def starter_records(files: list[str], stored: int, size: int) -> Any:
+    """The flower starter notebooks' per-record steps (Kaggle "Getting started with TPUs"): parse,
+    decode, float32 / 255, reshape, (resize), map with AUTOTUNE, random flip."""
+    import tensorflow as tf
+
+    autotune = tf.data.AUTOTUNE
+    features = {"image": tf.io.FixedLenFeature([], tf.string), "class": tf.io.FixedLenFeature([], tf.int64)}
+
+    def read_labeled_tfrecord(example: Any) -> Any:
+        example = tf.io.parse_single_example(example, features)
+        image = tf.image.decode_jpeg(example["image"], channels=3)
+        image = tf.cast(image, tf.float32) / 255.0
+        image = tf.reshape(image, [stored, stored, 3])
+        if size != stored:
+            image = tf.image.resize(image, [size, size])
+        return image, tf.cast(example["class"], tf.int32)
+
+    def data_augment(image: Any, label: Any) -> Any:
+        return tf.image.random_flip_left_right(image), label
+
+    ignore_order = tf.data.Options()
+    ignore_order.deterministic = False
+    dataset = tf.data.TFRecordDataset(files, num_parallel_reads=autotune).with_options(ignore_order)
+    dataset = dataset.map(read_labeled_tfrecord, num_parallel_calls=autotune)
+    return dataset.map(data_augment, num_parallel_calls=autotune)
+
+
+def starter_pipeline(files: list[str], stored: int, size: int, batch: int) -> Any:
+    """The starter notebooks' training dataset: their records, repeat, shuffle(2048), batch, prefetch."""
+    import tensorflow as tf
+
+    return starter_records(files, stored, size).repeat().shuffle(2048).batch(batch).prefetch(tf.data.AUTOTUNE)
+
+
+def decode_ceiling(jpegs: list[bytes], stored: int, batch: int) -> Any:
+    """JPEG decoding alone, with all cores: the files' JPEG bytes in memory, decoded, batched."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.deterministic = False
+    dataset = tf.data.Dataset.from_tensor_slices(jpegs).repeat().with_options(options)
+    decode = lambda jpeg: tf.reshape(tf.io.decode_jpeg(jpeg, channels=3), [stored, stored, 3])  # noqa: E731
+    return dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).batch(batch).prefetch(tf.data.AUTOTUNE)
+
+
+def images_per_second(dataset: Any, seconds: float) -> float:
+    """Batches pulled for `seconds` after a warm-up (shuffle buffer filled, threads started)."""
+    iterator = iter(dataset)
+    for _ in range(4):
+        next(iterator)
+    images, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        batch = next(iterator)
+        images += int((batch[0] if isinstance(batch, tuple) else batch).shape[0])
+    return images / (time.perf_counter() - start)
+
+
+def plot(rows: list[list[Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    labels = [row[0] for row in rows]
+    names = ["(a) kit", "(a) no cache", "(a) seeded, no cache", "(b) starter", "(c) decode ceiling"]
+    x = np.arange(len(rows))
+    figure, axis = plt.subplots(figsize=(9, 4))
+    for i, name in enumerate(names):
+        axis.bar(x + (i - 2) * 0.16, [row[1 + i] for row in rows], 0.16, label=name)
+    axis.set_xticks(x, labels)
+    axis.set_ylabel("images / s")
+    axis.set_title(f"Input pipeline on {os.cpu_count()} CPU cores")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per pipeline per round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; the best counts")
+    parser.add_argument("--batch", type=int, default=128, help="global batch (16 per replica x 8)")
+    args = parser.parse_args()
+
+    from nbkit import data
+
+    rows = []
+    for stored, size in CASES:
+        files = sample_files(stored)
+        jpegs = [record["image"] for record in data.read_records(files, labeled=True)]
+        pipelines: dict[str, Callable[[], Any]] = {
+            "kit": lambda: data.train_dataset(files, size, args.batch, stored_size=stored),
+            "no cache": lambda: data.train_dataset(files, size, args.batch, stored_size=stored, cache=False),
+            "seeded": lambda: data.train_dataset(files, size, args.batch, seed=1, stored_size=stored, cache=False),
+            "starter": lambda: starter_pipeline(files, stored, size, args.batch),
+            "ceiling": lambda: decode_ceiling(jpegs, stored, args.batch),
+        }
+        best = {name: 0.0 for name in pipelines}
+        for _ in range(args.rounds):
+            for name, make in pipelines.items():
+                best[name] = max(best[name], images_per_second(make(), args.seconds))
+        label = f"{size}x{size} from {stored}x{stored} files"
+        rows.append([label, best["kit"], best["no cache"], best["seeded"], best["starter"], best["ceiling"],
+                     best["kit"] / best["starter"], best["kit"] / best["ceiling"],
+                     best["no cache"] / best["starter"], best["no cache"] / best["ceiling"]])
+        print(f"{label}: " + ", ".join(f"{k} {v:,.0f}" for k, v in best.items()), flush=True)
+
+    headers = ["images/s, batch %d" % args.batch, "(a) kit", "(a) no cache", "(a) seeded, no cache", "(b) starter",
+               "(c) decode ceiling", "(a)/(b)", "(a)/(c)", "no cache/(b)", "no cache/(c)"]
+    notes = (f"{os.cpu_count()} CPU cores; best of {args.rounds} interleaved rounds of {args.seconds:g} s. "
+             "Targets: (a)/(b) >= 1.5 at 192, >= 2 training at 192 from the 512 files, (a)/(c) >= 0.85. "
+             "(c) decodes the files' full-size JPEGs, so the kit can pass it when it decodes 512 files at a reduced scale.")
+    report.save("input_pipeline", "Input pipeline", headers, rows, notes)
+    plot(rows, report.OUT / "input_pipeline.png")
+    print(f"plot: {report.OUT / 'input_pipeline.png'}")
+
+
+if __name__ == "__main__":
+    main()

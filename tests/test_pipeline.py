@@ -1,0 +1,120 @@
+"""The fast training pipeline gives exactly the images and labels of the simple ones, flipped or not:
+the per-record starter-notebook pipeline of bench/, a plain decode, its own cached and uncached paths."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from nbkit import data
+
+sys.path.insert(0, str(REPO / "bench"))
+import input_pipeline as bench  # noqa: E402  (the starter-style pipeline the benchmark compares with)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    # 20 training images per size; the same drawings at 64 and 128 (like the competition's sizes).
+    root = tmp_path_factory.mktemp("flowers")
+    return data.make_sample(root, image_sizes=(64, 128), train_per_class=4, val_per_class=1, test_images=3, num_classes=5)
+
+
+def one_epoch(dataset, steps):
+    batches = [(x.numpy(), y.numpy()) for x, y in dataset.take(steps)]
+    return np.concatenate([x for x, _ in batches]), np.concatenate([y for _, y in batches])
+
+
+def unflipped(images):
+    """Each image, or its mirror image, whichever sorts first: the same for an image and its flip."""
+    return [min(image.tobytes(), image[:, ::-1].tobytes()) for image in images]
+
+
+def as_multiset(images, labels):
+    return sorted(zip(labels.tolist(), unflipped(images)))
+
+
+def plain_decode(files, size, stored=None):
+    """The simplest reading: one record at a time, in file order, `decode_image` on each."""
+    import tensorflow as tf
+
+    records = data.read_records(files, labeled=True)
+    images = np.stack([data.decode_image(tf.constant(r["image"]), size, stored).numpy() for r in records])
+    return images, np.array([r["class"] for r in records])
+
+
+def flipped_share(images, reference):
+    """The share of `images` that equal their reference's mirror (matched by content)."""
+    originals = {image.tobytes() for image in reference}
+    return np.mean([image.tobytes() not in originals for image in images])
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_fast_pipeline_gives_the_starter_pipelines_images_and_labels(sample, cache):
+    files = data.find_files(sample, 64, "train")
+    images, labels = one_epoch(data.train_dataset(files, 64, 5, seed=3, batches_per_epoch=4, cache=cache), 4)
+    starter = [(x.numpy(), y.numpy()) for x, y in bench.starter_records(files, 64, 64)]
+    starter_images = np.stack([np.round(x * 255).astype(np.uint8) for x, _ in starter])  # it divides by 255
+    starter_labels = np.array([y for _, y in starter])
+    assert images.dtype == np.uint8 and images.shape == (20, 64, 64, 3)
+    assert as_multiset(images, labels) == as_multiset(starter_images, starter_labels)
+
+
+def test_fast_pipeline_flips_about_half_and_keeps_each_label_with_its_image(sample):
+    files = data.find_files(sample, 64, "train")
+    reference, reference_labels = plain_decode(files, 64)
+    images, labels = one_epoch(data.train_dataset(files, 64, 5, seed=3, batches_per_epoch=4), 4)
+    assert as_multiset(images, labels) == as_multiset(reference, reference_labels)
+    assert 0.2 <= flipped_share(images, reference) <= 0.8
+    plain, plain_labels = one_epoch(data.train_dataset(files, 64, 5, seed=3, batches_per_epoch=4, augmented=False), 4)
+    assert flipped_share(plain, reference) == 0
+    assert sorted(map(bytes, plain.reshape(20, -1))) == sorted(map(bytes, reference.reshape(20, -1)))
+
+
+def test_cached_and_uncached_give_the_same_batches_every_epoch(sample):
+    files = data.find_files(sample, 64, "train")
+    cached = one_epoch(data.train_dataset(files, 64, 4, seed=7, batches_per_epoch=5, cache=True), 15)
+    uncached = one_epoch(data.train_dataset(files, 64, 4, seed=7, batches_per_epoch=5, cache=False), 15)
+    assert np.array_equal(cached[0], uncached[0]) and np.array_equal(cached[1], uncached[1])
+    epochs = cached[0].reshape(3, 20, -1)
+    assert not np.array_equal(epochs[0], epochs[1])  # a new order and new flips every epoch
+
+
+def test_resumed_cached_run_sees_what_the_uninterrupted_run_saw(sample):
+    files = data.find_files(sample, 64, "train")
+    whole = one_epoch(data.train_dataset(files, 64, 4, seed=7, batches_per_epoch=5, cache=True), 15)
+    resumed = one_epoch(data.train_dataset(files, 64, 4, seed=7, batches_per_epoch=5, first_epoch=2, cache=True), 5)
+    assert np.array_equal(whole[0][40:], resumed[0]) and np.array_equal(whole[1][40:], resumed[1])
+
+
+@pytest.mark.parametrize("size", [64, 48])
+def test_training_at_a_smaller_size_than_stored(sample, size):
+    # 128 files: decoded at half scale (64), then area-averaged to 48 where asked.
+    assert data.decode_ratio(128, size) == 2 and data.decode_ratio(512, 192) == 2 and data.decode_ratio(512, 64) == 8
+    files = data.find_files(sample, 128, "train")
+    reference, reference_labels = plain_decode(files, size, stored=128)
+    images, labels = one_epoch(data.train_dataset(files, size, 5, seed=1, batches_per_epoch=4, stored_size=128), 4)
+    assert images.shape == (20, size, size, 3)
+    assert as_multiset(images, labels) == as_multiset(reference, reference_labels)
+    # And the picture is the full-size decode scaled down, within JPEG's own error.
+    import tensorflow as tf
+
+    full = [tf.io.decode_jpeg(r["image"]) for r in data.read_records(files, labeled=True)]
+    scaled = np.stack([tf.image.resize(image, [size, size], method="area").numpy() for image in full])
+    assert np.abs(scaled - reference).mean() < 3.0
+
+
+def test_val_and_prediction_batches_at_a_smaller_size(sample):
+    files = data.find_files(sample, 128, "val")
+    reference, labels = plain_decode(files, 64, stored=128)
+    val = [(x.numpy(), y.numpy()) for x, y in data.val_dataset(files, 64, 5, stored_size=128)]
+    assert np.array_equal(val[0][0], reference) and np.array_equal(val[0][1], labels)
+    images, keys = data.images_in_order(files, 64, labeled=True, global_batch=4, stored_size=128)
+    padded = np.concatenate([batch.numpy() for batch in images])
+    assert padded.shape == (8, 64, 64, 3) and np.array_equal(padded[:5], reference) and not padded[5:].any()
+    assert keys.tolist() == labels.tolist()
+
+
+def test_cache_is_chosen_by_free_memory():
+    assert data.fits_in_memory(1)
+    assert not data.fits_in_memory(2**60)
