@@ -90,8 +90,8 @@ figure = plots.batch(shown, [label for _, label in items["train"][:20]], data.CL
 
 # %% [markdown]
 # ## Model
-# Built once here; each core's process (forked from this one) moves its copy to its device, so all
-# cores start from the same weights.
+# Built once here; each core moves its own copy to its device, so all cores start from the same
+# weights.
 
 # %%
 import torch
@@ -109,10 +109,13 @@ print(f"small_cnn: {sum(p.numel() for p in model.parameters()):,} parameters")
 # the history and the predictions.
 
 # %% tags=["nbval-ignore-output"]
+import copy
+
+
 def train_on_core(index: int) -> dict:
     device = xla.device(target)
     xla.master_print(target, f"core {index} of {xla.world_size(target)}: {device}")
-    core_model = model.to(device)
+    core_model = copy.deepcopy(model).to(device)  # its own copy: on a TPU v3 two cores share a process
     history = torch_flowers.fit(target, core_model, train_set, val_set, config, device, seed=SEED)
     xla.save(target, core_model.state_dict(), output_dir / "model.pt")
     predict = lambda dataset, tag: torch_flowers.predict(target, core_model, dataset, config.per_replica_batch, device, tag)
