@@ -2,7 +2,7 @@
 
 import json
 
-HEAVY = ("tensorflow", "jax", "torch", "kaggle", "keras")
+HEAVY = ("tensorflow", "jax", "torch", "torch_xla", "kaggle", "keras", "PIL")
 
 
 def test_import_is_fast_and_light(run_python):

@@ -1,0 +1,86 @@
+"""Notebook 04 under papermill: through torch_xla on the CPU (PJRT_DEVICE=CPU), with torch_xla
+blocked (plain torch), and with bad parameters or data. Runs in .venv-xla."""
+
+from __future__ import annotations
+
+import json
+import os
+from unittest import mock
+
+import papermill
+import pytest
+
+from conftest import execute, text_outputs
+from nbkit import data, evaluate, tfrecord
+from test_xla import WITHOUT_TORCH_XLA
+
+NOTEBOOK = "04_pytorch_xla.ipynb"
+
+
+def check_learned_and_submitted(tmp_path, out: str, output_dir) -> dict:
+    assert "learned (validation accuracy above 3x chance): True" in out
+    metrics = json.loads((output_dir / "metrics.json").read_text())
+    assert metrics["accuracy"] >= 3 / len(data.CLASSES), metrics  # the sample is learnable
+    test_files = data.find_files(tmp_path / "work" / "sample-data", 192, "test")
+    expected_ids = [test_id for _, test_id in tfrecord.read_split(test_files, 192, labeled=False)]
+    rows = evaluate.read_submission(output_dir / "submission.csv")
+    assert [i for i, _ in rows] == expected_ids
+    assert all(0 <= label < len(data.CLASSES) for _, label in rows)
+    for name in ("model.pt", "batch.png", "training_curves.png", "learning_rate.png", "confusion_matrix.png", "predictions.png"):
+        assert (output_dir / name).stat().st_size > 0, name
+    assert "the saved weights predict the same classes on the CPU: True" in out
+    return metrics
+
+
+def test_trains_through_torch_xla_on_an_xla_device_and_submits(tmp_path):
+    output_dir = tmp_path / "flowers"
+    with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
+        out = text_outputs(execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir)))
+    assert "PyTorch on xla (CPU): torch_xla is installed, PJRT_DEVICE=CPU" in out
+    assert "core 0 of 1: xla:0" in out  # printed by the worker process torch_xla.launch forked
+    assert "trained on xla:0 x 1 core(s), global batch 16" in out
+    metrics = check_learned_and_submitted(tmp_path, out, output_dir)
+    assert (metrics["device"], metrics["hardware"], metrics["cores"], metrics["epochs"]) == ("xla", "CPU", 1, 8)
+
+
+def test_without_torch_xla_it_trains_on_the_cpu_and_says_so(tmp_path):
+    output_dir = tmp_path / "flowers"
+    with mock.patch.dict(os.environ, {"PYTHONPATH": WITHOUT_TORCH_XLA}):  # eager CPU is slower: 5 epochs suffice
+        out = text_outputs(execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir), EPOCHS=5))
+    assert "PyTorch on cpu (cpu): no torch_xla and no GPU, so the CPU" in out
+    assert "trained on cpu x 1 core(s)" in out and "xla:0" not in out
+    metrics = check_learned_and_submitted(tmp_path, out, output_dir)
+    assert (metrics["device"], metrics["epochs"]) == ("cpu", 5)
+
+
+@pytest.mark.parametrize(
+    "params, named",
+    [
+        ({"PROFILE": "fast"}, "PROFILE='fast'"),
+        ({"EPOCHS": -1}, "EPOCHS=-1"),
+        ({"PER_CORE_BATCH": "16"}, "PER_CORE_BATCH='16'"),
+        ({"IMAGE_SIZE": 200}, "IMAGE_SIZE=200"),
+        ({"DEVICE": "tpu"}, "DEVICE='tpu'"),
+    ],
+)
+def test_bad_parameter_stops_at_the_first_cell(tmp_path, params, named):
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        execute(tmp_path, NOTEBOOK, **params)
+    assert error.value.ename == "ParameterError"
+    assert named in error.value.evalue
+    assert error.value.source.startswith("from nbkit import data, params, xla")  # the first cell after parameters
+    assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"DATA_ROOT": "/nonexistent/flowers"}, "DATA_ROOT='/nonexistent/flowers' does not exist"),
+        ({"IMAGE_SIZE": 224, "DATA_ROOT": "sample"}, "No .tfrec files"),
+    ],
+)
+def test_bad_data_stops_before_training(tmp_path, params, message):
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(tmp_path / "o"), **params)
+    assert error.value.ename == "DataError" and message in error.value.evalue
+    assert "xla.launch" not in error.value.source

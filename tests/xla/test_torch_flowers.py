@@ -1,0 +1,81 @@
+"""The PyTorch side of the flowers notebooks: images from the TFRecords, the CNN, ordered predictions.
+On the CPU, in this process (the XLA path is exercised by test_xla.py and notebook 04)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from nbkit import tfrecord, torch_flowers, xla
+
+
+@pytest.fixture(scope="module")
+def items(tmp_path_factory):
+    root = tfrecord.make_sample(tmp_path_factory.mktemp("sample"), train_per_class=2, val_per_class=1, test_images=5,
+                                num_classes=4)
+    return tfrecord.checked_splits(root, 192)
+
+
+def test_images_are_uint8_channels_first_with_their_class_or_position(items):
+    train, test = torch_flowers.FlowerImages(items["train"], 192), torch_flowers.FlowerImages(items["test"], 192)
+    image, label = train[3]
+    assert image.dtype == torch.uint8 and tuple(image.shape) == (3, 192, 192)
+    assert label == items["train"][3][1]
+    expected = np.asarray(Image.open(io.BytesIO(items["train"][3][0])).convert("RGB"))
+    assert np.array_equal(image.numpy().transpose(1, 2, 0), expected)
+    assert [test[i][1] for i in range(len(test))] == list(range(5))  # test items: their position, for the ids
+
+
+def test_augmentation_repeats_per_seed_epoch_and_index_and_changes_between_epochs(items):
+    first, again = (torch_flowers.FlowerImages(items["train"], 192, augment=True, seed=1) for _ in range(2))
+    assert all(torch.equal(first[i][0], again[i][0]) for i in range(len(first)))
+    plain = torch_flowers.FlowerImages(items["train"], 192)
+    assert not all(torch.equal(first[i][0], plain[i][0]) for i in range(len(first)))
+    again.set_epoch(1)
+    assert not all(torch.equal(first[i][0], again[i][0]) for i in range(len(first)))
+
+
+def test_a_wrong_image_size_is_named(items):
+    with pytest.raises(ValueError, match="item 0 is 192x192, not 224x224"):
+        torch_flowers.FlowerImages(items["train"], 224)[0]
+
+
+@pytest.mark.parametrize("size", [192, 331])
+def test_small_cnn_gives_logits_for_uint8_images(size):
+    model = torch_flowers.small_cnn(size, 104)
+    logits = model(torch.zeros((2, 3, size, size), dtype=torch.uint8))
+    assert tuple(logits.shape) == (2, 104) and logits.dtype == torch.float32
+
+
+def test_predictions_come_back_in_dataset_order(items):
+    cpu = xla.select("cpu")
+    torch.manual_seed(0)
+    model = torch_flowers.small_cnn(192, 4).eval()
+    dataset = torch_flowers.FlowerImages(items["train"], 192)
+    logits = torch_flowers.predict(cpu, model, dataset, batch_size=3, torch_device=torch.device("cpu"), tag="t")
+    with torch.no_grad():
+        expected = model(torch.stack([dataset[i][0] for i in range(len(dataset))])).numpy()
+    assert logits.shape == (8, 4)
+    np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_one_epoch_on_the_cpu_reports_loss_and_accuracy(items):
+    cpu = xla.select("cpu")
+    torch.manual_seed(0)
+    model = torch_flowers.small_cnn(192, 4)
+    dataset = torch_flowers.FlowerImages(items["train"], 192, augment=True)
+    sampler, batches = torch_flowers.batches(cpu, dataset, 4, torch.device("cpu"), shuffle=True, drop_last=True)
+    before = [p.detach().clone() for p in model.parameters()]
+    scores = torch_flowers.train_epoch(cpu, model, batches, torch.optim.Adam(model.parameters(), 1e-3), epoch=0)
+    assert 0 <= scores["accuracy"] <= 1 and np.isfinite(scores["loss"]) and scores["loss"] > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_loader_workers_leave_the_cpu_to_training():
+    assert torch_flowers.loader_workers(xla.Target("cpu", "cpu", "")) == 0
+    assert torch_flowers.loader_workers(xla.Target("cuda", "Tesla T4", ""), cpus=4) == 3
+    assert torch_flowers.loader_workers(xla.Target("cuda", "Tesla T4", ""), cpus=64) == 4
