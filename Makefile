@@ -57,9 +57,13 @@ notebooks: $(STAMP) $(XLA_STAMP)
 clean:
 	rm -rf $(VENV) $(XLA_VENV) out build
 
-# Start-up and notebook wall times (prints a table; timings are never asserted in tests).
-bench: $(STAMP)
+# Benchmarks (bench/README.md): input pipeline images/s, training steps/s, start-up and notebook
+# smoke-run wall times. Prints tables; writes them and a plot under out/bench/. Tests never time anything.
+bench: $(STAMP) $(XLA_STAMP)
+	$(BIN)/python bench/input_pipeline.py
+	$(BIN)/python bench/training_steps.py
 	$(BIN)/python bench/bench_setup.py
+	@echo "Tables and plot: out/bench/"
 
 # A notebook as a self-contained Kaggle kernel in build/kernels/<slug>/, then pushed with the kaggle CLI
 # (needs a Kaggle login: kaggle.json or KAGGLE_USERNAME/KAGGLE_KEY). Override NOTEBOOK and BUNDLE_ARGS.

@@ -1,25 +1,30 @@
 """Start-up costs a notebook user pays: `import nbkit`, `accel.setup()` per backend and replica
-count, and the wall time of each notebook's smoke run. Prints a table; asserts nothing.
+count, and the wall time of each notebook's smoke run (04, PyTorch/XLA, in .venv-xla with
+PJRT_DEVICE=CPU). Prints a table and writes out/bench/startup.{md,json}; asserts nothing.
 
     .venv/bin/python bench/bench_setup.py [--skip-notebooks]
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report  # noqa: E402
+
+REPO = report.REPO
+XLA_NOTEBOOK = "04_pytorch_xla.ipynb"
 ENV_CLEAR = ("KERAS_BACKEND", "XLA_FLAGS")
 
 
 def python_seconds(code: str) -> float:
     """Run `code` in a fresh interpreter; it prints the seconds it measured on its last line."""
-    import os
-
     env = {k: v for k, v in os.environ.items() if k not in ENV_CLEAR}
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -36,23 +41,34 @@ def main() -> None:
             code = timed(f"from nbkit import accel; accel.setup({backend!r}, simulate_devices={devices})")
             rows.append((f"accel.setup({backend!r}, simulate_devices={devices})", python_seconds(code)))
     if "--skip-notebooks" not in sys.argv:
-        papermill = str(Path(sys.executable).with_name("papermill"))
         for notebook in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+            if notebook.name == XLA_NOTEBOOK:
+                rows.append((f"{notebook.name} smoke run, torch_xla on CPU", smoke_seconds(notebook, REPO / ".venv-xla/bin/papermill", {})))
+                continue
             for backend in ("tensorflow", "jax"):
-                with tempfile.TemporaryDirectory() as tmp:
-                    start = time.perf_counter()
-                    run = subprocess.run([papermill, str(notebook), f"{tmp}/out.ipynb", "--cwd", str(REPO),
-                                          "-p", "BACKEND", backend], capture_output=True, text=True)
-                    seconds = time.perf_counter() - start
-                    if run.returncode != 0:
-                        print(f"{notebook.name} BACKEND={backend} failed ({run.returncode}):\n{run.stderr[-2000:]}")
-                        seconds = float("nan")
-                    rows.append((f"{notebook.name} smoke run, BACKEND={backend}", seconds))
-    width = max(len(name) for name, _ in rows)
-    print(f"{'what'.ljust(width)}  seconds")
-    print(f"{'-' * width}  -------")
-    for name, seconds in rows:
-        print(f"{name.ljust(width)}  {seconds:7.3f}")
+                papermill = Path(sys.executable).with_name("papermill")
+                rows.append((f"{notebook.name} smoke run, BACKEND={backend}", smoke_seconds(notebook, papermill, {"BACKEND": backend})))
+    report.save("startup", "Start-up and notebook smoke runs", ["what", "seconds"], rows,
+                f"{os.cpu_count()} CPU cores; each in a fresh process; notebooks with papermill, smoke profile.")
+
+
+def smoke_seconds(notebook: Path, papermill: Path, params: dict[str, str]) -> float:
+    """Wall time of one papermill run in a fresh working folder; NaN (and the error) when it fails."""
+    if not papermill.exists():
+        print(f"{notebook.name}: {papermill} is missing (make venv-xla); skipped")
+        return float("nan")
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [str(papermill), str(notebook), f"{tmp}/out.ipynb", "--cwd", str(REPO)]
+        for name, value in params.items():
+            args += ["-p", name, value]
+        env = {**os.environ, "NBKIT_WORKING_DIR": tmp, "PJRT_DEVICE": "CPU"}
+        start = time.perf_counter()
+        run = subprocess.run(args, capture_output=True, text=True, env=env)
+        seconds = time.perf_counter() - start
+    if run.returncode != 0:
+        print(f"{notebook.name} {params} failed ({run.returncode}):\n{run.stderr[-2000:]}")
+        return float("nan")
+    return seconds
 
 
 if __name__ == "__main__":
