@@ -4,8 +4,8 @@ way the flower starter notebooks write it, and against the host's JPEG-decode ce
     .venv/bin/python bench/input_pipeline.py [--seconds 4] [--rounds 3] [--batch 128]
 
 (a) kit: `nbkit.data.train_dataset` (shuffled, flipped, uint8 batches) as notebook 02 calls it: the
-    decoded images fit in memory, so from the second epoch on they come from its cache;
-    "(a) no cache" is the first epoch (or data too large to cache): every image decoded;
+    decoded images fit in memory, so they are decoded once (untimed) and every epoch comes from the cache;
+    "(a) no cache" is data too large to cache: every image decoded every epoch;
     "(a) seeded, no cache" is notebook 05's resumable path (files read in a fixed order).
 (b) starter: per-record `parse_single_example`, `decode_jpeg`, float32 / 255, reshape, (resize),
     map with AUTOTUNE, random flip, repeat, shuffle, batch, prefetch.

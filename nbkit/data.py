@@ -409,8 +409,8 @@ def train_dataset(files: Sequence[str], image_size: int, global_batch: int, augm
 
     Fast (see bench/): records are shuffled and batched while still small (serialized), then each
     batch is parsed and decoded in one call, batches in parallel. With `cache` (default: when the
-    decoded images take at most a quarter of the free memory) the first epoch keeps the decoded
-    images in memory and later epochs only shuffle and flip them: same batches, no decoding.
+    decoded images take at most a quarter of the free memory) every image is decoded once, here,
+    and kept in memory; epochs then only shuffle and flip them: same batches, no decoding.
 
     An epoch is one pass over the files, cut to `batches_per_epoch` batches when given (the steps
     per epoch of `train.epoch_plan`, so data epochs and Keras epochs stay aligned). With a `seed`,
@@ -432,6 +432,9 @@ def train_dataset(files: Sequence[str], image_size: int, global_batch: int, augm
         decoded = records.batch(256).map(lambda batch: decode_batch(batch, image_size, True, stored_size),
                                          num_parallel_calls=tf.data.AUTOTUNE)
         records = decoded.unbatch().cache()
+        # Fill the cache now, in one pass: an epoch cut short (batches_per_epoch) would leave it
+        # incomplete, and tf.data then drops it and decodes again every epoch.
+        records.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)
 
     def epoch(index: Any) -> Any:
         epoch_seed = seed * 1_000_003 + index  # one seed per epoch, never shared between epochs

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator
 
 DATA_BOUND_SHARE = 0.25  # above this, speeding up the input pays more than speeding up the model
 ADVICE = ("the input pipeline is the bottleneck: cache decoded images (nbkit.data.train_dataset does "
-          "when they fit in memory), read a smaller image size, use fewer/cheaper augmentations, or give "
+          "when they fit in a quarter of the free memory), read a smaller image size, use fewer/cheaper augmentations, or give "
           "the host more cores; see the README's 'Input speed'.")
 
 
@@ -101,7 +101,7 @@ def describe(wait: EpochWait, data_bound_share: float = DATA_BOUND_SHARE) -> str
     """`input wait, epoch 3: 4% of 2.8 s` (+ a warning when data-bound after the first epoch)."""
     line = f"input wait, epoch {wait.epoch}: {wait.share:.0%} of {wait.seconds:.1f} s"
     if wait.epoch == 1:
-        return line + " (first epoch: includes filling the shuffle buffer, the cache and compiling)"
+        return line + " (first epoch: includes filling the shuffle buffer and compiling)"
     if wait.share > data_bound_share:
         return line + f"\nWARNING: data-bound (waited more than {data_bound_share:.0%}): " + ADVICE
     return line
