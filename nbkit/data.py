@@ -13,7 +13,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from nbkit.errors import DataError
 
@@ -217,10 +217,24 @@ def make_sample(
     """Write a small, deterministic, learnable dataset in exactly the competition layout and format.
 
     The same images (same seed) are written at every size in `image_sizes`, like the competition.
-    Returns `data_root`.
+    Returns `data_root`. (`nbkit.tfrecord.make_sample` writes the same files without TensorFlow.)
     """
-    import numpy as np
     import tensorflow as tf
+
+    def encode(image: Any) -> bytes:
+        return tf.io.encode_jpeg(image, quality=90).numpy()
+
+    for size in image_sizes:
+        for split, records in sample_splits(size, encode, train_per_class, val_per_class, test_images, num_classes, seed):
+            write_tfrecords(records, data_root, size, split)
+    return Path(data_root)
+
+
+def sample_splits(image_size: int, encode: Callable[[Any], bytes], train_per_class: int = 8, val_per_class: int = 2,
+                  test_images: int = 104, num_classes: int = len(CLASSES), seed: int = 0
+                  ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(split, records) of the generated sample at one size; `encode` turns a uint8 image into JPEG bytes."""
+    import numpy as np
 
     if not 1 <= num_classes <= len(CLASSES):
         raise DataError(f"num_classes={num_classes} must be between 1 and {len(CLASSES)}.")
@@ -229,18 +243,16 @@ def make_sample(
         "val": np.tile(np.arange(num_classes), val_per_class),
         "test": np.random.default_rng(seed + 1).integers(0, num_classes, test_images),
     }
-    for size in image_sizes:
-        for split_index, (split, labels) in enumerate(plan.items()):
-            rng = np.random.default_rng([seed, split_index])  # same draws at every image size
-            records = []
-            for i, label in enumerate(labels):
-                jpeg = tf.io.encode_jpeg(sample_image(int(label), size, rng), quality=90).numpy()
-                if split == "test":
-                    records.append({"image": jpeg, "id": f"{seed:03x}{split_index}{i:05x}"})
-                else:
-                    records.append({"image": jpeg, "class": int(label)})
-            write_tfrecords(records, data_root, size, split)
-    return Path(data_root)
+    for split_index, (split, labels) in enumerate(plan.items()):
+        rng = np.random.default_rng([seed, split_index])  # same draws at every image size
+        records = []
+        for i, label in enumerate(labels):
+            jpeg = encode(sample_image(int(label), image_size, rng))
+            if split == "test":
+                records.append({"image": jpeg, "id": f"{seed:03x}{split_index}{i:05x}"})
+            else:
+                records.append({"image": jpeg, "class": int(label)})
+        yield split, records
 
 
 COMPETITION = "flower-classification-with-tpus"
@@ -438,6 +450,9 @@ def train_dataset(files: Sequence[str], image_size: int, global_batch: int, augm
 
     def epoch(index: Any) -> Any:
         epoch_seed = seed * 1_000_003 + index  # one seed per epoch, never shared between epochs
+        # The order must follow `seed` alone, not a global seed set by keras.utils.set_random_seed;
+        # a global seed of 0 would even break the trace (TF compares (0, tensor) == (0, 0)).
+        tf.compat.v1.get_default_graph().seed = None
         # Full batches only: every replica gets the same per-replica batch, shapes stay static.
         batches = records.repeat(passes).shuffle(shuffle_buffer, seed=epoch_seed).batch(global_batch, drop_remainder=True)
         if batches_per_epoch is not None:

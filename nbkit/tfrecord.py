@@ -274,23 +274,9 @@ def make_sample(data_root: str | Path, image_sizes: Sequence[int] = (192,), trai
                 val_per_class: int = 2, test_images: int = 104, num_classes: int = len(data.CLASSES),
                 seed: int = 0) -> Path:
     """`nbkit.data.make_sample` without TensorFlow: the same files, byte for byte. Returns `data_root`."""
-    import numpy as np
-
-    if not 1 <= num_classes <= len(data.CLASSES):
-        raise DataError(f"num_classes={num_classes} must be between 1 and {len(data.CLASSES)}.")
-    plan = {
-        "train": np.tile(np.arange(num_classes), train_per_class),
-        "val": np.tile(np.arange(num_classes), val_per_class),
-        "test": np.random.default_rng(seed + 1).integers(0, num_classes, test_images),
-    }
     for size in image_sizes:
-        for split_index, (split, labels) in enumerate(plan.items()):
-            rng = np.random.default_rng([seed, split_index])  # the draws of data.make_sample, in its order
-            records = []
-            for i, label in enumerate(labels):
-                jpeg = encode_jpeg(data.sample_image(int(label), size, rng))
-                records.append({"image": jpeg, "id": f"{seed:03x}{split_index}{i:05x}"} if split == "test"
-                               else {"image": jpeg, "class": int(label)})
+        for split, records in data.sample_splits(size, encode_jpeg, train_per_class, val_per_class, test_images,
+                                                 num_classes, seed):
             write_split(records, data_root, size, split)
     return Path(data_root)
 

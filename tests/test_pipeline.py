@@ -118,3 +118,21 @@ def test_val_and_prediction_batches_at_a_smaller_size(sample):
 def test_cache_is_chosen_by_free_memory():
     assert data.fits_in_memory(1)
     assert not data.fits_in_memory(2**60)
+
+
+SEEDED_BATCHES = """
+    import hashlib
+    import keras
+    from nbkit import data
+    {global_seed}
+    dataset = data.train_dataset(data.find_files({root!r}, 64, "train"), 64, 5, seed=3, cache={cache})
+    print(hashlib.sha256(b"".join(x.numpy().tobytes() + y.numpy().tobytes() for x, y in dataset.take(6))).hexdigest())
+"""
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_the_order_follows_the_pipeline_seed_not_a_global_seed(sample, run_python, cache):
+    # keras.utils.set_random_seed(0) used to break the trace; any global seed used to change the order.
+    digests = {run_python(SEEDED_BATCHES.format(global_seed=line, root=str(sample), cache=cache)).stdout.split()[-1]
+               for line in ("", "keras.utils.set_random_seed(0)", "keras.utils.set_random_seed(5)")}
+    assert len(digests) == 1
