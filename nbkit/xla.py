@@ -6,7 +6,7 @@ function needs them, never when nbkit is imported.
 
 Uses only APIs common to torch_xla 2.8 (Kaggle's TPU image) and 2.9: `torch_xla.device`,
 `torch_xla.sync`, `torch_xla.launch`, `torch_xla.runtime.{world_size, global_ordinal, device_type}`,
-`xm.{optimizer_step, master_print, mesh_reduce, save}` and `MpDeviceLoader`; not the deprecated
+`xm.{optimizer_step, mesh_reduce, save}` and `MpDeviceLoader`; not the deprecated
 `xm.xla_device` / `xm.mark_step` nor the removed `xm.xrt_world_size` / `xm.get_ordinal`.
 """
 
@@ -115,11 +115,9 @@ def is_master(target: Target) -> bool:
 
 def master_print(target: Target, *values: Any) -> None:
     """print() on the master replica only (every replica runs the same code)."""
-    if target.xla:
-        import torch_xla.core.xla_model as xm
-
-        xm.master_print(*values, flush=True)
-    else:
+    # Not xm.master_print: its `flush` argument is not in every torch_xla release (2.8 unverified),
+    # and a forked worker must flush or its line is lost.
+    if is_master(target):
         print(*values, flush=True)
 
 
