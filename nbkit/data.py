@@ -331,17 +331,16 @@ def decode_image(jpeg: Any, image_size: int, stored_size: int | None = None) -> 
     return image
 
 
-def _records(files: Sequence[str], image_size: int, labeled: bool, ordered: bool, decode: bool = True) -> Any:
-    """(image, class or id) pairs, one record at a time (checks and small reads); `decode=False`
-    keeps the JPEG bytes. An ordered read gives the same order on every pass."""
+def _records(files: Sequence[str], labeled: bool, ordered: bool) -> Any:
+    """(JPEG bytes, class or id) pairs, one record at a time (checks and keys); an ordered read
+    gives the same order on every pass."""
     import tensorflow as tf
 
     features = _features(labeled)
 
     def parse(raw: Any) -> Any:
         example = tf.io.parse_single_example(raw, features)
-        image = decode_image(example["image"], image_size) if decode else example["image"]
-        return image, example["class" if labeled else "id"]
+        return example["image"], example["class" if labeled else "id"]
 
     return _serialized(files, ordered).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -512,7 +511,7 @@ def images_in_order(files: Sequence[str], image_size: int, labeled: bool, global
     import tensorflow as tf
 
     # The keys come from a first pass in the same order, without decoding the images.
-    keys = [key for _, key in _records(files, image_size, labeled, ordered=True, decode=False).as_numpy_iterator()]
+    keys = [key for _, key in _records(files, labeled, ordered=True).as_numpy_iterator()]
     keys = np.array(keys if labeled else [key.decode() for key in keys])
 
     def padded(batch: Any) -> Any:
@@ -555,7 +554,7 @@ def check_files(files: Sequence[str], image_size: int, labeled: bool) -> int:
     total = 0
     for name in files:
         with _reading(name, labeled):
-            for index, (jpeg, _) in enumerate(_records([name], image_size, labeled, ordered=True, decode=False)):
+            for index, (jpeg, _) in enumerate(_records([name], labeled, ordered=True)):
                 if index == 0:
                     size = tuple(tf.io.extract_jpeg_shape(jpeg).numpy()[:2])
                     if size != (image_size, image_size):

@@ -42,6 +42,13 @@ def run_python():
     return run
 
 
+# Data mistakes every flowers notebook must stop on before training: (parameters, DataError text).
+BAD_DATA_CASES = [
+    ({"DATA_ROOT": "/nonexistent/flowers"}, "DATA_ROOT='/nonexistent/flowers' does not exist"),
+    ({"IMAGE_SIZE": 224, "DATA_ROOT": "sample"}, "No .tfrec files"),
+]
+
+
 def execute(tmp_path: Path, notebook: str, output: str = "out.ipynb", **params: object) -> Path:
     """Run a notebook with papermill into tmp_path/output, with tmp_path/work as its working folder
     (NBKIT_WORKING_DIR: the generated sample, default outputs), from the repository root.

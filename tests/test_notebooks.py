@@ -14,7 +14,7 @@ import jupytext
 import papermill
 import pytest
 
-from conftest import REPO, execute, text_outputs
+from conftest import BAD_DATA_CASES, REPO, execute, text_outputs
 
 SOURCES = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 PARAMETER_LINE = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*): (?P<type>str|int|float|bool) = (?P<value>.+?)  # (?P<help>.+)$")
@@ -125,13 +125,7 @@ def test_flowers_on_jax_with_eight_replicas_learns_and_submits(tmp_path):
     assert [f"input wait, epoch {e}:" in out for e in range(1, epochs + 1)] == [True] * epochs  # the monitor's lines
 
 
-@pytest.mark.parametrize(
-    "params, message",
-    [
-        ({"DATA_ROOT": "/nonexistent/flowers"}, "DATA_ROOT='/nonexistent/flowers' does not exist"),
-        ({"IMAGE_SIZE": 224, "DATA_ROOT": "sample"}, "No .tfrec files"),
-    ],
-)
+@pytest.mark.parametrize("params, message", BAD_DATA_CASES)
 def test_flowers_bad_data_stops_before_training(tmp_path, params, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:
         execute(tmp_path, "02_flowers_classifier.ipynb", OUTPUT_DIR=str(tmp_path / "o"), **params)

@@ -10,7 +10,7 @@ from unittest import mock
 import papermill
 import pytest
 
-from conftest import execute, text_outputs
+from conftest import BAD_DATA_CASES, execute, text_outputs
 from nbkit import data, evaluate, tfrecord
 from test_xla import WITHOUT_TORCH_XLA
 
@@ -72,13 +72,7 @@ def test_bad_parameter_stops_at_the_first_cell(tmp_path, params, named):
     assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
 
 
-@pytest.mark.parametrize(
-    "params, message",
-    [
-        ({"DATA_ROOT": "/nonexistent/flowers"}, "DATA_ROOT='/nonexistent/flowers' does not exist"),
-        ({"IMAGE_SIZE": 224, "DATA_ROOT": "sample"}, "No .tfrec files"),
-    ],
-)
+@pytest.mark.parametrize("params, message", BAD_DATA_CASES)
 def test_bad_data_stops_before_training(tmp_path, params, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:
         execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(tmp_path / "o"), **params)
