@@ -12,7 +12,7 @@ XLA_STAMP := $(XLA_VENV)/.installed
 XLA_NOTEBOOK := notebooks/04_pytorch_xla
 XLA_TESTS := tests/xla tests/test_import.py $(XLA_NOTEBOOK).ipynb
 
-.PHONY: venv venv-xla demo test notebooks bench clean bundle push
+.PHONY: venv venv-xla demo test notebooks bench clean bundle push bundle-sizes
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,17 +40,20 @@ demo: $(STAMP)
 	@echo "Plots, model.keras, metrics.json and submission.csv: out/flowers/"
 	@ls out/flowers
 
-# Unit tests, notebook tests, and every committed .ipynb executed and compared by nbval.
-# nbval runs the notebooks with a fresh working folder, so what earlier runs left in out/ (a finished
-# checkpoint, an old model package) cannot change their outputs; 06 predicts with the package 05
-# wrote just before it (pytest runs them in name order). Then notebook 04 and nbkit.xla in .venv-xla,
-# through torch_xla on the CPU (PJRT_DEVICE=CPU: one XLA device).
+# Lint and format check (ruff), unit tests, notebook tests, and every committed .ipynb executed and
+# compared by nbval. nbval runs the notebooks with a fresh working folder, so what earlier runs left
+# in out/ (a finished checkpoint, an old model package) cannot change their outputs; 06 predicts with
+# the package 05 wrote just before it (pytest runs them in name order). Then notebook 04 and
+# nbkit.pytorch in .venv-xla, through torch_xla on the CPU (PJRT_DEVICE=CPU: one XLA device).
 test: $(STAMP) $(XLA_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	NBKIT_WORKING_DIR=$$(mktemp -d) $(BIN)/python -m pytest tests notebooks $(NBVAL) --ignore=tests/xla --ignore=$(XLA_NOTEBOOK).ipynb
 	NBKIT_WORKING_DIR=$$(mktemp -d) PJRT_DEVICE=CPU $(XLA_BIN)/python -m pytest $(XLA_TESTS) $(NBVAL)
 
 # Re-sync each .ipynb from its .py source and re-execute it (smoke profile) so nbval has outputs.
 notebooks: $(STAMP) $(XLA_STAMP)
+	rm -rf out/flowers out/flowers-train out/flowers-torch  # stored outputs show a fresh run, not a resumed one
 	$(BIN)/python tools/sync_notebooks.py $(filter-out $(XLA_NOTEBOOK).py,$(wildcard notebooks/[0-9]*.py))
 	PJRT_DEVICE=CPU $(XLA_BIN)/python tools/sync_notebooks.py $(XLA_NOTEBOOK).py
 
@@ -76,3 +79,7 @@ bundle: $(STAMP)
 
 push: $(STAMP)
 	$(BIN)/python -m nbkit push $(KERNEL)
+
+# How many lines of nbkit each notebook's kernel bundle carries (the README's table).
+bundle-sizes: $(STAMP)
+	$(BIN)/python tools/bundle_sizes.py

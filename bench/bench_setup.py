@@ -55,8 +55,13 @@ def main() -> None:
                     papermill = Path(sys.executable).with_name("papermill")
                     seconds = smoke_seconds(notebook, papermill, {"BACKEND": backend}, working[backend])
                     rows.append((f"{notebook.name} smoke run, BACKEND={backend}", seconds))
-    report.save("startup", "Start-up and notebook smoke runs", ["what", "seconds"], rows,
-                f"{os.cpu_count()} CPU cores; each in a fresh process; notebooks with papermill, smoke profile.")
+    report.save(
+        "startup",
+        "Start-up and notebook smoke runs",
+        ["what", "seconds"],
+        rows,
+        f"{os.cpu_count()} CPU cores; each in a fresh process; notebooks with papermill, smoke profile.",
+    )
 
 
 def smoke_seconds(notebook: Path, papermill: Path, params: dict[str, str], working_dir: str) -> float:

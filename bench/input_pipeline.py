@@ -3,7 +3,7 @@ way the flower starter notebooks write it, and against the host's JPEG-decode ce
 
     .venv/bin/python bench/input_pipeline.py [--seconds 4] [--rounds 3] [--batch 128]
 
-(a) kit: `nbkit.data.train_dataset` (shuffled, flipped, uint8 batches) as notebook 02 calls it: the
+(a) kit: `nbkit.flowers.pipeline.train_dataset` (shuffled, flipped, uint8 batches) as notebook 02 calls it: the
     decoded images fit in memory, so they are decoded once (untimed) and every epoch comes from the cache;
     "(a) no cache" is data too large to cache: every image decoded every epoch;
     "(a) seeded, no cache" is notebook 05's resumable path (files read in a fixed order).
@@ -20,8 +20,9 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,12 +35,12 @@ CASES = [(192, 192), (512, 512), (512, 192)]  # (image size in the files, traini
 
 def sample_files(size: int) -> list[str]:
     """The benchmark's training files at `size`, generated once (same images at every size)."""
-    from nbkit import data
+    from nbkit.flowers import layout, sample
 
-    if not (data.split_folder(DATA, 512, "test")).is_dir():
+    if not Path(layout.split_folder(DATA, 512, "test")).is_dir():
         print(f"generating benchmark data in {DATA} (once, about a minute)...", flush=True)
-        data.make_sample(DATA, image_sizes=(192, 512), train_per_class=12, val_per_class=1, test_images=8)
-    return data.find_files(DATA, size, "train")
+        sample.make_sample(DATA, image_sizes=(192, 512), train_per_class=12, val_per_class=1, test_images=8)
+    return layout.find_files(DATA, size, "train")
 
 
 def starter_records(files: list[str], stored: int, size: int) -> Any:
@@ -121,6 +122,20 @@ def plot(rows: list[list[Any]], path: Path) -> None:
     figure.savefig(path, dpi=100)
 
 
+def contenders(files: list[str], stored: int, size: int, batch: int) -> dict[str, Callable[[], Any]]:
+    """Each pipeline of the comparison, made anew for every timed round."""
+    from nbkit.flowers import checks, pipeline
+
+    jpegs = [jpeg for jpeg, _ in checks.read_items(files, labeled=True)]
+    return {
+        "kit": lambda: pipeline.train_dataset(files, size, batch, stored_size=stored),
+        "no cache": lambda: pipeline.train_dataset(files, size, batch, stored_size=stored, cache=False),
+        "seeded": lambda: pipeline.train_dataset(files, size, batch, seed=1, stored_size=stored, cache=False),
+        "starter": lambda: starter_pipeline(files, stored, size, batch),
+        "ceiling": lambda: decode_ceiling(jpegs, stored, batch),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per pipeline per round")
@@ -128,35 +143,51 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128, help="global batch (16 per replica x 8)")
     args = parser.parse_args()
 
-    from nbkit import data
+    from nbkit.flowers import layout, pipeline
 
     rows = []
     for stored, size in CASES:
         files = sample_files(stored)
-        jpegs = [record["image"] for record in data.read_records(files, labeled=True)]
-        pipelines: dict[str, Callable[[], Any]] = {
-            "kit": lambda: data.train_dataset(files, size, args.batch, stored_size=stored),
-            "no cache": lambda: data.train_dataset(files, size, args.batch, stored_size=stored, cache=False),
-            "seeded": lambda: data.train_dataset(files, size, args.batch, seed=1, stored_size=stored, cache=False),
-            "starter": lambda: starter_pipeline(files, stored, size, args.batch),
-            "ceiling": lambda: decode_ceiling(jpegs, stored, args.batch),
-        }
+        pipelines = contenders(files, stored, size, args.batch)
         best = {name: 0.0 for name in pipelines}
         for _ in range(args.rounds):
             for name, make in pipelines.items():
                 best[name] = max(best[name], images_per_second(make(), args.seconds))
-        cached = data.fits_in_memory(data.count_items(files) * size * size * 3)  # what (a) chose
+        cached = pipeline.fits_in_memory(layout.count_items(files) * size * size * 3)  # what (a) chose
         label = f"{size}x{size} from {stored}x{stored} files" + ("" if cached else " (a: too big to cache here)")
-        rows.append([label, best["kit"], best["no cache"], best["seeded"], best["starter"], best["ceiling"],
-                     best["kit"] / best["starter"], best["kit"] / best["ceiling"],
-                     best["no cache"] / best["starter"], best["no cache"] / best["ceiling"]])
+        rows.append(
+            [
+                label,
+                best["kit"],
+                best["no cache"],
+                best["seeded"],
+                best["starter"],
+                best["ceiling"],
+                best["kit"] / best["starter"],
+                best["kit"] / best["ceiling"],
+                best["no cache"] / best["starter"],
+                best["no cache"] / best["ceiling"],
+            ]
+        )
         print(f"{label}: " + ", ".join(f"{k} {v:,.0f}" for k, v in best.items()), flush=True)
 
-    headers = ["images/s, batch %d" % args.batch, "(a) kit", "(a) no cache", "(a) seeded, no cache", "(b) starter",
-               "(c) decode ceiling", "(a)/(b)", "(a)/(c)", "no cache/(b)", "no cache/(c)"]
-    notes = (f"{os.cpu_count()} CPU cores; best of {args.rounds} interleaved rounds of {args.seconds:g} s. "
-             "Targets: (a)/(b) >= 1.5 at 192, >= 2 training at 192 from the 512 files, (a)/(c) >= 0.85. "
-             "(c) decodes the files' full-size JPEGs, so the kit can pass it when it decodes 512 files at a reduced scale.")
+    headers = [
+        f"images/s, batch {args.batch}",
+        "(a) kit",
+        "(a) no cache",
+        "(a) seeded, no cache",
+        "(b) starter",
+        "(c) decode ceiling",
+        "(a)/(b)",
+        "(a)/(c)",
+        "no cache/(b)",
+        "no cache/(c)",
+    ]
+    notes = (
+        f"{os.cpu_count()} CPU cores; best of {args.rounds} interleaved rounds of {args.seconds:g} s. "
+        "Targets: (a)/(b) >= 1.5 at 192, >= 2 training at 192 from the 512 files, (a)/(c) >= 0.85. "
+        "(c) decodes the files' full-size JPEGs, so the kit can pass it when it decodes 512 files at a reduced scale."
+    )
     report.save("input_pipeline", "Input pipeline", headers, rows, notes)
     plot(rows, report.OUT / "input_pipeline.png")
     print(f"plot: {report.OUT / 'input_pipeline.png'}")

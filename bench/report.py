@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "out" / "bench"
@@ -31,7 +32,9 @@ def save(name: str, title: str, headers: Sequence[str], rows: Sequence[Sequence[
     text = f"## {title}\n\n{table(headers, rows)}\n" + (f"\n{notes}\n" if notes else "")
     print(text, flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.json").write_text(json.dumps({"title": title, "headers": list(headers), "rows": [list(r) for r in rows]}, indent=1))
+    (OUT / f"{name}.json").write_text(
+        json.dumps({"title": title, "headers": list(headers), "rows": [list(r) for r in rows]}, indent=1)
+    )
     path = OUT / f"{name}.md"
     path.write_text(text)
     return path

@@ -29,7 +29,8 @@ STEPS_PER_EXECUTION = (1, 8, 32)
 
 CHILD = """
 import json, sys, time
-from nbkit import accel, mnist, models
+from nbkit import accel, models
+from nbkit.guide import mnist
 acc = accel.setup({backend!r}, simulate_devices={devices})
 import keras
 global_batch = acc.global_batch(16)
@@ -56,8 +57,9 @@ def measure(backend: str, devices: int, spe: int, steps: int) -> tuple[int, floa
     code = CHILD.format(backend=backend, devices=devices, spe=spe, steps=steps)
     for attempt in (1, 2):
         try:
-            run = subprocess.run([sys.executable, "-c", code], cwd=report.REPO, env=env, capture_output=True,
-                                 text=True, timeout=300)
+            run = subprocess.run(
+                [sys.executable, "-c", code], cwd=report.REPO, env=env, capture_output=True, text=True, timeout=300
+            )
         except subprocess.TimeoutExpired:
             print(f"{backend}, {devices} devices, steps_per_execution={spe}: timed out (attempt {attempt})", flush=True)
             continue
@@ -65,8 +67,11 @@ def measure(backend: str, devices: int, spe: int, steps: int) -> tuple[int, floa
             found = json.loads(run.stdout.strip().splitlines()[-1])
             return found["global_batch"], found["results"][0][1]
         stuck = "Termination timeout" in run.stderr
-        print(f"{backend}, {devices} devices, steps_per_execution={spe}: failed (attempt {attempt})"
-              + (": XLA:CPU all-reduce deadlock" if stuck else f"\n{run.stderr[-1500:]}"), flush=True)
+        print(
+            f"{backend}, {devices} devices, steps_per_execution={spe}: failed (attempt {attempt})"
+            + (": XLA:CPU all-reduce deadlock" if stuck else f"\n{run.stderr[-1500:]}"),
+            flush=True,
+        )
     return 16 * max(1, devices), float("nan")
 
 

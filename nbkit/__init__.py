@@ -1,11 +1,17 @@
-"""nbkit: the shared helpers of the nbkit notebooks (TPU/GPU/CPU setup, data, training).
+"""nbkit: the shared helpers of the nbkit notebooks (TPU/GPU/CPU setup, data, training, hand-off).
 
-Importing the package is cheap: TensorFlow, JAX, torch and kaggle are imported only
-by the functions that need them, so `nbkit.accel.setup()` can still choose the Keras
-backend first.
+The package tree says what runs where:
+
+    errors, params, env, atomic, logs, storage, tfrecord, models, accel/   shared by the notebooks (core)
+    flowers/    the flowers competition: layout, checks, sample, source, recipe, tf.data pipeline, ...
+    handoff/    training that resumes, model packages (train on TPU, predict on GPU)
+    pytorch/    PyTorch/XLA: the runtime helpers and the flowers model in PyTorch
+    inputs/     what a notebook reads: secrets, datasets, records
+    guide/      notebook 01's MNIST and custom training loop
+    publish/    bundle, kernel metadata, push, the command line (never bundled into a notebook)
+
+Importing nbkit is cheap: TensorFlow, JAX, torch and kaggle are imported only by the functions that
+need them, so `nbkit.accel.setup()` can still choose the Keras backend first.
 """
 
-from nbkit import env, errors, params
-
-__version__ = "0.1.0"
-__all__ = ["env", "errors", "params", "__version__"]
+__version__ = "0.2.0"

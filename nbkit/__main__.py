@@ -1,8 +1,8 @@
-"""`python -m nbkit ...`: see nbkit.cli."""
+"""`python -m nbkit ...`: see nbkit.publish.cli."""
 
 import sys
 
-from nbkit.cli import main
+from nbkit.publish.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

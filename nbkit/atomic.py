@@ -1,22 +1,54 @@
-"""Writes that a crash or a kill cannot leave half done: write beside the target, then rename."""
+"""Writes that a crash or a kill cannot leave half done: write beside the target, then rename.
+
+Partial files are hidden (`.partial-<name>`), keep the target's suffix (Keras insists on `.keras`
+and `.weights.h5`), and are never mistaken for data: folder listings in nbkit skip hidden files.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+
+PARTIAL_PREFIX = ".partial-"
+
+
+def partial_path(path: str | Path) -> Path:
+    """Where `path` is written before it is renamed into place."""
+    path = Path(path)
+    return path.with_name(PARTIAL_PREFIX + path.name)
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """Yield a partial path to write `path`'s new content to; it replaces `path` only if the block
+    succeeds. On an error the partial file goes and `path` is left as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = partial_path(path)
+    try:
+        yield partial
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
+    os.replace(partial, path)
 
 
 def write_text(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` through a `.partial` file renamed into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
-    return path
+    """Write `text` to `path` through a partial file renamed into place."""
+    with replacing(path) as partial:
+        partial.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_bytes(path: str | Path, content: bytes) -> Path:
+    """Write `content` to `path` through a partial file renamed into place."""
+    with replacing(path) as partial:
+        partial.write_bytes(content)
+    return Path(path)
 
 
 @contextlib.contextmanager

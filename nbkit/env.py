@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 PLATFORMS = ("kaggle", "colab", "local")
 
@@ -30,14 +30,11 @@ class Environment:
         """One line for the notebook."""
         tpu = "TPU VM" if self.tpu_vm else ("remote TPU advertised" if self.tpu_address else "no TPU advertised")
         net = "internet likely on" if self.internet else "internet likely off"
-        return (
-            f"platform={self.platform}; input={self.input_dir}; working={self.working_dir}; "
-            f"{tpu}; {net}"
-        )
+        return f"platform={self.platform}; input={self.input_dir}; working={self.working_dir}; {tpu}; {net}"
 
 
 def platform(environ: Mapping[str, str] | None = None) -> str:
-    """"kaggle", "colab" or "local"."""
+    """ "kaggle", "colab" or "local"."""
     environ = os.environ if environ is None else environ
     if "KAGGLE_KERNEL_RUN_TYPE" in environ or "KAGGLE_URL_BASE" in environ:
         return "kaggle"

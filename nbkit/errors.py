@@ -1,4 +1,8 @@
-"""The exceptions nbkit raises: one base class, one subclass per kind of mistake."""
+"""The exceptions nbkit raises: one base class, one subclass per kind of mistake.
+
+A value the user passed (a notebook parameter, a command-line option) is a ParameterError; files
+that hold data are DataErrors; saved models are ModelErrors or, as a whole package, PackageErrors.
+"""
 
 
 class NbkitError(Exception):
@@ -6,7 +10,7 @@ class NbkitError(Exception):
 
 
 class ParameterError(NbkitError, ValueError):
-    """A notebook parameter has a value nbkit cannot use."""
+    """A notebook parameter or command-line option has a value nbkit cannot use."""
 
 
 class BackendError(NbkitError, RuntimeError):
@@ -19,6 +23,10 @@ class AcceleratorError(NbkitError, RuntimeError):
 
 class DataError(NbkitError, OSError):
     """Input data is missing, unreadable or not in the expected format."""
+
+
+class ModelError(NbkitError, OSError):
+    """A saved model or weights file (model.pt, a .weights.h5, a preset) is missing, damaged or does not fit."""
 
 
 class ResumeError(NbkitError, RuntimeError):
@@ -38,7 +46,7 @@ class LeakError(NbkitError, ValueError):
 
 
 class BundleError(NbkitError, ValueError):
-    """A kernel bundle cannot be built from the given notebook and options."""
+    """A notebook cannot be made into a kernel bundle (missing, no code, does not parse)."""
 
 
 class PushError(NbkitError, RuntimeError):

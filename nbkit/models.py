@@ -1,13 +1,18 @@
-"""Small Keras models that run anywhere (they take uint8 images and rescale inside)."""
+"""Keras image classifiers that take uint8 images and rescale inside: a small CNN that runs anywhere,
+keras.applications backbones with a new head; and saving / loading them whole."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 
 def small_cnn(
-    input_shape: Sequence[int], num_classes: int, filters: Sequence[int] = (32, 64), dense: int = 128,
+    input_shape: Sequence[int],
+    num_classes: int,
+    filters: Sequence[int] = (32, 64),
+    dense: int = 128,
     downsample: int = 1,
 ) -> Any:
     """Conv-ReLU-pool blocks, then a dense layer; outputs logits (use `from_logits=True`).
@@ -52,7 +57,8 @@ def application_names() -> list[str]:
     import keras
 
     return sorted(
-        name for name in dir(keras.applications)
+        name
+        for name in dir(keras.applications)
         if name[0].isupper() and _family(getattr(keras.applications, name)) in INPUT_SCALING
     )
 
@@ -69,7 +75,7 @@ def build_classifier(name: str, image_size: int, num_classes: int, weights: str 
     import keras
     from keras import layers
 
-    from nbkit.errors import DataError, ParameterError
+    from nbkit.errors import ModelError, ParameterError
 
     input_shape = (image_size, image_size, 3)
     if name == "small_cnn":
@@ -81,13 +87,14 @@ def build_classifier(name: str, image_size: int, num_classes: int, weights: str 
     if constructor is None or _family(constructor) not in INPUT_SCALING:
         raise ParameterError(f"MODEL={name!r} is not offered: use 'small_cnn' or one of {application_names()}.")
     if weights not in ("imagenet", "none") and not Path(weights).is_file():
-        raise DataError(f"WEIGHTS={weights!r}: no such file. Give 'imagenet', 'none' or a local weights file.")
+        raise ModelError(f"WEIGHTS={weights!r}: no such file. Give 'imagenet', 'none' or a local weights file.")
     try:
-        backbone = constructor(include_top=False, weights=None if weights == "none" else weights,
-                               input_shape=input_shape, pooling="avg")
+        backbone = constructor(
+            include_top=False, weights=None if weights == "none" else weights, input_shape=input_shape, pooling="avg"
+        )
     except Exception as error:  # Keras raises a bare Exception("URL fetch failure ...") offline
         if weights == "imagenet" and ("URL fetch failure" in str(error) or isinstance(error, OSError)):
-            raise DataError(
+            raise ModelError(
                 f"Could not download the imagenet weights of {name} (is internet off?): {error}. "
                 "Use WEIGHTS='none', or attach the weights file as a dataset and give its path."
             ) from None
@@ -98,3 +105,26 @@ def build_classifier(name: str, image_size: int, num_classes: int, weights: str 
     x = layers.Dropout(dropout)(backbone(x))
     outputs = layers.Dense(num_classes, dtype="float32")(x)  # float32 logits under mixed precision
     return keras.Model(inputs, outputs, name=f"{name.lower()}_classifier")
+
+
+def save_model(model: Any, path: str | Path) -> Path:
+    """Save in the Keras 3 format (`.keras`), via a partial file, so a failed save loses nothing.
+
+    Keras 3 writes the file from the host in Python (zip + h5), so the TPU-Node-era
+    `experimental_io_device="/job:localhost"` of TF SavedModels is not needed here.
+    """
+    from nbkit import atomic
+
+    with atomic.replacing(path) as partial:
+        model.save(partial)
+    return Path(path)
+
+
+def load_model(path: str | Path, acc: Any = None) -> Any:
+    """Load a `.keras` model, inside the accelerator's scope when given (variables on every replica)."""
+    import contextlib
+
+    import keras
+
+    with acc.scope() if acc is not None else contextlib.nullcontext():
+        return keras.models.load_model(Path(path))

@@ -1,16 +1,18 @@
-"""Checks for notebook parameters, so a wrong papermill `-p` value stops at the first cell."""
+"""Checks for notebook parameters (and command-line options), so a wrong value stops at once."""
 
 from __future__ import annotations
 
-from typing import Iterable
+import re
+from collections.abc import Iterable
 
 from nbkit.errors import ParameterError
 
 PROFILES = ("auto", "smoke", "full")
 BACKENDS = ("auto", "tensorflow", "jax")
+HANDLE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # one part of owner/slug[/...] as in a Kaggle URL
 
 
-def check_choice(name: str, value: object, allowed: Iterable[str]) -> str:
+def check_choice(name: str, value: object, allowed: Iterable[object]) -> object:
     """Return `value` if it is one of `allowed`, else raise a ParameterError naming them."""
     allowed = tuple(allowed)
     if value not in allowed:
@@ -19,7 +21,7 @@ def check_choice(name: str, value: object, allowed: Iterable[str]) -> str:
             f"Parameter {name}={value!r} is not allowed: use one of {options} "
             f"(for example `papermill -p {name} {allowed[0]} ...`)."
         )
-    return value  # type: ignore[return-value]
+    return value
 
 
 def check_int(name: str, value: object, minimum: int = 0) -> int:
@@ -27,12 +29,32 @@ def check_int(name: str, value: object, minimum: int = 0) -> int:
     # bool is an int subclass; a papermill `-p EPOCHS True` is a mistake, not 1.
     if isinstance(value, bool) or not isinstance(value, int):
         raise ParameterError(
-            f"Parameter {name}={value!r} must be a whole number >= {minimum} "
-            f"(papermill: `-p {name} {max(minimum, 1)}`)."
+            f"Parameter {name}={value!r} must be a whole number >= {minimum} (papermill: `-p {name} {max(minimum, 1)}`)."
         )
     if value < minimum:
         raise ParameterError(f"Parameter {name}={value} must be >= {minimum}.")
     return value
+
+
+def check_handle(
+    name: str,
+    value: object,
+    form: str = "owner/slug",
+    example: str = "alice/flowers-model",
+    slug: re.Pattern[str] | None = None,
+) -> str:
+    """Return `value` if it is a Kaggle handle written as `form` (e.g. "owner/slug", "user",
+    "owner/model/framework/variation[/version]"), each piece as in its kaggle.com URL, and its
+    second piece matches `slug` when given; else a ParameterError that shows the form and an example."""
+    pieces = value.split("/") if isinstance(value, str) else []
+    low, high = form.split("[")[0].count("/") + 1, form.count("/") + 1
+    valid = low <= len(pieces) <= high and all(HANDLE_PART.match(p) for p in pieces)
+    if not valid or (slug is not None and not slug.match(pieces[1])):
+        rule = f" (its slug: {slug.pattern})" if slug is not None else ""
+        raise ParameterError(
+            f"{name}={value!r} must be written {form}{rule} as on kaggle.com, for example {example!r}."
+        )
+    return value  # type: ignore[return-value]
 
 
 def resolve_profile(profile: str, accelerator_kind: str) -> str:
@@ -43,8 +65,8 @@ def resolve_profile(profile: str, accelerator_kind: str) -> str:
     return "smoke" if accelerator_kind == "cpu" else "full"
 
 
-def pick(value: int, default: int) -> int:
-    """A numeric parameter where 0 means "the profile's default"."""
+def or_default(value: int, default: int) -> int:
+    """A numeric parameter where 0 keeps the profile's default."""
     return value if value else default
 
 

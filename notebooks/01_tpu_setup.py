@@ -11,7 +11,7 @@
 # %% [markdown]
 # # TPU setup: find the accelerator, replicate a computation, train with `fit` and a custom loop
 #
-# TensorFlow's "Use TPUs" guide as a notebook that runs unchanged on a Kaggle TPU (v5e-8 or v3-8),
+# TensorFlow's "Use TPUs" guide as a notebook that runs unchanged on a Kaggle TPU (v5e-8),
 # in Colab, on a GPU, or on a laptop CPU.
 #
 # * On **today's Kaggle TPU VMs** TensorFlow is `tensorflow-cpu` and cannot see the TPU, so
@@ -19,7 +19,7 @@
 # * Where TensorFlow can see a TPU (Colab, a Cloud TPU VM with `tensorflow-tpu`) it uses
 #   `TPUStrategy`; on several GPUs `MirroredStrategy`; otherwise the default strategy.
 # * On a CPU, `SIMULATE_DEVICES=8` splits the CPU into 8 replicas, so the same 8-replica code a
-#   TPU v3-8 or v5e-8 runs is exercised anywhere (this is how CI tests it).
+#   TPU v5e-8 runs is exercised anywhere (this is how CI tests it).
 #
 # Run it with papermill: `papermill notebooks/01_tpu_setup.ipynb out/01.ipynb -p BACKEND jax`;
 # list the parameters with `papermill --help-notebook notebooks/01_tpu_setup.ipynb`.
@@ -27,7 +27,7 @@
 # %% tags=["parameters"]
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" (tiny, quick) or "full"
-SIMULATE_DEVICES: int = 8  # CPU only: split the CPU into N replicas (8: like a TPU v3-8 or v5e-8; 0: no split)
+SIMULATE_DEVICES: int = 8  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8; 0: no split)
 EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 2, full 5)
 PER_REPLICA_BATCH: int = 0  # batch per replica; 0 means the profile's default (smoke 16, full 128)
 STEPS_PER_EXECUTION: int = 32  # training steps per compiled call (fewer host round-trips)
@@ -52,12 +52,12 @@ print(acc.describe())
 
 # %%
 profile = params.resolve_profile(PROFILE, acc.kind)
-size = {
+settings = {
     "smoke": dict(epochs=2, per_replica_batch=16, train_images=4096, test_images=1024),
     "full": dict(epochs=5, per_replica_batch=128, train_images=60000, test_images=10000),
 }[profile]
-epochs = params.pick(EPOCHS, size["epochs"])
-global_batch = acc.global_batch(params.pick(PER_REPLICA_BATCH, size["per_replica_batch"]))
+epochs = params.or_default(EPOCHS, settings["epochs"])
+global_batch = acc.global_batch(params.or_default(PER_REPLICA_BATCH, settings["per_replica_batch"]))
 print(f"profile={profile}: {epochs} epochs, global batch {global_batch} ({acc.num_replicas} replicas)")
 
 # %% [markdown]
@@ -103,13 +103,15 @@ for name, z in zip(acc.device_names, acc.run(keras.ops.matmul, a, b)):
 # them, so the host sends a quarter of the bytes.
 
 # %%
-from nbkit import mnist
+from nbkit.guide import mnist
 
-data = mnist.load(prefer_real=profile == "full", num_train=size["train_images"], num_test=size["test_images"])
+data = mnist.load(prefer_real=profile == "full", num_train=settings["train_images"], num_test=settings["test_images"])
 train_dataset = mnist.to_dataset(data.x_train, data.y_train, global_batch, training=True)
 test_dataset = mnist.to_dataset(data.x_test, data.y_test, global_batch, training=False)
 steps_per_epoch = len(data.x_train) // global_batch
-print(f"{data.source}: {len(data.x_train)} training and {len(data.x_test)} test images, {steps_per_epoch} steps per epoch")
+print(
+    f"{data.source}: {len(data.x_train)} training and {len(data.x_test)} test images, {steps_per_epoch} steps per epoch"
+)
 
 # %% [markdown]
 # ## Train with Keras `fit`
@@ -142,13 +144,13 @@ print(f"learned (validation accuracy above 3x chance): {val_accuracy > 3 / mnist
 # %% [markdown]
 # ## Train with a custom loop (TensorFlow backend)
 #
-# The guide's custom training loop, in `nbkit.custom_loop`: the dataset is distributed from a
+# The guide's custom training loop, in `nbkit.guide.custom_loop`: the dataset is distributed from a
 # function, so each replica's input pipeline builds its own per-replica batches; each replica's
 # loss is scaled with `tf.nn.compute_average_loss` by the global batch; and `train_steps` runs a
 # whole epoch of steps inside one `tf.function`. On the JAX backend, `fit` above is the path.
 
 # %%
-from nbkit import custom_loop
+from nbkit.guide import custom_loop
 
 if acc.backend == "tensorflow":
     with acc.scope():

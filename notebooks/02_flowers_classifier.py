@@ -15,8 +15,8 @@
 # (`tfrecords-jpeg-<size>x<size>/{train,val,test}/*.tfrec`, 104 classes, `submission.csv` with
 # `id,label`). On Kaggle, attach the competition data and pick a TPU; anywhere else the notebook
 # generates a small learnable sample in the same format and runs on the CPU. The same code reads
-# either. CI also runs it with `BACKEND="jax"` and `SIMULATE_DEVICES=8`, the replica count of a
-# TPU v3-8 or v5e-8 (TensorFlow's 8 logical CPUs are much slower here: see the README).
+# either. CI also runs it with `BACKEND="jax"` and `SIMULATE_DEVICES=8`, the core count of a
+# TPU v5e-8 (TensorFlow's 8 logical CPUs are much slower here: see the README).
 #
 # `papermill notebooks/02_flowers_classifier.ipynb out/02.ipynb -p BACKEND jax -p SIMULATE_DEVICES 8`
 
@@ -29,7 +29,7 @@ EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 8, full
 PER_REPLICA_BATCH: int = 0  # images per replica per step; 0 means the profile's default (16)
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
-SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v3-8 or v5e-8, best with jax; 0: no split)
+SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder
 
@@ -38,10 +38,11 @@ OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv 
 # Parameters are checked first, then the accelerator is found (before anything imports Keras).
 
 # %%
-from nbkit import accel, data, params
+from nbkit import accel, params
+from nbkit.flowers import layout
 
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
-params.check_choice("IMAGE_SIZE", IMAGE_SIZE, data.IMAGE_SIZES)
+params.check_choice("IMAGE_SIZE", IMAGE_SIZE, layout.IMAGE_SIZES)
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
 print(acc.describe())
@@ -54,11 +55,12 @@ print(acc.describe())
 # %%
 from pathlib import Path
 
-from nbkit import env, train
+from nbkit import env
+from nbkit.flowers import recipe
 
-config = train.flower_config(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
+config = recipe.profile(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
 global_batch = acc.global_batch(config.per_replica_batch)
-schedule = train.flower_schedule(acc.num_replicas, config.max_lr_per_replica, ramp_epochs=config.ramp_epochs)
+schedule = config.schedule(acc.num_replicas)
 working_dir = env.detect().working_dir
 output_dir = working_dir / "flowers" if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
 print(config.describe(global_batch))
@@ -69,28 +71,44 @@ print(config.describe(global_batch))
 # `IMAGE_SIZE` stops here with the file's name, not halfway through training.
 
 # %%
-root = data.resolve_root(DATA_ROOT, needs_gcs=acc.remote_tpu, sample_dir=working_dir / "sample-data")
-print(f"data: {root.reason}")
-files, counts = data.checked_splits(root.path, IMAGE_SIZE)
+from nbkit.flowers import checks, source
+
+data = source.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
+print(f"data: {data.reason}")
+splits = checks.checked_splits(data.path, IMAGE_SIZE)
 steps_per_execution = acc.steps_per_execution(STEPS_PER_EXECUTION)
-steps_per_epoch, steps_per_execution = train.epoch_plan(counts["train"], global_batch, steps_per_execution)
-print(f"{counts} images; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
+steps_per_epoch, steps_per_execution = recipe.epoch_plan(splits["train"].count, global_batch, steps_per_execution)
+print(f"{checks.describe(splits)}; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
 
 # %%
-from nbkit import plots
+from nbkit.flowers import pipeline, plots
 
-train_dataset = data.train_dataset(files["train"], IMAGE_SIZE, global_batch, batches_per_epoch=steps_per_epoch)
-val_dataset = data.val_dataset(files["val"], IMAGE_SIZE, global_batch)
+train_dataset = pipeline.train_dataset(
+    splits["train"].files, IMAGE_SIZE, global_batch, batches_per_epoch=steps_per_epoch
+)
+val_dataset = pipeline.val_dataset(splits["val"].files, IMAGE_SIZE, global_batch)
 images, labels = next(iter(train_dataset))
-figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], data.CLASSES, path=output_dir / "batch.png")
+figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], layout.CLASSES, path=output_dir / "batch.png")
 
 # %% [markdown]
 # ## Model
-# Built and compiled inside `acc.scope()` so its variables live on every replica. It takes uint8
-# images (a quarter of the bytes to send) and rescales them itself.
+# Built and compiled inside `acc.scope()`, so its variables live on every replica. It takes uint8
+# images (a quarter of the bytes to send) and rescales them itself; its logits stay float32.
+# `steps_per_execution` runs several training steps per compiled call: fewer host round-trips.
 
 # %%
-model = train.compiled_classifier(acc, config, IMAGE_SIZE, len(data.CLASSES), steps_per_execution)
+import keras
+
+from nbkit import models
+
+with acc.scope():
+    model = models.build_classifier(config.model, IMAGE_SIZE, len(layout.CLASSES), weights=config.weights)
+    model.compile(
+        optimizer=keras.optimizers.Adam(),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["sparse_categorical_accuracy"],
+        steps_per_execution=steps_per_execution,
+    )
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %%
@@ -98,11 +116,11 @@ figure = plots.learning_rate(schedule.values(config.epochs), path=output_dir / "
 
 # %% [markdown]
 # ## Train
-# One line per epoch; a weights checkpoint is written after each. The input monitor says how much
-# of each epoch the accelerator waited for the next batch, and warns when training is data-bound.
+# One line per epoch; the learning rate follows the schedule. The input monitor says how much of
+# each epoch the accelerator waited for the next batch, and warns when training is data-bound.
 
 # %% tags=["nbval-ignore-output"]
-from nbkit import monitor
+from nbkit.flowers import monitor
 
 input_monitor = monitor.input_monitor()
 history = model.fit(
@@ -110,7 +128,7 @@ history = model.fit(
     epochs=config.epochs,
     steps_per_epoch=steps_per_epoch,
     validation_data=val_dataset,
-    callbacks=[*train.callbacks(schedule, output_dir), input_monitor],
+    callbacks=[keras.callbacks.LearningRateScheduler(schedule), input_monitor],
     verbose=2,
 )
 
@@ -124,32 +142,44 @@ figure = plots.input_wait(input_monitor.epochs, path=output_dir / "input_wait.pn
 # macro F1 / precision / recall, and a batch titled OK or, in red, NO -> the true class.
 
 # %%
-from nbkit import evaluate
+from nbkit.flowers import evaluate, predict
 
-val_logits, val_labels = evaluate.predict_in_order(model, files["val"], IMAGE_SIZE, labeled=True, global_batch=global_batch)
+val_logits, val_labels = predict.predict_in_order(
+    model, splits["val"].files, IMAGE_SIZE, labeled=True, global_batch=global_batch
+)
 val_predictions = val_logits.argmax(axis=1)
-confusion = evaluate.confusion_matrix(val_labels, val_predictions, len(data.CLASSES))
+confusion = evaluate.confusion_matrix(val_labels, val_predictions, len(layout.CLASSES))
 scores = evaluate.scores(confusion)
-print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(data.CLASSES)}")
-figure = plots.confusion(confusion, data.CLASSES, scores, path=output_dir / "confusion_matrix.png")
+print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(layout.CLASSES)}")
+figure = plots.confusion(confusion, layout.CLASSES, scores, path=output_dir / "confusion_matrix.png")
 
 # %%
-shown = next(iter(data.images_in_order(files["val"], IMAGE_SIZE, labeled=True, global_batch=20)[0])).numpy()
-figure = plots.batch(shown, val_labels[:20], data.CLASSES, val_predictions[:20], path=output_dir / "predictions.png")
+shown = next(iter(pipeline.images_in_order(splits["val"].files, IMAGE_SIZE, labeled=True, global_batch=20)[0])).numpy()
+figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20], path=output_dir / "predictions.png")
 
 # %% [markdown]
 # ## Predict and submit
 # `submission.csv` has one row per test id, in the test files' order; `metrics.json` keeps the scores.
 
 # %%
-test_logits, test_ids = evaluate.predict_in_order(model, files["test"], IMAGE_SIZE, labeled=False, global_batch=global_batch)
+test_logits, test_ids = predict.predict_in_order(
+    model, splits["test"].files, IMAGE_SIZE, labeled=False, global_batch=global_batch
+)
 submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), output_dir / "submission.csv")
 metrics = evaluate.write_metrics(
-    {**scores, "epochs": config.epochs, "global_batch": global_batch, "replicas": acc.num_replicas,
-     "backend": acc.backend, "model": config.model, "image_size": IMAGE_SIZE, "test_rows": len(test_ids)},
+    {
+        **scores,
+        "epochs": config.epochs,
+        "global_batch": global_batch,
+        "replicas": acc.num_replicas,
+        "backend": acc.backend,
+        "model": config.model,
+        "image_size": IMAGE_SIZE,
+        "test_rows": len(test_ids),
+    },
     output_dir / "metrics.json",
 )
-saved = train.save_model(model, output_dir / "model.keras")
+saved = models.save_model(model, output_dir / "model.keras")
 print(f"wrote {len(test_ids)} rows to {submission.name}, plus {metrics.name} and {saved.name}")
 
 # %% tags=["nbval-ignore-output"]

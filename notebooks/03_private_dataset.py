@@ -34,11 +34,14 @@ RECORDS: int = 3  # how many records to show
 # Parameters are checked first; then where this notebook runs.
 
 # %%
-from nbkit import env, kaggle, params
+from nbkit import env, params
+from nbkit.inputs import datasets, secrets
 
-params.check_choice("USE_GCS", USE_GCS, kaggle.GCS_CHOICES)
+params.check_handle("DATASET", DATASET, example="alice/my-private-tfrecords")
+params.check_choice("USE_GCS", USE_GCS, datasets.GCS_CHOICES)
 params.check_int("RECORDS", RECORDS, minimum=1)
-print(env.detect(probe_internet=lambda: False).describe())
+environment = env.detect(probe_internet=lambda: False)
+print(environment.describe())
 
 # %% [markdown]
 # ## Credentials
@@ -46,17 +49,26 @@ print(env.detect(probe_internet=lambda: False).describe())
 # stays in `token.value`; printing `token` shows only where it came from and its length.
 
 # %%
-token = kaggle.secret(SECRET_NAME, required=SECRET_REQUIRED)
+token = secrets.secret(SECRET_NAME, required=SECRET_REQUIRED)
 print(token.describe())
 
 # %% [markdown]
 # ## Dataset path
 # A private dataset on a remote TPU needs the credential flow of Kaggle's TPU docs
 # (`get_gcloud_credential` + `set_tensorflow_credential`, then `get_gcs_path`); TPU VMs and GPU/CPU
-# kernels read `/kaggle/input/<slug>` directly.
+# kernels read `/kaggle/input/<slug>` directly. Outside Kaggle the flowers sample stands in.
 
 # %%
-where = kaggle.dataset_path(DATASET, DATA_ROOT, use_gcs=USE_GCS)
+from nbkit.flowers import source
+
+where = datasets.locate(
+    DATA_ROOT,
+    DATASET,
+    use_gcs=USE_GCS,
+    credential=secrets.use_gcloud_credential,
+    fallback=source.sample_source,
+    environment=environment,
+)
 print(f"reading {DATASET} from {where.describe()}")
 
 # %% [markdown]
@@ -64,7 +76,7 @@ print(f"reading {DATASET} from {where.describe()}")
 # Any TFRecord dataset works: each record is shown as its features, long byte strings by length.
 
 # %%
-from nbkit import records
+from nbkit.inputs import records
 
 files = records.list_files(where.path)
 print(f"{len(files)} .tfrec files, e.g. {files[0].removeprefix(where.path)}")

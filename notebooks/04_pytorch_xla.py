@@ -36,57 +36,65 @@ OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.c
 # in the worker processes: torch_xla refuses to start them once this process has used the device.
 
 # %%
-from nbkit import data, params, xla
+from nbkit import params
+from nbkit.flowers import layout
+from nbkit.pytorch import runtime
 
 params.check_choice("PROFILE", PROFILE, params.PROFILES)
-params.check_choice("IMAGE_SIZE", IMAGE_SIZE, data.IMAGE_SIZES)
+params.check_choice("IMAGE_SIZE", IMAGE_SIZE, layout.IMAGE_SIZES)
 for name, value in {"EPOCHS": EPOCHS, "PER_CORE_BATCH": PER_CORE_BATCH, "SEED": SEED}.items():
     params.check_int(name, value)
-target = xla.select(DEVICE)
-print(target.describe())
+acc = runtime.select(DEVICE)
+print(acc.describe())
 
 # %% [markdown]
 # ## Configuration
 # The small CNN of notebook 02's smoke profile, trained from scratch. Each core takes
 # `PER_CORE_BATCH` images per step, so the global batch and the peak learning rate grow with the
-# number of cores (8 on a TPU v3-8 or v5e-8).
+# number of cores (8 on a TPU v5e-8).
 
 # %%
 from pathlib import Path
 
-from nbkit import env, train
+from nbkit import env
+from nbkit.flowers import recipe
 
-kind = "cpu" if target.hardware.lower() == "cpu" else target.kind
-config = train.flower_config(params.resolve_profile(PROFILE, kind), EPOCHS, PER_CORE_BATCH, "small_cnn", "none")
+config = recipe.profile(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_CORE_BATCH, "small_cnn", "none")
 working_dir = env.detect().working_dir
 output_dir = working_dir / "flowers-torch" if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
-print(f"profile={config.profile}: {config.epochs} epochs, {config.per_replica_batch} images per core per step, "
-      f"peak learning rate {config.max_lr_per_replica:g} x cores")
+print(
+    f"profile={config.profile}: {config.epochs} epochs, {config.per_replica_batch} images per core per step, "
+    f"peak learning rate {config.max_lr_per_replica:g} x cores"
+)
 
 # %% [markdown]
 # ## Data
-# The competition's TFRecords, read by `nbkit.tfrecord` (no TensorFlow needed): every record is read
-# and checked once here, so a corrupt file or the wrong `IMAGE_SIZE` stops now, with the file's name.
-# Without the competition data, the sample of notebook 02 is generated (the same files, byte for byte).
+# The competition's TFRecords, read and checked as in notebook 02 (`nbkit.flowers.checks` needs no
+# TensorFlow): every record once, here, so a corrupt file or the wrong `IMAGE_SIZE` stops now, with
+# the file's name. Without the competition data, notebook 02's sample is generated. Training flips
+# images exactly as notebook 02 does: the same images in the same epoch for the same seed.
 
 # %%
-from nbkit import tfrecord
+from nbkit.flowers import checks, source
 
-root = tfrecord.resolve_root(DATA_ROOT, sample_dir=working_dir / "sample-data")
-print(f"data: {root.reason}")
-items = tfrecord.checked_splits(root.path, IMAGE_SIZE)
-print({split: len(split_items) for split, split_items in items.items()}, "images")
+data = source.locate_data(DATA_ROOT)
+print(f"data: {data.reason}")
+splits = checks.checked_splits(data.path, IMAGE_SIZE, keep_items=True)
+print(checks.describe(splits))
 
 # %%
 import numpy as np
 
-from nbkit import plots, torch_flowers
+from nbkit.flowers import plots
+from nbkit.pytorch import flowers as torch_flowers
 
-train_set = torch_flowers.FlowerImages(items["train"], IMAGE_SIZE, augment=True, seed=SEED)
-val_set = torch_flowers.FlowerImages(items["val"], IMAGE_SIZE)
-test_set = torch_flowers.FlowerImages(items["test"], IMAGE_SIZE)
+train_set = torch_flowers.FlowerImages(splits["train"].items, IMAGE_SIZE, augment=True, seed=SEED)
+val_set = torch_flowers.FlowerImages(splits["val"].items, IMAGE_SIZE)
+test_set = torch_flowers.FlowerImages(splits["test"].items, IMAGE_SIZE)
 shown = np.stack([train_set.image(i) for i in range(20)])
-figure = plots.batch(shown, [label for _, label in items["train"][:20]], data.CLASSES, path=output_dir / "batch.png")
+figure = plots.batch(
+    shown, [label for _, label in splits["train"].items[:20]], layout.CLASSES, path=output_dir / "batch.png"
+)
 
 # %% [markdown]
 # ## Model
@@ -97,7 +105,7 @@ figure = plots.batch(shown, [label for _, label in items["train"][:20]], data.CL
 import torch
 
 torch.manual_seed(SEED)
-model = torch_flowers.small_cnn(IMAGE_SIZE, len(data.CLASSES))
+model = torch_flowers.small_cnn(IMAGE_SIZE, len(layout.CLASSES))
 print(f"small_cnn: {sum(p.numel() for p in model.parameters()):,} parameters")
 
 # %% [markdown]
@@ -113,21 +121,30 @@ import copy
 
 
 def train_on_core(index: int) -> dict:
-    device = xla.device(target)
-    xla.master_print(target, f"core {index} of {xla.world_size(target)}: {device}")
+    device = runtime.device(acc)
+    runtime.master_print(acc, f"core {index} of {runtime.world_size(acc)}: {device}")
     core_model = copy.deepcopy(model).to(device)  # its own copy: on a TPU v3 two cores share a process
-    history = torch_flowers.fit(target, core_model, train_set, val_set, config, device, seed=SEED)
-    xla.save(target, core_model.state_dict(), output_dir / "model.pt")
-    predict = lambda dataset, tag: torch_flowers.predict(target, core_model, dataset, config.per_replica_batch, device, tag)
-    return {"history": history, "val_logits": predict(val_set, "val"), "test_logits": predict(test_set, "test"),
-            "device": str(device), "cores": xla.world_size(target)}
+    history = torch_flowers.fit(acc, core_model, train_set, val_set, config, device, seed=SEED)
+    runtime.save(acc, core_model.state_dict(), output_dir / "model.pt")
+    predict = lambda dataset, tag: torch_flowers.predict(
+        acc, core_model, dataset, config.per_replica_batch, device, tag
+    )
+    return {
+        "history": history,
+        "val_logits": predict(val_set, "val"),
+        "test_logits": predict(test_set, "test"),
+        "device": str(device),
+        "cores": runtime.world_size(acc),
+    }
 
 
-result = xla.launch(target, train_on_core)
+result = runtime.launch(acc, train_on_core)
 
 # %%
 history = result["history"]
-print(f"trained on {result['device']} x {result['cores']} core(s), global batch {result['cores'] * config.per_replica_batch}")
+print(
+    f"trained on {result['device']} x {result['cores']} core(s), global batch {result['cores'] * config.per_replica_batch}"
+)
 figure = plots.training_curves(history, path=output_dir / "training_curves.png")
 figure = plots.learning_rate(history["learning_rate"], path=output_dir / "learning_rate.png")
 
@@ -137,18 +154,18 @@ figure = plots.learning_rate(history["learning_rate"], path=output_dir / "learni
 # or, in red, NO -> the true class.
 
 # %%
-from nbkit import evaluate
+from nbkit.flowers import evaluate
 
-val_labels = np.array([label for _, label in items["val"]])
+val_labels = np.array([label for _, label in splits["val"].items])
 val_predictions = result["val_logits"].argmax(axis=1)
-confusion = evaluate.confusion_matrix(val_labels, val_predictions, len(data.CLASSES))
+confusion = evaluate.confusion_matrix(val_labels, val_predictions, len(layout.CLASSES))
 scores = evaluate.scores(confusion)
-print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(data.CLASSES)}")
-figure = plots.confusion(confusion, data.CLASSES, scores, path=output_dir / "confusion_matrix.png")
+print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(layout.CLASSES)}")
+figure = plots.confusion(confusion, layout.CLASSES, scores, path=output_dir / "confusion_matrix.png")
 
 # %%
 shown = np.stack([val_set.image(i) for i in range(20)])
-figure = plots.batch(shown, val_labels[:20], data.CLASSES, val_predictions[:20], path=output_dir / "predictions.png")
+figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20], path=output_dir / "predictions.png")
 
 # %% [markdown]
 # ## The saved weights
@@ -156,9 +173,9 @@ figure = plots.batch(shown, val_labels[:20], data.CLASSES, val_predictions[:20],
 # here on this process's CPU; it predicts what the cores predicted.
 
 # %%
-cpu_model = torch_flowers.small_cnn(IMAGE_SIZE, len(data.CLASSES))
-cpu_model.load_state_dict(xla.load(output_dir / "model.pt"))
-cpu_logits = torch_flowers.predict(xla.select("cpu"), cpu_model, val_set, 64, torch.device("cpu"), "check")
+cpu_model = torch_flowers.small_cnn(IMAGE_SIZE, len(layout.CLASSES))
+cpu_model.load_state_dict(runtime.load(output_dir / "model.pt"))
+cpu_logits = torch_flowers.predict(runtime.select("cpu"), cpu_model, val_set, 64, torch.device("cpu"), "check")
 print(f"the saved weights predict the same classes on the CPU: {(cpu_logits.argmax(1) == val_predictions).all()}")
 
 # %% [markdown]
@@ -166,12 +183,21 @@ print(f"the saved weights predict the same classes on the CPU: {(cpu_logits.argm
 # `submission.csv` has one row per test id, in the test files' order; `metrics.json` keeps the scores.
 
 # %%
-test_ids = [test_id for _, test_id in items["test"]]
+test_ids = [test_id for _, test_id in splits["test"].items]
 submission = evaluate.write_submission(test_ids, result["test_logits"].argmax(axis=1), output_dir / "submission.csv")
 metrics = evaluate.write_metrics(
-    {**scores, "epochs": config.epochs, "per_core_batch": config.per_replica_batch, "cores": result["cores"],
-     "global_batch": result["cores"] * config.per_replica_batch, "device": target.kind, "hardware": target.hardware,
-     "model": "small_cnn", "image_size": IMAGE_SIZE, "test_rows": len(test_ids)},
+    {
+        **scores,
+        "epochs": config.epochs,
+        "per_core_batch": config.per_replica_batch,
+        "cores": result["cores"],
+        "global_batch": result["cores"] * config.per_replica_batch,
+        "device": acc.runtime,
+        "hardware": acc.device_kind,
+        "model": "small_cnn",
+        "image_size": IMAGE_SIZE,
+        "test_rows": len(test_ids),
+    },
     output_dir / "metrics.json",
 )
 print(f"wrote {len(test_ids)} rows to {submission.name}, plus {metrics.name} and model.pt")

@@ -32,7 +32,7 @@ EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 8, full
 PER_REPLICA_BATCH: int = 0  # images per replica per step; 0 means the profile's default (16)
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
-SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v3-8 or v5e-8, best with jax)
+SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 SEED: int = 42  # fixes the initial weights, the shuffling and the augmentation of every epoch
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
@@ -44,10 +44,11 @@ OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the pack
 # ## Setup
 
 # %%
-from nbkit import accel, data, params
+from nbkit import accel, params
+from nbkit.flowers import layout
 
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
-params.check_choice("IMAGE_SIZE", IMAGE_SIZE, data.IMAGE_SIZES)
+params.check_choice("IMAGE_SIZE", IMAGE_SIZE, layout.IMAGE_SIZES)
 params.check_choice("RESUME", RESUME, ("auto", "restart"))
 params.check_int("SEED", SEED)
 
@@ -61,22 +62,26 @@ print(acc.describe())
 # %%
 from pathlib import Path
 
-from nbkit import env, train
+from nbkit import env
+from nbkit.flowers import checks, recipe, source
 
-config = train.flower_config(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
+config = recipe.profile(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
 global_batch = acc.global_batch(config.per_replica_batch)
-schedule = train.flower_schedule(acc.num_replicas, config.max_lr_per_replica, ramp_epochs=config.ramp_epochs)
+schedule = config.schedule(acc.num_replicas)
 working_dir = env.detect().working_dir
 output_dir = working_dir / "flowers-train" if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
 print(config.describe(global_batch))
 
-root = data.resolve_root(DATA_ROOT, needs_gcs=acc.remote_tpu, sample_dir=working_dir / "sample-data")
-print(f"data: {root.reason}")
-files, counts = data.checked_splits(root.path, IMAGE_SIZE)
+data = source.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
+print(f"data: {data.reason}")
+splits = checks.checked_splits(data.path, IMAGE_SIZE)
 steps_per_execution = acc.steps_per_execution(STEPS_PER_EXECUTION)
-steps_per_epoch, steps_per_execution = train.epoch_plan(counts["train"], global_batch, steps_per_execution)
-fingerprint = data.fingerprint(files["train"] + files["val"])
-print(f"{counts} images; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution; data fingerprint {fingerprint}")
+steps_per_epoch, steps_per_execution = recipe.epoch_plan(splits["train"].count, global_batch, steps_per_execution)
+fingerprint = checks.fingerprint(splits["train"].files + splits["val"].files)
+print(
+    f"{checks.describe(splits)}; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution; "
+    f"data fingerprint {fingerprint}"
+)
 
 # %% [markdown]
 # ## Resume or start
@@ -84,50 +89,76 @@ print(f"{counts} images; {steps_per_epoch} steps per epoch, {steps_per_execution
 # checkpoint; a run with other settings stops and says which, instead of mixing two trainings.
 
 # %% tags=["nbval-ignore-output"]
-from nbkit import resume
+from nbkit.handoff import resume
 
 checkpoints = output_dir / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto":
     print(resume.copy_checkpoint(RESUME_FROM, checkpoints))
-settings = {"model": config.model, "weights": config.weights, "image_size": IMAGE_SIZE, "global_batch": global_batch,
-            "steps_per_epoch": steps_per_epoch, "max_lr": schedule.max_lr, "seed": SEED, "data": fingerprint}
+settings = {
+    "model": config.model,
+    "weights": config.weights,
+    "image_size": IMAGE_SIZE,
+    "global_batch": global_batch,
+    "steps_per_epoch": steps_per_epoch,
+    "max_lr": schedule.max_lr,
+    "seed": SEED,
+    "data": fingerprint,
+}
 run = resume.TrainingRun(checkpoints, settings, restart=RESUME == "restart")
 print(run.describe(config.epochs))
 
 # %% [markdown]
 # ## Model
-# Built and compiled in the accelerator's scope, then given the checkpoint's weights and
-# optimizer state when resuming.
+# Built and compiled in the accelerator's scope (as in notebook 02), then given the checkpoint's
+# weights and optimizer state when resuming.
 
 # %%
 import keras
 
+from nbkit import models
+
 keras.utils.set_random_seed(SEED)
-model = train.compiled_classifier(acc, config, IMAGE_SIZE, len(data.CLASSES), steps_per_execution)
+with acc.scope():
+    model = models.build_classifier(config.model, IMAGE_SIZE, len(layout.CLASSES), weights=config.weights)
+    model.compile(
+        optimizer=keras.optimizers.Adam(),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["sparse_categorical_accuracy"],
+        steps_per_execution=steps_per_execution,
+    )
 run.restore(model, acc)
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %% [markdown]
 # ## Train
 # Epoch e's batches depend only on (SEED, e), so the data stream restarts where it stopped.
+# `run.fit` is `model.fit` from the first epoch not done yet, with a checkpoint after each.
 
 # %% tags=["nbval-ignore-output"]
-train_dataset = data.train_dataset(files["train"], IMAGE_SIZE, global_batch, seed=SEED, first_epoch=run.epochs_done,
-                                   batches_per_epoch=steps_per_epoch)
-val_dataset = data.val_dataset(files["val"], IMAGE_SIZE, global_batch)
+from nbkit.flowers import pipeline
+
+train_dataset = pipeline.train_dataset(
+    splits["train"].files,
+    IMAGE_SIZE,
+    global_batch,
+    seed=SEED,
+    first_epoch=run.epochs_done,
+    batches_per_epoch=steps_per_epoch,
+)
+val_dataset = pipeline.val_dataset(splits["val"].files, IMAGE_SIZE, global_batch)
 history = run.fit(
     model,
     train_dataset,
     config.epochs,
     steps_per_epoch=steps_per_epoch,
     validation_data=val_dataset,
-    callbacks=train.callbacks(schedule),
+    callbacks=[keras.callbacks.LearningRateScheduler(schedule)],
     verbose=2,
 )
 print(f"epochs done: {run.epochs_done}")
 
 # %%
-from nbkit import plots
+from nbkit.flowers import plots
 
 figure = plots.training_curves(history, path=output_dir / "training_curves.png")
 
@@ -136,15 +167,19 @@ figure = plots.training_curves(history, path=output_dir / "training_curves.png")
 # Scores on the validation set; `submission.csv` from this model, which notebook 06 must reproduce.
 
 # %%
-from nbkit import evaluate
+from nbkit.flowers import evaluate, predict
 
-val_logits, val_labels = evaluate.predict_in_order(model, files["val"], IMAGE_SIZE, labeled=True, global_batch=global_batch)
-confusion = evaluate.confusion_matrix(val_labels, val_logits.argmax(axis=1), len(data.CLASSES))
+val_logits, val_labels = predict.predict_in_order(
+    model, splits["val"].files, IMAGE_SIZE, labeled=True, global_batch=global_batch
+)
+confusion = evaluate.confusion_matrix(val_labels, val_logits.argmax(axis=1), len(layout.CLASSES))
 scores = evaluate.scores(confusion)
-print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(data.CLASSES)}")
-figure = plots.confusion(confusion, data.CLASSES, scores, path=output_dir / "confusion_matrix.png")
+print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(layout.CLASSES)}")
+figure = plots.confusion(confusion, layout.CLASSES, scores, path=output_dir / "confusion_matrix.png")
 
-test_logits, test_ids = evaluate.predict_in_order(model, files["test"], IMAGE_SIZE, labeled=False, global_batch=global_batch)
+test_logits, test_ids = predict.predict_in_order(
+    model, splits["test"].files, IMAGE_SIZE, labeled=False, global_batch=global_batch
+)
 submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), output_dir / "submission.csv")
 
 # %% [markdown]
@@ -153,14 +188,30 @@ submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), out
 # <package> -m "..."` for later versions) and attach that dataset to notebook 06.
 
 # %%
-from nbkit import package
+from nbkit.handoff import package
 
 dataset_id = package.default_dataset_id("flowers-model") if DATASET_ID == "auto" else DATASET_ID
-training = {"epochs": run.epochs_done, "global_batch": global_batch, "replicas": acc.num_replicas, "seed": SEED,
-            "accelerator": acc.kind, "model": config.model, "weights": config.weights, "steps_per_epoch": steps_per_epoch}
+training = {
+    "epochs": run.epochs_done,
+    "global_batch": global_batch,
+    "replicas": acc.num_replicas,
+    "seed": SEED,
+    "accelerator": acc.kind,
+    "model": config.model,
+    "weights": config.weights,
+    "steps_per_epoch": steps_per_epoch,
+}
 folder = package.write_package(
-    output_dir / "model-package", model, classes=data.CLASSES, image_size=IMAGE_SIZE, backend=acc.backend,
-    metrics=scores, training=training, data_fingerprint=fingerprint, dataset_id=dataset_id, title="Flowers model (nbkit)",
+    output_dir / "model-package",
+    model,
+    classes=layout.CLASSES,
+    image_size=IMAGE_SIZE,
+    backend=acc.backend,
+    metrics=scores,
+    training=training,
+    data_fingerprint=fingerprint,
+    dataset_id=dataset_id,
+    title="Flowers model (nbkit)",
 )
 print(f"wrote the model package {folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
 if dataset_id.startswith(package.PLACEHOLDER_OWNER):

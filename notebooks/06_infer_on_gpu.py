@@ -48,31 +48,34 @@ print(acc.describe())
 # %% tags=["nbval-ignore-output"]
 from pathlib import Path
 
-from nbkit import env, package
+from nbkit import env
+from nbkit.handoff import package
 
 environment = env.detect()
 kaggle_input = environment.input_dir if environment.platform == "kaggle" else None
 folder = package.find_package(PACKAGE, environment.working_dir / "flowers-train" / "model-package", kaggle_input)
 manifest = package.read_manifest(folder)
 trained = manifest["trained_with"]
-print(f"{folder}: {manifest['model_name']}, {manifest['image_size']}x{manifest['image_size']}, "
-      f"{len(manifest['classes'])} classes, trained with Keras {trained['keras']} on {trained['keras_backend']}; "
-      f"validation F1 {manifest['metrics']['f1_macro']:.3f}")
+print(
+    f"{folder}: {manifest['model_name']}, {manifest['image_size']}x{manifest['image_size']}, "
+    f"{len(manifest['classes'])} classes, trained with Keras {trained['keras']} on {trained['keras_backend']}; "
+    f"validation F1 {manifest['metrics']['f1_macro']:.3f}"
+)
 
 # %% [markdown]
 # ## Test data
 # The test files are read once and checked against the manifest before anything is predicted.
 
 # %%
-from nbkit import data
+from nbkit.flowers import checks, layout, source
 
 image_size = IMAGE_SIZE or manifest["image_size"]
-params.check_choice("IMAGE_SIZE", image_size, data.IMAGE_SIZES)
-package.check_compatible(manifest, image_size, data.CLASSES)
-root = data.resolve_root(DATA_ROOT, sample_dir=environment.working_dir / "sample-data")
-print(f"data: {root.reason}")
-files, counts = data.checked_splits(root.path, image_size, splits=("test",))
-print(f"{counts['test']} test images in {len(files['test'])} files")
+params.check_choice("IMAGE_SIZE", image_size, layout.IMAGE_SIZES)
+package.check_compatible(manifest, image_size, layout.CLASSES)
+data = source.locate_data(DATA_ROOT, environment=environment)
+print(f"data: {data.reason}")
+test = checks.check_split(data.path, image_size, "test")
+print(f"{test.count} test images in {len(test.files)} files")
 
 # %% [markdown]
 # ## Load and predict
@@ -80,12 +83,12 @@ print(f"{counts['test']} test images in {len(files['test'])} files")
 # recorded in the manifest.
 
 # %%
-from nbkit import evaluate
+from nbkit.flowers import predict
 
 model, manifest = package.load_package(folder, acc)
 print(f"loaded {model.name} and checked its outputs against the manifest")
-test_logits, test_ids = evaluate.predict_in_order(
-    model, files["test"], image_size, labeled=False, global_batch=acc.global_batch(PER_REPLICA_BATCH)
+test_logits, test_ids = predict.predict_in_order(
+    model, test.files, image_size, labeled=False, global_batch=acc.global_batch(PER_REPLICA_BATCH)
 )
 test_predictions = test_logits.argmax(axis=1)
 
@@ -95,10 +98,10 @@ test_predictions = test_logits.argmax(axis=1)
 # looks for it.
 
 # %%
-from nbkit import plots
+from nbkit.flowers import evaluate, pipeline, plots
 
 output_dir = environment.working_dir if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
 submission = evaluate.write_submission(test_ids, test_predictions, output_dir / "submission.csv")
 print(f"wrote {len(test_ids)} rows to {submission.name}")
-shown = next(iter(data.images_in_order(files["test"], image_size, labeled=False, global_batch=20)[0])).numpy()
+shown = next(iter(pipeline.images_in_order(test.files, image_size, labeled=False, global_batch=20)[0])).numpy()
 figure = plots.batch(shown, test_predictions[:20], manifest["classes"], path=output_dir / "test_predictions.png")

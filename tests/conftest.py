@@ -21,7 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The current environment without the variables nbkit reads to choose devices and backends."""
-    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS", "ISTPUVM", "TPU_NAME", "COLAB_TPU_ADDR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("KERAS_BACKEND", "XLA_FLAGS", "ISTPUVM", "TPU_NAME", "COLAB_TPU_ADDR")
+    }
     env.update(extra)
     return env
 
@@ -33,7 +37,11 @@ def run_python():
     def run(code: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(code)],
-            cwd=REPO, env=clean_env(**env), capture_output=True, text=True, timeout=600,
+            cwd=REPO,
+            env=clean_env(**env),
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"snippet failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
@@ -64,17 +72,39 @@ def execute(tmp_path: Path, notebook: str, output: str = "out.ipynb", **params: 
         for attempt in (1, 2):
             try:
                 papermill.execute_notebook(
-                    str(REPO / "notebooks" / notebook), str(output_path), parameters=params, kernel_name="python3",
-                    cwd=str(REPO), progress_bar=False,
+                    str(REPO / "notebooks" / notebook),
+                    str(output_path),
+                    parameters=params,
+                    kernel_name="python3",
+                    cwd=str(REPO),
+                    progress_bar=False,
                 )
                 break
             except DeadKernelError:
                 if attempt == 2:
                     raise
-                warnings.warn(f"{notebook} {params}: the kernel died; running it once more")
+                warnings.warn(f"{notebook} {params}: the kernel died; running it once more", stacklevel=2)
     return output_path
 
 
 def text_outputs(path: Path) -> str:
     notebook = jupytext.read(path)
     return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def check_submission(sample_dir: Path, output_dir: Path, files: tuple[str, ...]) -> dict:
+    """A run's outputs: metrics.json (accuracy above 3x chance on the learnable sample), submission.csv
+    with one row per test record in file order and valid labels, and the non-empty `files`."""
+    import json
+
+    from nbkit.flowers import checks, evaluate, layout
+
+    metrics = json.loads((output_dir / "metrics.json").read_text())
+    assert metrics["accuracy"] >= 3 / len(layout.CLASSES), metrics
+    test_files = layout.find_files(sample_dir, 192, "test")
+    rows = evaluate.read_submission(output_dir / "submission.csv")
+    assert [i for i, _ in rows] == [key for _, key in checks.read_items(test_files, labeled=False)]
+    assert all(0 <= label < len(layout.CLASSES) for _, label in rows)
+    for name in files:
+        assert (output_dir / name).stat().st_size > 0, name
+    return metrics

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import urlsplit
 
 # A route gets the request's JSON body and headers and returns (HTTP status, JSON answer).
@@ -26,7 +26,7 @@ class StubServer:
     routes: dict[str, Route]  # path -> route
     requests: list[Request] = field(default_factory=list)
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,7 +36,11 @@ class StubServer:
                 request = Request("POST", path, dict(self.headers), json.loads(raw or b"{}"))
                 stub.requests.append(request)
                 route = stub.routes.get(path)
-                status, answer = route(request.body, request.headers) if route else (404, {"code": 404, "message": f"no route {path}"})
+                status, answer = (
+                    route(request.body, request.headers)
+                    if route
+                    else (404, {"code": 404, "message": f"no route {path}"})
+                )
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

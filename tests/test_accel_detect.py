@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from nbkit import accel
+from nbkit import accel, logs
+from nbkit.accel import tf_devices
 from nbkit.errors import AcceleratorError, BackendError, ParameterError
 
 PLAIN = dict(loaded=None, env_backend=None, tpu_vm=False, tf_tpu_capable=False, jax_installed=True)
@@ -74,7 +75,7 @@ class FakeStrategy:
 
 
 def fake_tf(tpu_cores=0, gpus=(), log=None):
-    """Just enough of the tensorflow module for accel._setup_tensorflow."""
+    """Just enough of the tensorflow module for tf_devices.find_accelerator."""
     log = [] if log is None else log
 
     def resolver(tpu):
@@ -110,7 +111,7 @@ def fake_tf(tpu_cores=0, gpus=(), log=None):
 
 def test_tpu_vm_connects_locally_with_tpu_strategy():
     log = []
-    acc = accel._setup_tensorflow(fake_tf(tpu_cores=8, log=log), ["local"], explicit_tpu=False, simulate_devices=0)
+    acc = tf_devices.find_accelerator(fake_tf(tpu_cores=8, log=log), ["local"], explicit_tpu=False, simulate_devices=0)
     assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("tpu", 8, "mixed_bfloat16")
     assert log == [("resolve", "local"), ("init", "local"), ("strategy", "local")]  # no remote connect
     assert len(acc.device_names) == 8 and "TPUClusterResolver(tpu='local')" in acc.reason
@@ -118,24 +119,26 @@ def test_tpu_vm_connects_locally_with_tpu_strategy():
 
 def test_legacy_tpu_node_is_connected_first():
     log = []
-    accel._setup_tensorflow(fake_tf(tpu_cores=8, log=log), ["grpc://10.0.0.2:8470"], explicit_tpu=False, simulate_devices=0)
+    tf_devices.find_accelerator(
+        fake_tf(tpu_cores=8, log=log), ["grpc://10.0.0.2:8470"], explicit_tpu=False, simulate_devices=0
+    )
     assert log[:2] == [("resolve", "grpc://10.0.0.2:8470"), ("connect", "grpc://10.0.0.2:8470")]
 
 
 def test_no_tpu_found_falls_back_to_cpu_with_a_note():
-    acc = accel._setup_tensorflow(fake_tf(), [""], explicit_tpu=False, simulate_devices=0)
+    acc = tf_devices.find_accelerator(fake_tf(), [""], explicit_tpu=False, simulate_devices=0)
     assert (acc.kind, acc.num_replicas) == ("cpu", 1)
     assert "ValueError" in acc.notes[0] and "No TPU found" in " ".join(acc.describe().split())
 
 
 def test_explicit_tpu_that_fails_is_an_error():
     with pytest.raises(AcceleratorError, match="tpu='my-tpu'.*ValueError"):
-        accel._setup_tensorflow(fake_tf(), ["my-tpu"], explicit_tpu=True, simulate_devices=0)
+        tf_devices.find_accelerator(fake_tf(), ["my-tpu"], explicit_tpu=True, simulate_devices=0)
 
 
 def test_two_t4_gpus_use_mirrored_strategy_and_float16():
     t4 = {"device_name": "Tesla T4", "compute_capability": (7, 5)}
-    acc = accel._setup_tensorflow(fake_tf(gpus=[t4, t4]), [], explicit_tpu=False, simulate_devices=8)
+    acc = tf_devices.find_accelerator(fake_tf(gpus=[t4, t4]), [], explicit_tpu=False, simulate_devices=8)
     assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("gpu", 2, "mixed_float16")
     assert "Tesla T4" in acc.describe() and "simulate_devices is ignored" in acc.describe()
     assert acc.max_steps_per_execution is None
@@ -143,13 +146,21 @@ def test_two_t4_gpus_use_mirrored_strategy_and_float16():
 
 def test_one_old_gpu_uses_default_strategy_and_float32():
     p100 = {"device_name": "Tesla P100", "compute_capability": (6, 0)}
-    acc = accel._setup_tensorflow(fake_tf(gpus=[p100]), [], explicit_tpu=False, simulate_devices=0)
+    acc = tf_devices.find_accelerator(fake_tf(gpus=[p100]), [], explicit_tpu=False, simulate_devices=0)
     assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("gpu", 1, "float32")
 
 
 def make_accelerator(**overrides):
-    fields = dict(kind="cpu", backend="tensorflow", num_replicas=8, device_names=[f"/device:CPU:{i}" for i in range(8)],
-                  strategy=FakeStrategy(8), simulated=True, max_steps_per_execution=1, reason="test")
+    fields = dict(
+        kind="cpu",
+        backend="tensorflow",
+        num_replicas=8,
+        device_names=[f"/device:CPU:{i}" for i in range(8)],
+        strategy=FakeStrategy(8),
+        simulated=True,
+        max_steps_per_execution=1,
+        reason="test",
+    )
     fields.update(overrides)
     return accel.Accelerator(**fields)
 
@@ -182,7 +193,11 @@ def test_scope_without_distribution_is_a_plain_context():
 
 
 def test_quiet_native_logs_drops_only_known_noise(capfd):
-    with accel.quiet_native_logs():
-        os.write(2, b"I0000 00:00:1 123 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.\n")
+    with logs.quiet_native_logs():
+        os.write(
+            2,
+            b"I0000 00:00:1 123 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.\n",
+        )
+        os.write(2, b"I0000 00:00:1795365391.575511 8757 port.cc:153] oneDNN custom operations are on. You may see\n")
         os.write(2, b"E0000 00:00:1 123 real_problem.cc:1] something that matters\n")
     assert capfd.readouterr().err == "E0000 00:00:1 123 real_problem.cc:1] something that matters\n"

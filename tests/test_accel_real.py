@@ -130,6 +130,11 @@ def test_single_cpu_uses_the_default_strategy(run_python):
                           "policy": acc.mixed_precision, "strategy": acc.distribution_name}))
         """
     )
-    assert last_json(result) == {"backend": "tensorflow", "replicas": 1, "cap": None, "policy": "float32",
-                                 "strategy": "_DefaultDistributionStrategy"}
+    assert last_json(result) == {
+        "backend": "tensorflow",
+        "replicas": 1,
+        "cap": None,
+        "policy": "float32",
+        "strategy": "_DefaultDistributionStrategy",
+    }
     assert "cuda drivers" not in result.stderr  # known start-up noise is filtered

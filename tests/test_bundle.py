@@ -13,16 +13,31 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from conftest import REPO
-from nbkit import bundle, kernel_metadata, leaks
-from nbkit.errors import BundleError, LeakError
+from test_notebook_03 import DATASET, attached_dataset, kaggle_kernel  # noqa: E402, F401  (fixtures)
+from test_secrets import FAKE_KAGGLE  # noqa: E402
+
+from nbkit.errors import BundleError, LeakError, ParameterError
+from nbkit.inputs import secrets as kaggle_secrets
+from nbkit.publish import bundle, kernel_metadata
 
 NOTEBOOK_02 = REPO / "notebooks" / "02_flowers_classifier.py"
 NOTEBOOK_03 = REPO / "notebooks" / "03_private_dataset.py"
 DOCUMENTED_FIELDS = [
-    "id", "title", "code_file", "language", "kernel_type", "is_private", "enable_gpu", "enable_tpu",
-    "enable_internet", "machine_shape", "dataset_sources", "competition_sources", "kernel_sources", "model_sources",
+    "id",
+    "title",
+    "code_file",
+    "language",
+    "kernel_type",
+    "is_private",
+    "enable_gpu",
+    "enable_tpu",
+    "enable_internet",
+    "machine_shape",
+    "dataset_sources",
+    "competition_sources",
+    "kernel_sources",
+    "model_sources",
 ]
 
 
@@ -30,36 +45,82 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_imports_are_followed_through_nbkit():
-    assert bundle.imported_modules("from nbkit import env, kaggle as k\nimport nbkit.data\nimport os") == {
-        "__init__", "env", "kaggle", "data"}
+def test_imports_are_followed_through_nbkit_and_its_sub_packages():
+    code = "from nbkit import env, accel as a\nimport nbkit.flowers.layout\nfrom nbkit.flowers import checks\nimport os"
+    assert bundle.imported_modules(code) == {
+        "__init__",
+        "env",
+        "accel/__init__",
+        "flowers/__init__",
+        "flowers/layout",
+        "flowers/checks",
+    }
     assert bundle.imported_modules("from nbkit.errors import DataError") == {"__init__", "errors"}
     assert bundle.imported_modules("from nbkit import __version__") == {"__init__"}  # an attribute, not a module
-    needed = bundle.modules_needed(["from nbkit import kaggle"])
-    # Closed under nbkit's own imports, lazy ones inside functions included (kaggle -> data -> env).
+    assert bundle.imported_modules("from nbkit.accel.accelerator import Accelerator") == {
+        "__init__",
+        "accel/__init__",
+        "accel/accelerator",
+    }
+    needed = bundle.modules_needed(["from nbkit.inputs import datasets"])
+    # Closed under nbkit's own imports, lazy ones inside functions included (datasets -> env -> ...).
     for module in needed:
-        assert bundle.imported_modules((bundle.PACKAGE / f"{module}.py").read_text()) <= set(needed), module
-    assert {"kaggle", "leaks", "data", "env", "errors"} <= set(needed) and "train" not in needed
+        assert bundle.imported_modules(bundle.module_file(module).read_text()) - set(bundle.LEFT_OUT) <= set(needed), (
+            module
+        )
+    assert {"inputs/datasets", "env", "storage", "logs", "errors", "params"} <= set(needed)
 
 
-def test_bundle_holds_the_notebook_with_nbkit_inside_and_checked_metadata(tmp_path):
-    folder = bundle.write(NOTEBOOK_02, tmp_path, owner="alice", accelerator_name="tpu-v5e-8",
-                          competitions=["flower-classification-with-tpus"], internet=False)
+def test_the_stand_in_sample_stays_out_unless_the_notebook_imports_it():
+    needed = bundle.modules_needed(["from nbkit.flowers import source"])
+    assert "flowers/source" in needed and not set(bundle.LEFT_OUT) & set(needed)
+    assert {"flowers/sample", "flowers/writer"} <= set(bundle.modules_needed(["from nbkit.flowers import sample"]))
+    with pytest.raises(BundleError, match="nbkit.publish"):
+        bundle.modules_needed(["from nbkit.publish import scan"])
+
+
+def bundled_files(cell) -> dict:
+    """The {path: source} the bundle cell writes (its NBKIT_FILES literal)."""
+    import ast
+
+    assignment = next(
+        n for n in ast.parse(cell.source).body if isinstance(n, ast.Assign) and n.targets[0].id == "NBKIT_FILES"
+    )
+    return ast.literal_eval(assignment.value)
+
+
+def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked_metadata(tmp_path):
+    folder = bundle.write(
+        NOTEBOOK_02,
+        tmp_path,
+        owner="alice",
+        accelerator_name="tpu-v5e-8",
+        competitions=["flower-classification-with-tpus"],
+        internet=False,
+    )
     assert folder == tmp_path / "02-flowers-classifier"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["02-flowers-classifier"]  # no temporary folders left
     metadata = json.loads((folder / "kernel-metadata.json").read_text())
     assert list(metadata) == DOCUMENTED_FIELDS  # and no docker_image
     assert metadata["id"] == "alice/02-flowers-classifier" and metadata["title"] == "02 flowers classifier"
     assert (metadata["enable_tpu"], metadata["enable_gpu"], metadata["machine_shape"]) == (True, False, "TpuV5E8")
-    assert metadata["competition_sources"] == ["flower-classification-with-tpus"] and metadata["enable_internet"] is False
+    assert (
+        metadata["competition_sources"] == ["flower-classification-with-tpus"] and metadata["enable_internet"] is False
+    )
     notebook = nbformat.read(folder / metadata["code_file"], as_version=4)
     bundled = [c for c in notebook.cells if bundle.BUNDLE_TAG in c.metadata.get("tags", [])]
-    written = {c.source.split("\n", 1)[0].rsplit("/", 1)[-1] for c in bundled if c.source.startswith("%%writefile")}
-    assert {"accel.py", "data.py", "train.py", "models.py", "plots.py", "evaluate.py"} <= written
-    source_of = {line.rsplit("/", 1)[-1]: body for line, body in (c.source.split("\n", 1) for c in bundled if c.source.startswith("%%"))}
-    assert source_of["data.py"] == (REPO / "nbkit" / "data.py").read_text()  # verbatim
-    own = [c for c in notebook.cells if c not in bundled]
-    assert own[0].source.startswith("# Flowers classifier") and notebook.cells.index(bundled[0]) == 1  # after the title
+    assert len(bundled) == 1
+    cell = bundled[0]
+    assert cell.metadata["_kg_hide-input"] is True and cell.metadata["jupyter"] == {"source_hidden": True}
+    files = bundled_files(cell)
+    assert {"nbkit/accel/choose.py", "nbkit/flowers/pipeline.py", "nbkit/models.py", "nbkit/flowers/plots.py"} <= set(
+        files
+    )
+    assert files["nbkit/flowers/pipeline.py"] == (REPO / "nbkit" / "flowers" / "pipeline.py").read_text()  # verbatim
+    assert not [name for name in files if name.startswith(("nbkit/publish/", "nbkit/pytorch/", "nbkit/guide/"))]
+    parameters = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])][0]
+    assert notebook.cells.index(cell) == notebook.cells.index(parameters) + 1  # title, intro, parameters first
+    assert notebook.cells[0].source.startswith("# Flowers classifier")
     assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code")
 
 
@@ -84,10 +145,14 @@ def test_docker_image_only_when_asked():
         ({"accelerator_name": "tpu-v9"}, "Unknown accelerator 'tpu-v9': use one of cpu, gpu-p100"),
         ({"title": "abc"}, "Title 'abc' has 3 characters; Kaggle needs 5 to 50"),
         ({"title": "x" * 51}, "has 51 characters"),
-        ({"owner": "not a user"}, "Owner 'not a user' is not a Kaggle user name"),
+        ({"owner": "not a user"}, "--owner='not a user' must be written a user name"),
         ({"owner": ""}, "pass --owner"),
         ({"slug": "other-slug"}, "does not match the title"),
-        ({"datasets": ["just-a-slug"]}, "must be written owner/slug"),
+        ({"datasets": ["just-a-slug"]}, "--dataset='just-a-slug' must be written owner/slug"),
+        (
+            {"models": ["keras/efficientnet"]},
+            "--model='keras/efficientnet' must be written owner/model/framework/variation",
+        ),
         ({"competitions": ["Flower Classification"]}, "must be slugs as in the URL"),
     ],
 )
@@ -96,7 +161,7 @@ def test_bad_input_is_refused_and_the_old_bundle_is_kept(tmp_path, monkeypatch, 
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / "no-config"))
     kept = bundle.write(NOTEBOOK_03, tmp_path / "kernels", owner="alice", title="03 private dataset")
     before = snapshot(tmp_path / "kernels")
-    with pytest.raises(BundleError, match=message):
+    with pytest.raises(ParameterError, match=message):
         bundle.write(NOTEBOOK_03, tmp_path / "kernels", **{"owner": "alice", "title": "03 private dataset", **options})
     assert snapshot(tmp_path / "kernels") == before and kept.is_dir()
 
@@ -108,7 +173,7 @@ def test_missing_notebook_is_a_clear_error(tmp_path):
 
 def test_a_notebook_that_leaks_is_not_bundled(tmp_path):
     value = "fake-" + secrets.token_hex(16)
-    leaks.remember("NBKIT_BUNDLE_TEST", value)
+    kaggle_secrets.remember("NBKIT_BUNDLE_TEST", value)
     leaky = tmp_path / "04_leaky.py"
     leaky.write_text(NOTEBOOK_03.read_text() + f"\n# %%\nprint('{value}')\n")
     with pytest.raises(LeakError, match="04_leaky.py: file: the value of secret NBKIT_BUNDLE_TEST") as error:
@@ -132,19 +197,31 @@ def fresh_python(tmp_path):
     venv = tmp_path / "fresh-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "project-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     kernel = tmp_path / "jupyter" / "kernels" / "fresh"
     kernel.mkdir(parents=True)
-    (kernel / "kernel.json").write_text(json.dumps(
-        {"argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "fresh", "language": "python"}))
+    (kernel / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "fresh",
+                "language": "python",
+            }
+        )
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(JUPYTER_PATH=str(tmp_path / "jupyter"), PYTHONNOUSERSITE="1")
     return python, env
 
 
-def test_bundled_notebook_runs_where_nbkit_is_not_installed(tmp_path, fresh_python):
+def test_bundled_notebook_runs_on_kaggle_where_nbkit_is_not_installed(tmp_path, kaggle_kernel, fresh_python):
+    # kaggle_kernel first: fresh_python copies the environment it set (a Kaggle kernel with the dataset attached)
     python, env = fresh_python
     run_dir = tmp_path / "run"  # not the repository, so nbkit cannot come from the current folder
     run_dir.mkdir()
@@ -153,12 +230,55 @@ def test_bundled_notebook_runs_where_nbkit_is_not_installed(tmp_path, fresh_pyth
     folder = bundle.write(NOTEBOOK_03, tmp_path / "kernels", owner="alice")
     executed = run_dir / "out.ipynb"
     run = subprocess.run(
-        [python, "-m", "papermill", str(folder / "03-private-dataset.ipynb"), str(executed), "-k", "fresh",
-         "--cwd", str(run_dir), "--no-progress-bar"],
-        cwd=run_dir, env=env, capture_output=True, text=True, timeout=600,
+        [
+            python,
+            "-m",
+            "papermill",
+            str(folder / "03-private-dataset.ipynb"),
+            str(executed),
+            "-k",
+            "fresh",
+            "--cwd",
+            str(run_dir),
+            "--no-progress-bar",
+            "-p",
+            "DATASET",
+            DATASET,
+        ],
+        cwd=run_dir,
+        env={**env, "PYTHONPATH": str(FAKE_KAGGLE)},
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     text = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
-    assert "nbkit 0.1.0 from this notebook's bundle: " in text and "/nbkit-bundle-" in text
-    assert "the local sample data stands in for your-name/your-private-tfrecords" in text  # nbkit.data came along
+    assert "nbkit 0.2.0 from this notebook's bundle: " in text and "/nbkit-bundle-" in text
+    assert "platform=kaggle" in text and "is attached and this GPU/CPU kernel reads /kaggle/input directly" in text
     assert "record 3: {'id': " in text and str(REPO) not in text
+
+
+def test_a_bundle_off_kaggle_says_it_has_no_sample_generator(tmp_path, fresh_python):
+    python, env = fresh_python
+    folder = bundle.write(NOTEBOOK_03, tmp_path / "kernels", owner="alice")
+    run = subprocess.run(
+        [
+            python,
+            "-m",
+            "papermill",
+            str(folder / "03-private-dataset.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            "-k",
+            "fresh",
+            "--cwd",
+            str(tmp_path),
+            "--no-progress-bar",
+        ],
+        cwd=tmp_path,
+        env={**env, "NBKIT_WORKING_DIR": str(tmp_path / "work")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode != 0
+    assert "DataError" in run.stderr and "bundled nbkit has no sample generator" in run.stderr

@@ -8,7 +8,8 @@ def test_custom_loop_runs_several_steps_in_one_call_and_learns(run_python):
         """
         import json
         import keras
-        from nbkit import accel, custom_loop, mnist, models
+        from nbkit import accel, models
+        from nbkit.guide import custom_loop, mnist
         acc = accel.setup("tensorflow", simulate_devices=2)
         data = mnist.generate(1024, 64)
         global_batch = acc.global_batch(32)
@@ -34,7 +35,8 @@ def test_custom_loop_runs_several_steps_in_one_call_and_learns(run_python):
 def test_custom_loop_refuses_the_jax_backend(run_python):
     result = run_python(
         """
-        from nbkit import accel, custom_loop
+        from nbkit import accel
+        from nbkit.guide import custom_loop
         from nbkit.errors import BackendError
         acc = accel.setup("jax")
         try:

@@ -34,8 +34,11 @@ def test_tpu_address_legacy_and_named():
 
 def test_detect_kaggle_probes_internet(tmp_path):
     calls = []
-    found = env.detect({"KAGGLE_KERNEL_RUN_TYPE": "Batch", "ISTPUVM": "1"},
-                       probe_internet=lambda: calls.append(1) or False, dev=tmp_path)
+    found = env.detect(
+        {"KAGGLE_KERNEL_RUN_TYPE": "Batch", "ISTPUVM": "1"},
+        probe_internet=lambda: calls.append(1) or False,
+        dev=tmp_path,
+    )
     assert calls == [1]
     assert (found.platform, found.internet, found.tpu_vm) == ("kaggle", False, True)
     assert found.input_dir == Path("/kaggle/input") and found.working_dir == Path("/kaggle/working")
@@ -43,8 +46,11 @@ def test_detect_kaggle_probes_internet(tmp_path):
 
 
 def test_detect_local_does_not_probe_and_honours_overrides(tmp_path):
-    found = env.detect({"NBKIT_INPUT_DIR": str(tmp_path / "in"), "NBKIT_WORKING_DIR": str(tmp_path / "w")},
-                       probe_internet=lambda: 1 / 0, dev=tmp_path)
+    found = env.detect(
+        {"NBKIT_INPUT_DIR": str(tmp_path / "in"), "NBKIT_WORKING_DIR": str(tmp_path / "w")},
+        probe_internet=lambda: 1 / 0,
+        dev=tmp_path,
+    )
     assert found.platform == "local"
     assert found.input_dir == tmp_path / "in" and found.working_dir == tmp_path / "w"
 

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from nbkit import evaluate
 from nbkit.errors import DataError
+from nbkit.flowers import evaluate
 
 
 def test_confusion_and_macro_scores_by_hand():

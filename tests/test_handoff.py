@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import papermill
 import pytest
-
 from conftest import REPO, execute, text_outputs
-from nbkit import data, evaluate, package, resume
+
+from nbkit.flowers import checks, evaluate, layout
+from nbkit.flowers import sample as flower_sample
+from nbkit.handoff import package, resume
 
 EPOCHS = 5
 TRAIN = dict(BACKEND="jax", SIMULATE_DEVICES=8, EPOCHS=EPOCHS)  # Kaggle's TPUs today: Keras on JAX, 8 cores
@@ -25,7 +27,7 @@ TRAIN = dict(BACKEND="jax", SIMULATE_DEVICES=8, EPOCHS=EPOCHS)  # Kaggle's TPUs 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory) -> Path:
-    return data.make_sample(tmp_path_factory.mktemp("flowers"))
+    return flower_sample.make_sample(tmp_path_factory.mktemp("flowers"))
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +45,21 @@ def state(output_dir: Path) -> dict:
 def test_06_predicts_with_tensorflow_what_05_trained_with_jax(trained, sample, tmp_path):
     manifest = package.read_manifest(trained / "model-package")
     assert manifest["trained_with"]["keras_backend"] == "jax" and manifest["training"]["replicas"] == 8
-    assert manifest["training"]["epochs"] == EPOCHS and manifest["metrics"]["accuracy"] >= 3 / len(data.CLASSES)
-    out = text_outputs(execute(tmp_path, "06_infer_on_gpu.ipynb", PACKAGE=str(trained / "model-package"),
-                               DATA_ROOT=str(sample), BACKEND="tensorflow", OUTPUT_DIR=str(tmp_path / "submit")))
+    assert manifest["training"]["epochs"] == EPOCHS and manifest["metrics"]["accuracy"] >= 3 / len(layout.CLASSES)
+    out = text_outputs(
+        execute(
+            tmp_path,
+            "06_infer_on_gpu.ipynb",
+            PACKAGE=str(trained / "model-package"),
+            DATA_ROOT=str(sample),
+            BACKEND="tensorflow",
+            OUTPUT_DIR=str(tmp_path / "submit"),
+        )
+    )
     assert "Keras backend tensorflow" in " ".join(out.split())
     assert "checked its outputs against the manifest" in out
     rows = evaluate.read_submission(tmp_path / "submit" / "submission.csv")
-    test_ids = [r["id"] for r in data.read_records(data.find_files(sample, 192, "test"), labeled=False)]
+    test_ids = [key for _, key in checks.read_items(layout.find_files(sample, 192, "test"), labeled=False)]
     assert [i for i, _ in rows] == test_ids
     assert rows == evaluate.read_submission(trained / "submission.csv")  # the same predictions as in 05
     assert (tmp_path / "submit" / "test_predictions.png").stat().st_size > 0
@@ -63,9 +73,20 @@ def test_training_killed_mid_way_resumes_and_ends_like_an_uninterrupted_run(trai
     papermill_cli = str(Path(sys.executable).with_name("papermill"))
     env = {**os.environ, "NBKIT_WORKING_DIR": str(tmp_path / "work")}
     process = subprocess.Popen(
-        [papermill_cli, str(REPO / "notebooks" / "05_train_on_tpu.ipynb"), str(tmp_path / "killed.ipynb"), *arguments,
-         "--cwd", str(REPO), "-k", "python3"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            papermill_cli,
+            str(REPO / "notebooks" / "05_train_on_tpu.ipynb"),
+            str(tmp_path / "killed.ipynb"),
+            *arguments,
+            "--cwd",
+            str(REPO),
+            "-k",
+            "python3",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     state_file = output_dir / "checkpoints" / resume.STATE_FILE
     deadline = time.monotonic() + 400
@@ -80,8 +101,16 @@ def test_training_killed_mid_way_resumes_and_ends_like_an_uninterrupted_run(trai
     killed_at = state(output_dir)["epochs_done"]
     assert 2 <= killed_at < EPOCHS, f"the kill came too late ({killed_at} epochs done)"
 
-    out = text_outputs(execute(tmp_path, "05_train_on_tpu.ipynb", output="resumed.ipynb", DATA_ROOT=str(sample),
-                               OUTPUT_DIR=str(output_dir), **TRAIN))
+    out = text_outputs(
+        execute(
+            tmp_path,
+            "05_train_on_tpu.ipynb",
+            output="resumed.ipynb",
+            DATA_ROOT=str(sample),
+            OUTPUT_DIR=str(output_dir),
+            **TRAIN,
+        )
+    )
     assert f"resuming after epoch {killed_at} of {EPOCHS}" in out
     epochs_run = [line.split()[1] for line in out.splitlines() if line.startswith("Epoch ")]
     assert epochs_run == [f"{e}/{EPOCHS}" for e in range(killed_at + 1, EPOCHS + 1)]
@@ -98,7 +127,9 @@ def test_a_finished_run_is_not_trained_again(trained, sample, tmp_path):
     before = state(trained)
     weights = trained / "checkpoints" / before["weights_file"]
     modified = weights.stat().st_mtime_ns
-    out = text_outputs(execute(tmp_path, "05_train_on_tpu.ipynb", DATA_ROOT=str(sample), OUTPUT_DIR=str(trained), **TRAIN))
+    out = text_outputs(
+        execute(tmp_path, "05_train_on_tpu.ipynb", DATA_ROOT=str(sample), OUTPUT_DIR=str(trained), **TRAIN)
+    )
     assert f"finished earlier: {EPOCHS} epochs done" in out
     assert not [line for line in out.splitlines() if line.startswith("Epoch ")]
     assert state(trained) == before and weights.stat().st_mtime_ns == modified
@@ -106,8 +137,13 @@ def test_a_finished_run_is_not_trained_again(trained, sample, tmp_path):
 
 def test_05_refuses_to_resume_with_other_settings(trained, sample, tmp_path):
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        execute(tmp_path, "05_train_on_tpu.ipynb", DATA_ROOT=str(sample), OUTPUT_DIR=str(trained),
-                **{**TRAIN, "PER_REPLICA_BATCH": 8})
+        execute(
+            tmp_path,
+            "05_train_on_tpu.ipynb",
+            DATA_ROOT=str(sample),
+            OUTPUT_DIR=str(trained),
+            **{**TRAIN, "PER_REPLICA_BATCH": 8},
+        )
     assert error.value.ename == "ResumeError"
     assert "global_batch: checkpoint 128, now 64" in error.value.evalue and "RESUME='restart'" in error.value.evalue
 
@@ -129,7 +165,12 @@ def copy_without_model(trained: Path, tmp_path: Path) -> Path:
 )
 def test_06_stops_on_a_package_that_cannot_be_used(trained, sample, tmp_path, params, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        execute(tmp_path, "06_infer_on_gpu.ipynb", DATA_ROOT=str(sample), OUTPUT_DIR=str(tmp_path / "submit"),
-                **params(trained, tmp_path))
+        execute(
+            tmp_path,
+            "06_infer_on_gpu.ipynb",
+            DATA_ROOT=str(sample),
+            OUTPUT_DIR=str(tmp_path / "submit"),
+            **params(trained, tmp_path),
+        )
     assert error.value.ename == "PackageError" and message in error.value.evalue
     assert not (tmp_path / "submit" / "submission.csv").exists()

@@ -4,8 +4,8 @@ import threading
 import numpy as np
 import pytest
 
-from nbkit import mnist
-from nbkit.errors import DataError
+from nbkit.errors import ParameterError
+from nbkit.guide import mnist
 
 
 def test_generated_data_is_deterministic_and_mnist_shaped():
@@ -26,14 +26,19 @@ def test_generated_data_is_learnable_by_nearest_centroid():
 
 
 def test_generate_rejects_empty_split():
-    with pytest.raises(DataError, match="num_test=0"):
+    with pytest.raises(ParameterError, match="num_test=0"):
         mnist.generate(10, 0)
 
 
 def write_fake_mnist(path, n=12):
     rng = np.random.default_rng(1)
-    np.savez(path, x_train=rng.integers(0, 255, (n, 28, 28), np.uint8), y_train=np.arange(n) % 10,
-             x_test=rng.integers(0, 255, (n, 28, 28), np.uint8), y_test=np.arange(n) % 10)
+    np.savez(
+        path,
+        x_train=rng.integers(0, 255, (n, 28, 28), np.uint8),
+        y_train=np.arange(n) % 10,
+        x_test=rng.integers(0, 255, (n, 28, 28), np.uint8),
+        y_test=np.arange(n) % 10,
+    )
 
 
 def test_load_prefers_the_keras_cache(tmp_path):

@@ -43,7 +43,7 @@ def test_imagenet_weights_offline_give_a_clear_message(tmp_path, monkeypatch):
     import pytest
     from keras.src.utils import file_utils
 
-    from nbkit.errors import DataError
+    from nbkit.errors import ModelError
 
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))  # empty cache: Keras must download
 
@@ -51,7 +51,18 @@ def test_imagenet_weights_offline_give_a_clear_message(tmp_path, monkeypatch):
         raise urllib.error.URLError("no internet")
 
     monkeypatch.setattr(file_utils, "urlretrieve", offline)
-    with pytest.raises(DataError, match="WEIGHTS='none'"):
+    with pytest.raises(ModelError, match="WEIGHTS='none'"):
         models.build_classifier("MobileNetV2", 96, 5, weights="imagenet")
-    with pytest.raises(DataError, match="no such file"):
+    with pytest.raises(ModelError, match="no such file"):
         models.build_classifier("MobileNetV2", 96, 5, weights=str(tmp_path / "missing.h5"))
+
+
+def test_save_and_load_round_trip(tmp_path):
+    import numpy as np
+
+    model = models.small_cnn((8, 8, 3), 3, filters=(2,), dense=4)
+    path = models.save_model(model, tmp_path / "nested" / "model.keras")
+    assert path.exists() and [p.name for p in path.parent.iterdir()] == ["model.keras"]  # no partial file left
+    loaded = models.load_model(path)
+    images = np.random.default_rng(0).integers(0, 255, (2, 8, 8, 3), dtype=np.uint8)
+    assert np.allclose(model.predict(images, verbose=0), loaded.predict(images, verbose=0))

@@ -8,13 +8,14 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from nbkit import monitor, plots  # noqa: E402
-from nbkit.monitor import EpochWait  # noqa: E402
+from nbkit.flowers import monitor, plots  # noqa: E402
+from nbkit.flowers.monitor import EpochWait  # noqa: E402
 
 SLOW_INPUT_FIT = """
     import json, time
     import numpy as np
-    from nbkit import accel, monitor
+    from nbkit import accel
+    from nbkit.flowers import monitor
     accel.setup({backend!r})
     import keras
 

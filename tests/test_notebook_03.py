@@ -8,11 +8,11 @@ import secrets
 
 import papermill
 import pytest
-
 from conftest import REPO
 from kaggle_stub import StubServer
-from nbkit import leaks
-from test_kaggle import FAKE_KAGGLE, SECRETS_ENDPOINT, secrets_route
+from test_secrets import FAKE_KAGGLE, SECRETS_ENDPOINT, secrets_route
+
+from nbkit.publish import scan as leaks
 
 NOTEBOOK = REPO / "notebooks" / "03_private_dataset.ipynb"
 DATASET = "alice/my-private-tfrecords"
@@ -21,10 +21,12 @@ DATASET = "alice/my-private-tfrecords"
 @pytest.fixture(scope="module")
 def attached_dataset(tmp_path_factory):
     """A Kaggle input folder with DATASET attached: a few TFRecords in the competition layout."""
-    from nbkit import data
+    from nbkit.flowers import sample
 
     input_dir = tmp_path_factory.mktemp("kaggle-input")
-    data.make_sample(input_dir / DATASET.split("/")[1], num_classes=4, train_per_class=1, val_per_class=1, test_images=4)
+    sample.make_sample(
+        input_dir / DATASET.split("/")[1], num_classes=4, train_per_class=1, val_per_class=1, test_images=4
+    )
     return input_dir
 
 
@@ -45,8 +47,14 @@ def kaggle_kernel(monkeypatch, tmp_path, attached_dataset):
 
 def run(tmp_path, **params):
     output = tmp_path / "03.ipynb"
-    papermill.execute_notebook(str(NOTEBOOK), str(output), parameters={"DATASET": DATASET, **params},
-                               kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    papermill.execute_notebook(
+        str(NOTEBOOK),
+        str(output),
+        parameters={"DATASET": DATASET, **params},
+        kernel_name="python3",
+        cwd=str(tmp_path),
+        progress_bar=False,
+    )
     return output
 
 
@@ -63,7 +71,7 @@ def test_kaggle_secret_reaches_the_notebook_and_never_its_outputs(tmp_path, kagg
     assert "platform=kaggle" in text
     assert f"NBKIT_TEST_TOKEN: found in Kaggle user secrets ({len(value)} characters, value hidden)" in text
     assert [r.body["Label"] for r in stub.requests] == ["NBKIT_TEST_TOKEN"]  # asked Kaggle's service once
-    assert "the dataset is attached and this GPU/CPU kernel reads /kaggle/input directly" in text
+    assert f"{DATASET} is attached and this GPU/CPU kernel reads /kaggle/input directly" in text
     files = len(list(attached_dataset.rglob("*.tfrec")))
     assert f"{files} .tfrec files" in text and "record 1: {'id': \"bytes '000200000'\", 'image': 'bytes [" in text
     assert value not in executed.read_text()  # nowhere: outputs, sources, metadata
@@ -74,7 +82,10 @@ def test_missing_required_kaggle_secret_stops_with_where_to_add_it(tmp_path, kag
     with pytest.raises(papermill.PapermillExecutionError) as error:
         run(tmp_path, SECRET_NAME="NBKIT_NOT_ATTACHED", SECRET_REQUIRED=True)
     assert error.value.ename == "SecretError"
-    assert "not found in Kaggle user secrets; to add it, attach the secret in the notebook editor: Add-ons -> Secrets" in error.value.evalue
+    assert (
+        "not found in Kaggle user secrets; to add it, attach the secret in the notebook editor: Add-ons -> Secrets"
+        in error.value.evalue
+    )
     assert (tmp_path / "03.ipynb").exists()
 
 

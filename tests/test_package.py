@@ -6,8 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-from nbkit import package
 from nbkit.errors import PackageError, ParameterError
+from nbkit.handoff import package
 
 CLASSES = ["daisy", "rose", "tulip"]
 SIZE = 16
@@ -23,9 +23,16 @@ def tiny_model(seed=0):
 
 
 def write(folder, model=None, **overrides):
-    arguments = dict(classes=CLASSES, image_size=SIZE, backend="tensorflow", metrics={"accuracy": np.float32(0.5)},
-                     training={"epochs": 1}, data_fingerprint="sha256:0123", dataset_id="alice/flowers-model",
-                     title="Flowers model (test)")
+    arguments = dict(
+        classes=CLASSES,
+        image_size=SIZE,
+        backend="tensorflow",
+        metrics={"accuracy": np.float32(0.5)},
+        training={"epochs": 1},
+        data_fingerprint="sha256:0123",
+        dataset_id="alice/flowers-model",
+        title="Flowers model (test)",
+    )
     arguments.update(overrides)
     return package.write_package(folder, model or tiny_model(), **arguments)
 
@@ -73,7 +80,9 @@ def test_valid_dataset_ids(dataset_id):
     assert package.dataset_metadata(dataset_id, "Flowers model")["id"] == dataset_id
 
 
-@pytest.mark.parametrize("dataset_id", ["flowers-model", "alice/short", "alice/Upper-Case", "alice/a b c d e", "/flowers"])
+@pytest.mark.parametrize(
+    "dataset_id", ["flowers-model", "alice/short", "alice/Upper-Case", "alice/a b c d e", "/flowers"]
+)
 def test_invalid_dataset_ids(dataset_id):
     with pytest.raises(ParameterError):
         package.dataset_metadata(dataset_id, "Flowers model")
@@ -138,7 +147,9 @@ def test_corrupt_model_file_is_reported(written):
 def test_compatibility_with_the_data(written):
     manifest = package.read_manifest(written)
     package.check_compatible(manifest, SIZE, CLASSES)
-    with pytest.raises(PackageError, match=f"takes {SIZE}x{SIZE} images but the data given is 32x32.*IMAGE_SIZE={SIZE}"):
+    with pytest.raises(
+        PackageError, match=f"takes {SIZE}x{SIZE} images but the data given is 32x32.*IMAGE_SIZE={SIZE}"
+    ):
         package.check_compatible(manifest, 32, CLASSES)
     with pytest.raises(PackageError, match="knows 3 classes but this data has 104"):
         package.check_compatible(manifest, SIZE, [str(i) for i in range(104)])
@@ -164,7 +175,8 @@ SAVE_AND_PREDICT = """
 from nbkit import accel
 acc = accel.setup({backend!r}, simulate_devices={devices})
 import keras, numpy as np
-from nbkit import models, package
+from nbkit import models
+from nbkit.handoff import package
 keras.utils.set_random_seed(3)
 with acc.scope():
     model = models.build_classifier("small_cnn", 96, 104)
@@ -181,7 +193,7 @@ LOAD_AND_PREDICT = """
 from nbkit import accel
 acc = accel.setup({backend!r})
 import numpy as np
-from nbkit import package
+from nbkit.handoff import package
 model, manifest = package.load_package({folder!r}, acc)
 images = np.random.default_rng(0).integers(0, 256, (32, 96, 96, 3), dtype=np.uint8)
 np.save({folder!r} + "-reloaded.npy", model.predict(images, verbose=0))

@@ -30,8 +30,13 @@ def test_check_int_accepts_minimum():
 
 @pytest.mark.parametrize(
     "profile, kind, expected",
-    [("auto", "cpu", "smoke"), ("auto", "tpu", "full"), ("auto", "gpu", "full"),
-     ("smoke", "tpu", "smoke"), ("full", "cpu", "full")],
+    [
+        ("auto", "cpu", "smoke"),
+        ("auto", "tpu", "full"),
+        ("auto", "gpu", "full"),
+        ("smoke", "tpu", "smoke"),
+        ("full", "cpu", "full"),
+    ],
 )
 def test_resolve_profile(profile, kind, expected):
     assert params.resolve_profile(profile, kind) == expected
@@ -42,15 +47,53 @@ def test_resolve_profile_rejects_unknown():
         params.resolve_profile("quick", "cpu")
 
 
-def test_pick_uses_default_for_zero():
-    assert params.pick(0, 16) == 16
-    assert params.pick(4, 16) == 4
+def test_or_default_keeps_the_default_for_zero():
+    assert params.or_default(0, 16) == 16
+    assert params.or_default(4, 16) == 4
+
+
+@pytest.mark.parametrize(
+    "value, form, ok",
+    [
+        ("alice/flowers-model", "owner/slug", True),
+        ("alice", "owner/slug", False),
+        ("a/b/c", "owner/slug", False),
+        ("alice/bad slug", "owner/slug", False),
+        (None, "owner/slug", False),
+        ("alice", "a user name", True),
+        ("keras/efficientnet/keras/b0", "owner/model/framework/variation[/version]", True),
+        ("keras/efficientnet/keras/b0/2", "owner/model/framework/variation[/version]", True),
+        ("keras/efficientnet", "owner/model/framework/variation[/version]", False),
+    ],
+)
+def test_check_handle_is_the_one_check_of_kaggle_handles(value, form, ok):
+    if ok:
+        assert params.check_handle("X", value, form) == value
+    else:
+        with pytest.raises(ParameterError, match=f"X={value!r} must be written"):
+            params.check_handle("X", value, form)
+
+
+def test_check_handle_with_a_slug_rule():
+    import re
+
+    rule = re.compile(r"^[a-z0-9-]{6,50}$")
+    with pytest.raises(ParameterError, match="its slug"):
+        params.check_handle("DATASET_ID", "alice/Short", slug=rule)
 
 
 def test_check_run_names_the_bad_shared_parameter():
-    good = dict(BACKEND="jax", PROFILE="smoke", SIMULATE_DEVICES=8, EPOCHS=0, PER_REPLICA_BATCH=0, STEPS_PER_EXECUTION=1)
+    good = dict(
+        BACKEND="jax", PROFILE="smoke", SIMULATE_DEVICES=8, EPOCHS=0, PER_REPLICA_BATCH=0, STEPS_PER_EXECUTION=1
+    )
     params.check_run(**good)
-    for name, bad in (("BACKEND", "torch"), ("PROFILE", "big"), ("SIMULATE_DEVICES", -1), ("EPOCHS", 2.5),
-                      ("PER_REPLICA_BATCH", -8), ("STEPS_PER_EXECUTION", 0)):
+    for name, bad in (
+        ("BACKEND", "torch"),
+        ("PROFILE", "big"),
+        ("SIMULATE_DEVICES", -1),
+        ("EPOCHS", 2.5),
+        ("PER_REPLICA_BATCH", -8),
+        ("STEPS_PER_EXECUTION", 0),
+    ):
         with pytest.raises(ParameterError, match=name):
             params.check_run(**{**good, name: bad})

@@ -4,7 +4,7 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from nbkit import evaluate, plots  # noqa: E402
+from nbkit.flowers import evaluate, plots  # noqa: E402
 
 NAMES = ["daisy", "rose", "tulip"]
 
@@ -23,8 +23,13 @@ def test_batch_without_predictions_shows_class_names():
 
 
 def test_curves_schedule_and_confusion(tmp_path):
-    history = {"loss": [2.0, 1.0], "val_loss": [2.1, 1.2], "accuracy": [0.1, 0.5], "val_accuracy": [0.1, 0.4],
-               "learning_rate": [1e-5, 1e-4]}
+    history = {
+        "loss": [2.0, 1.0],
+        "val_loss": [2.1, 1.2],
+        "accuracy": [0.1, 0.5],
+        "val_accuracy": [0.1, 0.4],
+        "learning_rate": [1e-5, 1e-4],
+    }
     figure = plots.training_curves(history, tmp_path / "curves.png")
     assert [a.get_title() for a in figure.axes] == ["loss", "accuracy"]
     assert [len(a.lines) for a in figure.axes] == [2, 2]

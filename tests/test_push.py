@@ -15,11 +15,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 from kaggle_stub import StubServer
-from nbkit import bundle, push
+
 from nbkit.errors import LeakError, PushError
+from nbkit.publish import bundle, push
 
 SAVE = "/api/v1/kernels.KernelsApiService/SaveKernel"
 STATUS = "/api/v1/kernels.KernelsApiService/GetKernelSessionStatus"
@@ -28,7 +28,11 @@ NOTEBOOK_03 = REPO / "notebooks" / "03_private_dataset.py"
 
 def saved(body: dict, headers: dict) -> tuple[int, dict]:
     owner, slug = body["slug"].split("/")
-    return 200, {"ref": f"/code/{owner}/{slug}", "url": f"https://www.kaggle.com/code/{owner}/{slug}", "versionNumber": 4}
+    return 200, {
+        "ref": f"/code/{owner}/{slug}",
+        "url": f"https://www.kaggle.com/code/{owner}/{slug}",
+        "versionNumber": 4,
+    }
 
 
 def queued(body: dict, headers: dict) -> tuple[int, dict]:
@@ -58,8 +62,14 @@ def logged_in(kaggle_api, monkeypatch):
 
 @pytest.fixture
 def bundled(tmp_path):
-    return bundle.write(NOTEBOOK_03, tmp_path / "kernels", owner="alice", accelerator_name="tpu-v5e-8",
-                        datasets=["alice/my-tfrecords"], internet=False)
+    return bundle.write(
+        NOTEBOOK_03,
+        tmp_path / "kernels",
+        owner="alice",
+        accelerator_name="tpu-v5e-8",
+        datasets=["alice/my-tfrecords"],
+        internet=False,
+    )
 
 
 def snapshot(folder):
@@ -68,22 +78,31 @@ def snapshot(folder):
 
 def test_push_sends_the_bundle_and_reports_url_and_status(logged_in, bundled):
     stub, key = logged_in
-    result = subprocess.run([sys.executable, "-m", "nbkit", "push", str(bundled)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "nbkit", "push", str(bundled)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
-    assert "pushed alice/03-private-dataset version 4: https://www.kaggle.com/code/alice/03-private-dataset" in result.stdout
+    assert (
+        "pushed alice/03-private-dataset version 4: https://www.kaggle.com/code/alice/03-private-dataset"
+        in result.stdout
+    )
     assert "status: queued" in result.stdout
     assert [r.path for r in stub.requests] == [SAVE, STATUS]
     request = stub.requests[0]
     assert request.headers["Authorization"] == "Basic " + base64.b64encode(f"alice:{key}".encode()).decode()
     body = request.body
     assert (body["slug"], body["newTitle"], body["language"], body["kernelType"]) == (
-        "alice/03-private-dataset", "03 private dataset", "python", "notebook")
+        "alice/03-private-dataset",
+        "03 private dataset",
+        "python",
+        "notebook",
+    )
     assert (body["enableTpu"], body["machineShape"], body["enableInternet"]) == (True, "TpuV5E8", False)
     assert body["datasetDataSources"] == ["alice/my-tfrecords"] and "dockerImage" not in body
     sent = json.loads(body["text"])  # the notebook itself, nbkit inside
     local = json.loads((bundled / "03-private-dataset.ipynb").read_text())
     assert [c["source"] for c in sent["cells"]] == ["".join(c["source"]) for c in local["cells"]]
-    assert any(c["source"].startswith("%%writefile {NBKIT_BUNDLE}/nbkit/kaggle.py") for c in sent["cells"])
+    assert any("'nbkit/inputs/secrets.py': r" in c["source"] for c in sent["cells"])
     assert stub.requests[1].body == {"userName": "alice", "kernelSlug": "03-private-dataset"}
     assert key not in result.stdout + result.stderr
 
@@ -107,7 +126,9 @@ def test_server_error_reaches_the_user_and_the_bundle_is_kept(logged_in, bundled
 
 
 def test_push_without_login_says_how_to_log_in(kaggle_api, bundled):
-    result = subprocess.run([sys.executable, "-m", "nbkit", "push", str(bundled)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "nbkit", "push", str(bundled)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 1
     assert "PushError: Not logged in to Kaggle: run `kaggle auth login`" in result.stderr
     assert kaggle_api.requests == [] and (bundled / "kernel-metadata.json").exists()
@@ -117,7 +138,9 @@ def test_a_leaking_bundle_is_not_pushed(logged_in, bundled):
     stub, key = logged_in
     notebook = bundled / "03-private-dataset.ipynb"
     notebook.write_text(notebook.read_text().replace("your-name/your-private-tfrecords", key, 1))
-    with pytest.raises(LeakError, match="03-private-dataset.ipynb: cell .* source: the value of secret KAGGLE_KEY") as error:
+    with pytest.raises(
+        LeakError, match="03-private-dataset.ipynb: cell .* source: the value of secret KAGGLE_KEY"
+    ) as error:
         push.push(bundled)
     assert key not in str(error.value) and stub.requests == []
 
@@ -129,7 +152,10 @@ def test_push_of_a_folder_without_a_bundle(tmp_path):
 
 def test_status_reports_a_failure_message(logged_in):
     stub, _ = logged_in
-    stub.routes[STATUS] = lambda body, headers: (200, {"status": "ERROR", "failureMessage": "Your notebook tried to allocate more memory"})
+    stub.routes[STATUS] = lambda body, headers: (
+        200,
+        {"status": "ERROR", "failureMessage": "Your notebook tried to allocate more memory"},
+    )
     assert push.status("alice/my-kernel") == "error: Your notebook tried to allocate more memory"
 
 
@@ -140,4 +166,5 @@ def test_kaggle_cli_still_ignores_the_test_environment(logged_in, monkeypatch, b
     with pytest.raises(PushError):
         push.push(bundled)
     assert [(r.method, r.path) for r in stub.requests] == [("CONNECT", "api.kaggle.com:443")], (
-        "the kaggle CLI now honours KAGGLE_API_ENVIRONMENT=TEST: test against localhost:7777 directly")
+        "the kaggle CLI now honours KAGGLE_API_ENVIRONMENT=TEST: test against localhost:7777 directly"
+    )

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from nbkit import resume
 from nbkit.errors import ResumeError
+from nbkit.handoff import resume
 
 SETTINGS = {"model": "tiny", "global_batch": 8, "seed": 1}
 STEPS = 4  # per epoch

@@ -22,7 +22,9 @@ def sync(source: Path) -> Path:
     """Write `source`'s .ipynb twin, executed from the repository root."""
     notebook = jupytext.read(source)
     start = time.perf_counter()
-    nbclient.NotebookClient(notebook, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}).execute()
+    nbclient.NotebookClient(
+        notebook, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}
+    ).execute()
     target = source.with_suffix(".ipynb")
     jupytext.write(notebook, target)
     print(f"{target}: executed in {time.perf_counter() - start:.0f} s")

@@ -3,40 +3,36 @@ blocked (plain torch), and with bad parameters or data. Runs in .venv-xla."""
 
 from __future__ import annotations
 
-import json
 import os
 from unittest import mock
 
 import papermill
 import pytest
-
-from conftest import BAD_DATA_CASES, execute, text_outputs
-from nbkit import data, evaluate, tfrecord
-from test_xla import WITHOUT_TORCH_XLA
+from conftest import BAD_DATA_CASES, check_submission, execute, text_outputs
+from test_runtime import WITHOUT_TORCH_XLA
 
 NOTEBOOK = "04_pytorch_xla.ipynb"
 
 
 def check_learned_and_submitted(tmp_path, out: str, output_dir) -> dict:
     assert "learned (validation accuracy above 3x chance): True" in out
-    metrics = json.loads((output_dir / "metrics.json").read_text())
-    assert metrics["accuracy"] >= 3 / len(data.CLASSES), metrics  # the sample is learnable
-    test_files = data.find_files(tmp_path / "work" / "sample-data", 192, "test")
-    expected_ids = [test_id for _, test_id in tfrecord.read_split(test_files, 192, labeled=False)]
-    rows = evaluate.read_submission(output_dir / "submission.csv")
-    assert [i for i, _ in rows] == expected_ids
-    assert all(0 <= label < len(data.CLASSES) for _, label in rows)
-    for name in ("model.pt", "batch.png", "training_curves.png", "learning_rate.png", "confusion_matrix.png", "predictions.png"):
-        assert (output_dir / name).stat().st_size > 0, name
     assert "the saved weights predict the same classes on the CPU: True" in out
-    return metrics
+    files = (
+        "model.pt",
+        "batch.png",
+        "training_curves.png",
+        "learning_rate.png",
+        "confusion_matrix.png",
+        "predictions.png",
+    )
+    return check_submission(tmp_path / "work" / "sample-data", output_dir, files)
 
 
 def test_trains_through_torch_xla_on_an_xla_device_and_submits(tmp_path):
     output_dir = tmp_path / "flowers"
     with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
         out = text_outputs(execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir)))
-    assert "PyTorch on xla (CPU): torch_xla is installed, PJRT_DEVICE=CPU" in out
+    assert "PyTorch/XLA on CPU: torch_xla is installed, PJRT_DEVICE=CPU" in out
     assert "core 0 of 1: xla:0" in out  # printed by the worker process torch_xla.launch forked
     assert "trained on xla:0 x 1 core(s), global batch 16" in out
     metrics = check_learned_and_submitted(tmp_path, out, output_dir)
@@ -47,7 +43,7 @@ def test_without_torch_xla_it_trains_on_the_cpu_and_says_so(tmp_path):
     output_dir = tmp_path / "flowers"
     with mock.patch.dict(os.environ, {"PYTHONPATH": WITHOUT_TORCH_XLA}):  # eager CPU is slower: 5 epochs suffice
         out = text_outputs(execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir), EPOCHS=5))
-    assert "PyTorch on cpu (cpu): no torch_xla and no GPU, so the CPU" in out
+    assert "PyTorch on the CPU: no torch_xla and no GPU, so the CPU" in out
     assert "trained on cpu x 1 core(s)" in out and "xla:0" not in out
     metrics = check_learned_and_submitted(tmp_path, out, output_dir)
     assert (metrics["device"], metrics["epochs"]) == ("cpu", 5)
@@ -68,7 +64,7 @@ def test_bad_parameter_stops_at_the_first_cell(tmp_path, params, named):
         execute(tmp_path, NOTEBOOK, **params)
     assert error.value.ename == "ParameterError"
     assert named in error.value.evalue
-    assert error.value.source.startswith("from nbkit import data, params, xla")  # the first cell after parameters
+    assert error.value.source.startswith("from nbkit import params")  # the first cell after parameters
     assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
 
 

@@ -10,14 +10,18 @@ import pytest
 import torch
 from PIL import Image
 
-from nbkit import tfrecord, torch_flowers, xla
+from nbkit.errors import DataError
+from nbkit.flowers import augment, checks, sample
+from nbkit.pytorch import flowers as torch_flowers
+from nbkit.pytorch import runtime as xla
 
 
 @pytest.fixture(scope="module")
 def items(tmp_path_factory):
-    root = tfrecord.make_sample(tmp_path_factory.mktemp("sample"), train_per_class=2, val_per_class=1, test_images=5,
-                                num_classes=4)
-    return tfrecord.checked_splits(root, 192)
+    root = sample.make_sample(
+        tmp_path_factory.mktemp("sample"), train_per_class=2, val_per_class=1, test_images=5, num_classes=4
+    )
+    return {name: split.items for name, split in checks.checked_splits(root, 192, keep_items=True).items()}
 
 
 def test_images_are_uint8_channels_first_with_their_class_or_position(items):
@@ -30,17 +34,19 @@ def test_images_are_uint8_channels_first_with_their_class_or_position(items):
     assert [test[i][1] for i in range(len(test))] == list(range(5))  # test items: their position, for the ids
 
 
-def test_augmentation_repeats_per_seed_epoch_and_index_and_changes_between_epochs(items):
-    first, again = (torch_flowers.FlowerImages(items["train"], 192, augment=True, seed=1) for _ in range(2))
-    assert all(torch.equal(first[i][0], again[i][0]) for i in range(len(first)))
+def test_augmentation_is_notebook_02s_flip_for_seed_epoch_and_index(items):
     plain = torch_flowers.FlowerImages(items["train"], 192)
-    assert not all(torch.equal(first[i][0], plain[i][0]) for i in range(len(first)))
-    again.set_epoch(1)
-    assert not all(torch.equal(first[i][0], again[i][0]) for i in range(len(first)))
+    for epoch in (0, 1):
+        flipped = torch_flowers.FlowerImages(items["train"], 192, augment=True, seed=1)
+        flipped.set_epoch(epoch)
+        for i in range(len(plain)):
+            expected = plain[i][0].flip(2) if augment.flips(1, epoch, i) else plain[i][0]  # left-right, nothing else
+            assert torch.equal(flipped[i][0], expected)
+    assert 0 < sum(augment.flips(1, 0, i) for i in range(len(plain))) < len(plain)
 
 
 def test_a_wrong_image_size_is_named(items):
-    with pytest.raises(ValueError, match="item 0 is 192x192, not 224x224"):
+    with pytest.raises(DataError, match="item 0 is 192x192, not 224x224"):
         torch_flowers.FlowerImages(items["train"], 224)[0]
 
 
@@ -76,6 +82,6 @@ def test_one_epoch_on_the_cpu_reports_loss_and_accuracy(items):
 
 
 def test_loader_workers_leave_the_cpu_to_training():
-    assert torch_flowers.loader_workers(xla.Target("cpu", "cpu", "")) == 0
-    assert torch_flowers.loader_workers(xla.Target("cuda", "Tesla T4", ""), cpus=4) == 3
-    assert torch_flowers.loader_workers(xla.Target("cuda", "Tesla T4", ""), cpus=64) == 4
+    assert torch_flowers.loader_workers(xla.TorchAccelerator("cpu", "cpu", "cpu", "")) == 0
+    assert torch_flowers.loader_workers(xla.TorchAccelerator("gpu", "cuda", "Tesla T4", ""), cpus=4) == 3
+    assert torch_flowers.loader_workers(xla.TorchAccelerator("gpu", "cuda", "Tesla T4", ""), cpus=64) == 4

@@ -1,5 +1,5 @@
 """On PYTHONPATH, makes `import torch_xla` fail as if it were not installed, so the plain-torch
-fallback of nbkit.xla runs for real in the environment that has torch_xla (tests and notebook kernels)."""
+fallback of nbkit.pytorch.runtime runs for real in the environment that has torch_xla (tests and notebook kernels)."""
 
 import importlib.abc
 import sys

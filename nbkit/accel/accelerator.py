@@ -1,0 +1,164 @@
+"""The Accelerator `setup()` returns: what was found, and the few operations notebooks need on
+either Keras backend (scope, global batch, steps per execution, placement, replicated runs)."""
+
+from __future__ import annotations
+
+import contextlib
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbkit.params import check_int
+
+# Measured with TF 2.21 / Keras 3.15 on 2 and 8 logical CPUs; building the optimizer first
+# does not help (it does for a hand-written multi-step tf.function, see nbkit.guide.custom_loop).
+MIRRORED_CPU_BUG = (
+    "Keras fit under MirroredStrategy over logical CPU devices fails with "
+    "'InvalidArgumentError: You must feed a value for placeholder tensor' when "
+    "steps_per_execution > 1 (TensorFlow 2.21 / Keras 3.15)"
+)
+TPU_SHAPED = 8  # a TPU v5e-8 (8 chips x 1 core) or v3-8 (4 chips x 2 cores): 8 replicas either way
+
+
+@dataclass
+class Accelerator:
+    """What `setup()` found: the device kind, the Keras backend and how to distribute over it."""
+
+    kind: str  # "tpu", "gpu" or "cpu"
+    backend: str  # "tensorflow" or "jax"
+    num_replicas: int
+    device_names: list[str]
+    device_kind: str = ""  # e.g. "TPU v5 lite", "Tesla T4", "cpu"
+    strategy: Any = None  # tf.distribute.Strategy on the TensorFlow backend
+    distribution: Any = None  # keras.distribution.DataParallel on the JAX backend (None: one device)
+    mixed_precision: str = "float32"  # the recommended Keras dtype policy
+    max_steps_per_execution: int | None = None  # None: no known limit
+    simulated: bool = False  # replicas are slices of one CPU, not real devices
+    remote_tpu: bool = False  # a TPU Node / named Cloud TPU: it reads input files itself, so from GCS
+    reason: str = ""  # how this accelerator was chosen
+    notes: list[str] = field(default_factory=list)
+    jax_devices: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def distribution_name(self) -> str:
+        """The name of what spreads the work over the replicas."""
+        if self.strategy is not None:
+            return type(self.strategy).__name__
+        if self.distribution is not None:
+            return f"keras.distribution.{type(self.distribution).__name__}"
+        return "a single device"
+
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
+        """Create models and optimizers inside `with acc.scope():` on either backend."""
+        if self.strategy is not None:
+            return self.strategy.scope()
+        if self.distribution is not None:
+            return self.distribution.scope()
+        return contextlib.nullcontext()
+
+    def global_batch(self, per_replica_batch: int) -> int:
+        """The batch a dataset must yield so each replica gets `per_replica_batch` items."""
+        check_int("per_replica_batch", per_replica_batch, minimum=1)
+        return per_replica_batch * self.num_replicas
+
+    def steps_per_execution(self, requested: int) -> int:
+        """A `steps_per_execution` that works here; says so when it must lower the request."""
+        check_int("steps_per_execution", requested, minimum=1)
+        limit = self.max_steps_per_execution
+        if limit is not None and requested > limit:
+            print(
+                f"steps_per_execution={requested} lowered to {limit}: {MIRRORED_CPU_BUG}. "
+                "Real TPUs and GPUs keep the requested value."
+            )
+            return limit
+        return requested
+
+    def device(self, index: int = 0) -> contextlib.AbstractContextManager[Any]:
+        """Manual placement: ops inside `with acc.device(i):` run on replica i's device."""
+        if self.backend == "tensorflow":
+            import tensorflow as tf
+
+            return tf.device(self.device_names[index])
+        import jax
+
+        return jax.default_device(self.jax_devices[index] if self.jax_devices else jax.devices()[index])
+
+    def placement(self, tensor: Any) -> str:
+        """The device a tensor lives on, as text."""
+        if self.backend == "tensorflow":
+            return str(tensor.device)
+        return ", ".join(str(d) for d in tensor.devices())
+
+    def use_mixed_precision(self) -> str:
+        """Set the recommended Keras dtype policy globally and return its name."""
+        import keras
+
+        keras.mixed_precision.set_global_policy(self.mixed_precision)
+        return self.mixed_precision
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        """Run `fn(*args)` once on every replica (compiled) and return each replica's result as NumPy."""
+        import numpy as np
+
+        if self.backend == "tensorflow":
+            import tensorflow as tf
+
+            strategy = self.strategy
+
+            @tf.function  # an eager strategy.run is slow and warns about it
+            def replicated(*inputs: Any) -> Any:
+                return strategy.run(fn, args=inputs)
+
+            return [np.asarray(t) for t in strategy.experimental_local_results(replicated(*args))]
+
+        import jax
+
+        if len(self.jax_devices) <= 1:
+            return [np.asarray(jax.jit(fn)(*args))]
+        from jax.sharding import Mesh, PartitionSpec
+
+        mesh = Mesh(np.array(self.jax_devices), ("replica",))
+        stacked = jax.jit(
+            _shard_map()(
+                lambda *inputs: fn(*inputs)[None],
+                mesh=mesh,
+                in_specs=tuple(PartitionSpec() for _ in args),  # every replica gets all inputs
+                out_specs=PartitionSpec("replica"),  # one output slice per replica
+            )
+        )(*args)
+        return list(np.asarray(stacked))
+
+    def describe(self) -> str:
+        """A readable paragraph about what was found and what follows from it."""
+        device = {"tpu": "TPU", "gpu": "GPU", "cpu": "CPU"}[self.kind]
+        if self.device_kind and self.device_kind.lower() not in ("cpu", device.lower()):
+            device += f" ({self.device_kind})"
+        text = f"{device}, Keras backend {self.backend}, {self.num_replicas} replica(s)"
+        if self.simulated:
+            what = "logical CPU devices" if self.backend == "tensorflow" else "JAX host CPU devices"
+            shape = ", as many as a TPU v5e-8 has cores" if self.num_replicas == TPU_SHAPED else ""
+            text += f" (simulated: {self.num_replicas} {what}{shape})"
+        text += (
+            f", distributed with {self.distribution_name}. Chosen because: {self.reason}. "
+            f"Recommended precision policy: {self.mixed_precision}. "
+            f"Global batch = {self.num_replicas} x per-replica batch."
+        )
+        if self.max_steps_per_execution is not None:
+            text += f" steps_per_execution is capped at {self.max_steps_per_execution} here: {MIRRORED_CPU_BUG}."
+        for note in self.notes:
+            text += " " + note
+        return textwrap.fill(text, width=100)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+def _shard_map() -> Callable[..., Any]:
+    import jax
+
+    if hasattr(jax, "shard_map"):  # JAX >= 0.7
+        return jax.shard_map
+    from jax.experimental.shard_map import shard_map  # older JAX, e.g. on a pinned Kaggle image
+
+    return shard_map

@@ -1,0 +1,129 @@
+"""`setup()`: pick the Keras backend (before Keras is imported), then let it find the devices."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import warnings
+
+from nbkit import env as nbenv
+from nbkit.accel import jax_devices, tf_devices
+from nbkit.accel.accelerator import Accelerator
+from nbkit.accel.tf_devices import mixed_precision_policy
+from nbkit.errors import BackendError
+from nbkit.logs import quiet_native_logs
+from nbkit.params import BACKENDS, check_choice, check_int
+
+__all__ = ["choose_backend", "mixed_precision_policy", "setup", "tpu_addresses"]
+
+
+def setup(backend: str = "auto", *, tpu: str | None = None, simulate_devices: int = 0) -> Accelerator:
+    """Find the best accelerator, pick the Keras backend and return an `Accelerator`.
+
+    backend: "auto" (TensorFlow, or JAX on a TPU only JAX can see), "tensorflow" or "jax".
+    tpu: a TPU name or address for TPUClusterResolver (default: what the environment advertises).
+    simulate_devices: on a CPU only, split it into this many replicas (0 or 1: no split).
+    """
+    check_choice("backend", backend, BACKENDS)
+    check_int("simulate_devices", simulate_devices, minimum=0)
+    tpu_vm = nbenv.is_tpu_vm()
+    chosen, reason = choose_backend(
+        backend,
+        loaded=loaded_keras_backend(),
+        env_backend=os.environ.get("KERAS_BACKEND"),
+        tpu_vm=tpu_vm,
+        tf_tpu_capable=_installed("tensorflow-tpu"),
+        jax_installed=importlib.util.find_spec("jax") is not None,
+    )
+    os.environ["KERAS_BACKEND"] = chosen
+    # TensorFlow's C++ INFO/WARNING lines (CUDA probing, CPU features) drown notebook output.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Keras 3.15 warns on every fit() with a tf.data dataset, though our datasets shuffle themselves.
+    warnings.filterwarnings("ignore", message="`shuffle=True` was passed, but will be ignored")
+    if chosen == "jax":
+        return jax_devices.find_accelerator(simulate_devices, reason)
+    addresses = tpu_addresses(tpu, nbenv.tpu_address(), tpu_vm, nbenv.platform())
+    with quiet_native_logs():
+        import tensorflow as tf
+
+        tf.get_logger().setLevel(logging.WARNING)  # one INFO line per all-reduce otherwise
+        acc = tf_devices.find_accelerator(
+            tf, addresses, explicit_tpu=tpu is not None, simulate_devices=simulate_devices
+        )
+    acc.reason = f"{reason}; {acc.reason}"
+    if tpu_vm and acc.kind != "tpu":
+        acc.notes.append(
+            "This is a TPU VM but TensorFlow cannot see its TPU (Kaggle ships tensorflow-cpu): "
+            "restart the kernel and use backend='jax' (or 'auto') to train on the TPU."
+        )
+    return acc
+
+
+def loaded_keras_backend() -> str | None:
+    """The backend of an already-imported Keras, or None if Keras is not imported yet."""
+    import sys
+
+    keras = sys.modules.get("keras")
+    try:
+        return keras.backend.backend() if keras is not None else None
+    except AttributeError:  # imported half-way (e.g. an import error earlier)
+        return None
+
+
+def choose_backend(
+    requested: str,
+    *,
+    loaded: str | None,
+    env_backend: str | None,
+    tpu_vm: bool,
+    tf_tpu_capable: bool,
+    jax_installed: bool,
+) -> tuple[str, str]:
+    """Pick "tensorflow" or "jax" and say why; raise BackendError when Keras already chose otherwise."""
+    check_choice("backend", requested, BACKENDS)
+    if loaded is not None and loaded not in ("tensorflow", "jax"):
+        raise BackendError(
+            f"Keras was already imported with the {loaded!r} backend; nbkit supports 'tensorflow' and "
+            "'jax'. Restart the kernel and run nbkit.accel.setup() before importing keras."
+        )
+    if requested != "auto":
+        if loaded is not None and loaded != requested:
+            raise BackendError(
+                f"Keras was already imported with the {loaded!r} backend, and a process cannot switch "
+                f"to {requested!r}. Restart the kernel and call nbkit.accel.setup(backend={requested!r}) "
+                "first, before anything imports keras or tensorflow (importing tensorflow imports keras)."
+            )
+        if requested == "jax" and not jax_installed:
+            raise BackendError("backend='jax' needs JAX: `pip install jax` (on a TPU VM: `pip install 'jax[tpu]'`).")
+        return requested, f"backend={requested!r} was asked for"
+    if loaded is not None:
+        return loaded, f"Keras was already imported with the {loaded!r} backend"
+    if env_backend in ("tensorflow", "jax"):
+        return env_backend, f"KERAS_BACKEND={env_backend!r} is set"
+    if tpu_vm and not tf_tpu_capable and jax_installed:
+        return "jax", "a TPU VM whose TensorFlow cannot drive the TPU, so Keras runs on JAX"
+    return "tensorflow", "the default backend"
+
+
+def tpu_addresses(tpu: str | None, advertised: str | None, tpu_vm: bool, platform: str) -> list[str]:
+    """The TPUClusterResolver `tpu=` values worth trying, best first (empty: look for no TPU)."""
+    if tpu is not None:
+        return [tpu]
+    if advertised:  # legacy Colab TPU Node (grpc://...) or a named Cloud TPU
+        return [advertised]
+    if tpu_vm:
+        return ["local"]
+    if platform == "colab":
+        return [""]
+    # Elsewhere TPUClusterResolver would ask the GCE metadata server: slow, and pointless.
+    return []
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True

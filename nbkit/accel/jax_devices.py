@@ -1,0 +1,93 @@
+"""What JAX finds: its default platform's devices (TPU cores, GPUs, or N simulated CPU devices),
+with Keras' DataParallel over them when there are several."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import re
+from typing import Any
+
+from nbkit.accel.accelerator import Accelerator
+from nbkit.accel.tf_devices import mixed_precision_policy
+from nbkit.errors import BackendError
+from nbkit.logs import quiet_native_logs
+
+KINDS = {"tpu": "tpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu"}  # JAX platform -> device kind
+
+
+def request_cpu_devices(count: int) -> None:
+    """Ask XLA for `count` host devices; read when JAX starts its backends."""
+    flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", os.environ.get("XLA_FLAGS", ""))
+    os.environ["XLA_FLAGS"] = f"{flags.strip()} --xla_force_host_platform_device_count={count}".strip()
+
+
+def find_accelerator(simulate_devices: int, reason: str) -> Accelerator:
+    """JAX's devices as an Accelerator, DataParallel set when there are several."""
+    if simulate_devices > 1:
+        request_cpu_devices(simulate_devices)
+    with quiet_native_logs():
+        import jax
+
+        devices = jax.devices()  # JAX's default platform: TPU, else GPU, else CPU
+    kind = KINDS.get(devices[0].platform, "cpu")
+    notes: list[str] = []
+    if kind == "cpu" and simulate_devices > 1 and len(devices) != simulate_devices:
+        raise BackendError(
+            f"JAX already started with {len(devices)} CPU device(s), so it cannot be split into "
+            f"{simulate_devices}. Restart the kernel and call nbkit.accel.setup(backend='jax', "
+            f"simulate_devices={simulate_devices}) before running any JAX code."
+        )
+    if kind != "cpu" and simulate_devices > 1:
+        notes.append(f"simulate_devices is ignored: real {kind.upper()} devices were found.")
+    capability = parse_capability(getattr(devices[0], "compute_capability", None)) if kind == "gpu" else None
+    with quiet_native_logs():
+        prepare_tensorflow_for_input()
+        import keras
+
+    distribution = None
+    if len(devices) > 1:
+        distribution = keras.distribution.DataParallel(devices=devices)
+        keras.distribution.set_distribution(distribution)
+    simulated = kind == "cpu" and len(devices) > 1
+    why = {"tpu": f"JAX sees {len(devices)} TPU core(s)", "gpu": f"JAX sees {len(devices)} GPU(s)"}.get(
+        kind, f"simulate_devices={simulate_devices} split the CPU" if simulated else "no TPU or GPU is visible"
+    )
+    return Accelerator(
+        kind=kind,
+        backend="jax",
+        num_replicas=len(devices),
+        device_names=[str(d) for d in devices],
+        device_kind=getattr(devices[0], "device_kind", kind),
+        distribution=distribution,
+        mixed_precision=mixed_precision_policy(kind, capability),
+        simulated=simulated,
+        reason=f"{reason}; {why}",
+        notes=notes,
+        jax_devices=list(devices),
+    )
+
+
+def parse_capability(value: Any) -> tuple[int, int] | None:
+    """JAX gives compute capability as "7.5"; TensorFlow as (7, 5)."""
+    try:
+        major, minor = str(value).split(".")[:2]
+        return int(major), int(minor)
+    except (TypeError, ValueError):
+        return None
+
+
+def prepare_tensorflow_for_input() -> None:
+    """On the JAX backend tf.data still reads the input: start TensorFlow now, with no GPU.
+
+    A GPU build of TensorFlow would otherwise take GPU memory that JAX needs.
+    """
+    if importlib.util.find_spec("tensorflow") is None:
+        return
+    import tensorflow as tf
+
+    tf.get_logger().setLevel(logging.WARNING)
+    with contextlib.suppress(RuntimeError):  # already initialized: nothing left to change
+        tf.config.set_visible_devices([], "GPU")

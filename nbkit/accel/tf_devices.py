@@ -1,0 +1,136 @@
+"""What TensorFlow finds, by device kind: a TPU (TPUStrategy), GPUs (Mirrored or default strategy),
+or the CPU (split into logical devices when simulating replicas).
+
+Each function takes the `tensorflow` module, so tests can hand in a fake one with TPUs or GPUs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbkit.accel.accelerator import Accelerator
+from nbkit.errors import AcceleratorError, BackendError
+
+
+def mixed_precision_policy(kind: str, compute_capability: tuple[int, int] | None = None) -> str:
+    """bfloat16 on TPUs, float16 on GPUs with compute capability >= 7.0, float32 otherwise."""
+    if kind == "tpu":
+        return "mixed_bfloat16"
+    if kind == "gpu" and compute_capability is not None and compute_capability >= (7, 0):
+        return "mixed_float16"
+    return "float32"
+
+
+def find_accelerator(tf: Any, addresses: list[str], *, explicit_tpu: bool, simulate_devices: int) -> Accelerator:
+    """A TPU at one of `addresses`, else GPUs, else the CPU; notes say what was tried."""
+    notes: list[str] = []
+    return (
+        tpu_accelerator(tf, addresses, explicit_tpu, notes)
+        or gpu_accelerator(tf, simulate_devices, notes)
+        or cpu_accelerator(tf, simulate_devices, notes)
+    )
+
+
+def tpu_accelerator(tf: Any, addresses: list[str], explicit_tpu: bool, notes: list[str]) -> Accelerator | None:
+    """TPUStrategy on the first address that connects (None if none does; an error if one was named)."""
+    for address in addresses:
+        try:
+            strategy = connect_tpu(tf, address)
+        except Exception as error:  # resolvers raise ValueError, initialization NotFound/InvalidArgument...
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            summary = f"{type(error).__name__}: {first_line}"
+            if explicit_tpu:
+                raise AcceleratorError(
+                    f"Could not connect to the TPU tpu={address!r} ({summary}). Check the TPU name and that "
+                    "the notebook's accelerator is a TPU, or call setup() without tpu= to use what is visible."
+                ) from error
+            notes.append(f"No TPU found by TensorFlow at tpu={address!r} ({summary}).")
+            continue
+        return Accelerator(
+            kind="tpu",
+            backend="tensorflow",
+            num_replicas=strategy.num_replicas_in_sync,
+            device_names=[d.name for d in tf.config.list_logical_devices("TPU")],
+            device_kind="TPU",
+            strategy=strategy,
+            mixed_precision=mixed_precision_policy("tpu"),
+            reason=f"TPUClusterResolver(tpu={address!r}) found a TPU",
+            remote_tpu=address != "local",
+            notes=notes,
+        )
+    return None
+
+
+def connect_tpu(tf: Any, address: str) -> Any:
+    """The TPU guide's steps: resolve, connect (remote TPUs only), initialize, TPUStrategy."""
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
+    if address != "local":  # a remote TPU (Node / Colab / named): the TPU guide's connect step
+        tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def gpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Accelerator | None:
+    """MirroredStrategy over several GPUs (Kaggle's 2x T4), the default strategy on one; None without GPUs."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    details = tf.config.experimental.get_device_details(gpus[0])
+    strategy = tf.distribute.MirroredStrategy() if len(gpus) > 1 else tf.distribute.get_strategy()
+    if simulate_devices > 1:
+        notes.append("simulate_devices is ignored: real GPUs were found.")
+    return Accelerator(
+        kind="gpu",
+        backend="tensorflow",
+        num_replicas=strategy.num_replicas_in_sync,
+        device_names=[g.name for g in gpus],
+        device_kind=details.get("device_name", "GPU"),
+        strategy=strategy,
+        mixed_precision=mixed_precision_policy("gpu", details.get("compute_capability")),
+        reason=f"TensorFlow sees {len(gpus)} GPU(s)",
+        notes=notes,
+    )
+
+
+def cpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Accelerator:
+    """The CPU: one replica, or `simulate_devices` logical CPUs under MirroredStrategy."""
+    if simulate_devices > 1:
+        names = split_cpu(tf, simulate_devices)
+        return Accelerator(
+            kind="cpu",
+            backend="tensorflow",
+            num_replicas=len(names),
+            device_names=names,
+            device_kind="cpu",
+            strategy=tf.distribute.MirroredStrategy(names),
+            max_steps_per_execution=1,
+            simulated=True,
+            reason=f"no TPU or GPU is visible; simulate_devices={simulate_devices} split the CPU",
+            notes=notes,
+        )
+    return Accelerator(
+        kind="cpu",
+        backend="tensorflow",
+        num_replicas=1,
+        device_names=[d.name for d in tf.config.list_logical_devices("CPU")][:1],
+        device_kind="cpu",
+        strategy=tf.distribute.get_strategy(),
+        reason="no TPU or GPU is visible",
+        notes=notes,
+    )
+
+
+def split_cpu(tf: Any, count: int) -> list[str]:
+    """Split the first CPU into `count` logical devices and return their names."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+    except RuntimeError as error:  # TensorFlow's devices were already initialized
+        existing = tf.config.list_logical_devices("CPU")
+        if len(existing) != count:
+            raise BackendError(
+                f"TensorFlow already started with {len(existing)} CPU device(s), so it cannot be split into "
+                f"{count}. Restart the kernel and call nbkit.accel.setup(simulate_devices={count}) before "
+                "running any TensorFlow code."
+            ) from error
+    return [d.name for d in tf.config.list_logical_devices("CPU")]

@@ -1,0 +1,242 @@
+"""The tf.data input of the Keras flowers notebooks: fast training batches, ordered validation and
+prediction batches. Images stay uint8 (the model rescales on the accelerator: a quarter of the bytes).
+
+Training (see bench/): records are shuffled and batched while still serialized (small), then each
+batch is parsed in one call and its images decoded (and flipped) one by one while in the CPU cache,
+batches in parallel. When the decoded images fit in memory they are decoded once and kept.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from nbkit.flowers import augment, layout
+
+
+def _features(labeled: bool) -> dict[str, Any]:
+    """The tf.Example spec: `image` + `class` (labeled) or `image` + `id` (test)."""
+    import tensorflow as tf
+
+    key = {"class": tf.io.FixedLenFeature([], tf.int64)} if labeled else {"id": tf.io.FixedLenFeature([], tf.string)}
+    return {"image": tf.io.FixedLenFeature([], tf.string), **key}
+
+
+def decode_ratio(stored_size: int, image_size: int) -> int:
+    """The largest JPEG decode-time scale-down (1, 2, 4 or 8) that still gives at least `image_size` pixels."""
+    ratio = 1
+    while ratio < 8 and stored_size // (2 * ratio) >= image_size:
+        ratio *= 2
+    return ratio
+
+
+def decode_image(jpeg: Any, image_size: int, stored_size: int | None = None) -> Any:
+    """JPEG bytes to a uint8 [image_size, image_size, 3] tensor; the explicit shape is what TPUs need.
+
+    Images stored larger (`stored_size`) are decoded at a reduced scale where possible (libjpeg
+    scales in the DCT: ~15% less work for 512 -> 256), then area-averaged down to `image_size`.
+    """
+    import tensorflow as tf
+
+    stored_size = stored_size or image_size
+    ratio = decode_ratio(stored_size, image_size)
+    decoded = -(-stored_size // ratio)
+    image = tf.reshape(tf.io.decode_jpeg(jpeg, channels=3, ratio=ratio), [decoded, decoded, 3])
+    if decoded != image_size:
+        image = tf.image.resize(image, [image_size, image_size], method="area")  # antialiased: 2x slower
+        image = tf.saturate_cast(tf.round(image), tf.uint8)
+    return image
+
+
+def _flipped(image: Any, flip: Any) -> Any:
+    # Per image, under a condition: a copy only for the flipped half. (tf.where over the batch
+    # copies everything and, broadcast, was 7x slower than the whole cached pipeline.)
+    import tensorflow as tf
+
+    return tf.cond(flip, lambda: tf.reverse(image, [1]), lambda: image)
+
+
+def decode_batch(
+    serialized: Any, image_size: int, labeled: bool, stored_size: int | None = None, flips: Any = None
+) -> tuple[Any, Any]:
+    """A batch of serialized records to (uint8 images [n, size, size, 3], labels or ids).
+
+    One vectorized parse per batch; each image is decoded (and flipped where `flips` says) while it
+    is still in the CPU cache.
+    """
+    import tensorflow as tf
+
+    examples = tf.io.parse_example(serialized, _features(labeled))
+    jpegs = examples["image"]
+    flips = tf.zeros_like(jpegs, tf.bool) if flips is None else flips
+
+    def decode(item: Any) -> Any:
+        jpeg, flip = item
+        return _flipped(decode_image(jpeg, image_size, stored_size), flip)
+
+    spec = tf.TensorSpec([image_size, image_size, 3], tf.uint8)
+    images = tf.map_fn(decode, (jpegs, flips), fn_output_signature=spec)
+    return images, examples["class" if labeled else "id"]
+
+
+def flip_images(images: Any, flips: Any) -> Any:
+    """Flip left-right the images of a uint8 batch where `flips` (one bool per image) says."""
+    import tensorflow as tf
+
+    spec = tf.TensorSpec(images.shape[1:], images.dtype)
+    return tf.map_fn(lambda item: _flipped(*item), (images, flips), fn_output_signature=spec)
+
+
+def fits_in_memory(num_bytes: int, share: float = 0.25) -> bool:
+    """True when `num_bytes` is at most `share` of the memory available now (Linux; else False)."""
+    try:
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        return False
+    return num_bytes <= share * available
+
+
+def positioned_records(files: Sequence[str], ordered: bool) -> Any:
+    """(position in file order, serialized record) of `files`, several files read at once. The
+    position comes from the counts in the file names, whatever order the reads interleave in."""
+    import numpy as np
+    import tensorflow as tf
+
+    counts = [layout.count_in_name(name) for name in files]
+    starts = np.cumsum([0] + counts[:-1]).astype(np.int64)
+    return tf.data.Dataset.from_tensor_slices((list(files), starts)).interleave(
+        lambda name, start: tf.data.TFRecordDataset(name).enumerate(start),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=ordered,  # training reads files as they come; seeded runs keep one order
+    )
+
+
+def in_file_order(files: Sequence[str]) -> Any:
+    """The serialized records of `files`, one file after the other (validation, prediction)."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(list(files)).flat_map(tf.data.TFRecordDataset)
+
+
+def train_dataset(
+    files: Sequence[str],
+    image_size: int,
+    global_batch: int,
+    augmented: bool = True,
+    shuffle_buffer: int = 2048,
+    seed: int | None = None,
+    first_epoch: int = 0,
+    batches_per_epoch: int | None = None,
+    stored_size: int | None = None,
+    cache: bool | None = None,
+) -> Any:
+    """Shuffled, augmented (`augment.flips`) (image uint8, label) batches of `global_batch`, epoch
+    after epoch without end.
+
+    With `cache` (default: when the decoded images take at most a quarter of the free memory) every
+    image is decoded once, here, and kept in memory; epochs then only shuffle and flip them.
+
+    An epoch is one pass over the files, cut to `batches_per_epoch` batches when given (the steps
+    per epoch of `recipe.epoch_plan`, so data epochs and Keras epochs stay aligned). With a `seed`,
+    the batches of epoch e depend only on (seed, e), so a run resumed at `first_epoch` sees exactly
+    what an uninterrupted run saw there. Without one, every call shuffles differently.
+    `stored_size`: the files' image size when it is larger than `image_size` (e.g. train at 192
+    from the 512 files).
+    """
+    import tensorflow as tf
+
+    repeatable = seed is not None
+    seed = seed if repeatable else random.SystemRandom().randrange(2**31)
+    count = layout.count_items(files)
+    passes = -(-global_batch // max(1, count))  # an epoch needs at least one full batch
+    if cache is None:
+        cache = fits_in_memory(count * image_size * image_size * 3)
+    records = positioned_records(files, ordered=repeatable)
+    if cache:
+        records = _decoded_cache(records, image_size, stored_size)
+
+    def epoch(index: Any) -> Any:
+        # The order must follow `seed` alone, not a global seed set by keras.utils.set_random_seed;
+        # a global seed of 0 would even break the trace (TF compares (0, tensor) == (0, 0)).
+        tf.compat.v1.get_default_graph().seed = None
+        shuffled = records.repeat(passes).shuffle(shuffle_buffer, seed=seed * 1_000_003 + index)
+        # Full batches only: every replica gets the same per-replica batch, shapes stay static.
+        batches = shuffled.batch(global_batch, drop_remainder=True)
+        if batches_per_epoch is not None:
+            batches = batches.take(batches_per_epoch)
+        return batches.map(lambda positions, batch: (index, positions, batch))
+
+    def finish(epoch_index: Any, positions: Any, batch: Any) -> Any:
+        flips = augment.flips(seed, epoch_index, positions) if augmented else None
+        if not cache:
+            return decode_batch(batch, image_size, True, stored_size, flips)
+        images, labels = batch
+        return (images if flips is None else flip_images(images, flips)), labels
+
+    stream = tf.data.Dataset.range(first_epoch, 2**62).flat_map(epoch)
+    return stream.map(finish, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _decoded_cache(records: Any, image_size: int, stored_size: int | None) -> Any:
+    """(position, (image, label)) of every record, decoded once into memory, in the order read."""
+    import tensorflow as tf
+
+    def decode(positions: Any, serialized: Any) -> Any:
+        return positions, decode_batch(serialized, image_size, True, stored_size)
+
+    decoded = records.batch(256).map(decode, num_parallel_calls=tf.data.AUTOTUNE).unbatch().cache()
+    # Fill the cache now, in one pass: an epoch cut short (batches_per_epoch) would leave it
+    # incomplete, and tf.data then drops it and decodes again every epoch.
+    decoded.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)
+    return decoded
+
+
+def val_dataset(files: Sequence[str], image_size: int, global_batch: int, stored_size: int | None = None) -> Any:
+    """(image, label) batches in file order, cached in memory after the first epoch (full batches only)."""
+    import tensorflow as tf
+
+    batches = in_file_order(files).batch(global_batch, drop_remainder=True)
+    dataset = batches.map(
+        lambda batch: decode_batch(batch, image_size, True, stored_size), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    # The batch count is known from the file names; telling tf.data lets Keras stop without a warning.
+    known = tf.data.experimental.assert_cardinality(layout.count_items(files) // global_batch)
+    return dataset.apply(known).cache().prefetch(tf.data.AUTOTUNE)
+
+
+def keys_in_order(files: Sequence[str], labeled: bool) -> Any:
+    """The labels (int64) or ids (str) of `files`, in file order, as a NumPy array."""
+    import numpy as np
+    import tensorflow as tf
+
+    key = "class" if labeled else "id"
+    spec = {key: _features(labeled)[key]}
+    keys = in_file_order(files).map(
+        lambda raw: tf.io.parse_single_example(raw, spec)[key], num_parallel_calls=tf.data.AUTOTUNE
+    )
+    found = list(keys.as_numpy_iterator())
+    return np.array(found if labeled else [k.decode() for k in found])
+
+
+def images_in_order(
+    files: Sequence[str], image_size: int, labeled: bool, global_batch: int, stored_size: int | None = None
+) -> tuple[Any, Any]:
+    """Every image of `files` in file order, padded to whole global batches, and their labels or ids.
+
+    Returns (dataset of image batches, numpy array of labels or ids). Predict on the dataset and
+    keep the first len(labels) rows: padding lets every replica get a full batch.
+    """
+    import tensorflow as tf
+
+    keys = keys_in_order(files, labeled)
+
+    def padded(batch: Any) -> Any:
+        images, _ = decode_batch(batch, image_size, labeled, stored_size)
+        images = tf.pad(images, [[0, global_batch - tf.shape(images)[0]], [0, 0], [0, 0], [0, 0]])
+        return tf.ensure_shape(images, [global_batch, image_size, image_size, 3])
+
+    images = in_file_order(files).batch(global_batch).map(padded, num_parallel_calls=tf.data.AUTOTUNE)
+    batches = tf.data.experimental.assert_cardinality(-(-len(keys) // global_batch))
+    return images.apply(batches).prefetch(tf.data.AUTOTUNE), keys

@@ -1,0 +1,102 @@
+"""A small, learnable sample in exactly the competition's layout and format: 104 classes of coloured
+shapes as real JPEGs, the same drawings at every image size. Written without TensorFlow."""
+
+from __future__ import annotations
+
+import colorsys
+import io
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from nbkit import atomic
+from nbkit.errors import ParameterError
+from nbkit.flowers import layout, writer
+
+
+def sample_image(label: int, size: int, rng: Any) -> Any:
+    """One learnable RGB uint8 image: the class sets the background hue, the shape and its hue;
+    position, size and brightness vary per image."""
+    import numpy as np
+
+    background = np.array(colorsys.hsv_to_rgb((label * 0.618) % 1.0, 0.5, rng.uniform(0.5, 0.8)))
+    foreground = np.array(colorsys.hsv_to_rgb((label * 0.29 + 0.5) % 1.0, 0.9, rng.uniform(0.8, 1.0)))
+    y, x = np.mgrid[0:size, 0:size] / size
+    cy, cx = rng.uniform(0.35, 0.65, size=2)
+    radius = rng.uniform(0.18, 0.3)
+    dy, dx = np.abs(y - cy), np.abs(x - cx)
+    shape = label % 4
+    if shape == 0:  # disc
+        mask = dy**2 + dx**2 < radius**2
+    elif shape == 1:  # square
+        mask = np.maximum(dy, dx) < radius
+    elif shape == 2:  # ring
+        mask = np.abs(np.sqrt(dy**2 + dx**2) - radius) < radius / 3
+    else:  # cross
+        mask = (np.minimum(dy, dx) < radius / 3) & (np.maximum(dy, dx) < radius)
+    image = np.where(mask[..., None], foreground, background) + rng.normal(0, 0.03, (size, size, 3))
+    return (np.clip(image, 0, 1) * 255).astype(np.uint8)
+
+
+def encode_jpeg(image: Any, quality: int = 90) -> bytes:
+    """JPEG bytes of a uint8 RGB array, byte for byte what `tf.io.encode_jpeg(image, quality)` writes
+    (baseline, 4:2:0, 300 dpi in the JFIF header)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, "JPEG", quality=quality, dpi=(300, 300))
+    return buffer.getvalue()
+
+
+def sample_splits(
+    image_size: int,
+    train_per_class: int = 8,
+    val_per_class: int = 2,
+    test_images: int = 104,
+    num_classes: int = len(layout.CLASSES),
+    seed: int = 0,
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(split, records) of the generated sample at one size."""
+    import numpy as np
+
+    if not 1 <= num_classes <= len(layout.CLASSES):
+        raise ParameterError(f"num_classes={num_classes} must be between 1 and {len(layout.CLASSES)}.")
+    plan = {
+        "train": np.tile(np.arange(num_classes), train_per_class),
+        "val": np.tile(np.arange(num_classes), val_per_class),
+        "test": np.random.default_rng(seed + 1).integers(0, num_classes, test_images),
+    }
+    for split_index, (split, labels) in enumerate(plan.items()):
+        rng = np.random.default_rng([seed, split_index])  # same draws at every image size
+        records = []
+        for i, label in enumerate(labels):
+            jpeg = encode_jpeg(sample_image(int(label), image_size, rng))
+            key = {"id": f"{seed:03x}{split_index}{i:05x}"} if split == "test" else {"class": int(label)}
+            records.append({"image": jpeg, **key})
+        yield split, records
+
+
+def make_sample(
+    data_root: str | Path,
+    image_sizes: Sequence[int] = (192,),
+    train_per_class: int = 8,
+    val_per_class: int = 2,
+    test_images: int = 104,
+    num_classes: int = len(layout.CLASSES),
+    seed: int = 0,
+) -> Path:
+    """Write the sample (deterministic for a `seed`) under `data_root`, every size in `image_sizes`."""
+    for size in image_sizes:
+        for split, records in sample_splits(size, train_per_class, val_per_class, test_images, num_classes, seed):
+            writer.write_split(records, data_root, size, split)
+    return Path(data_root)
+
+
+def ensure_sample(sample_dir: str | Path) -> Path:
+    """The default sample in `sample_dir`, written the first time (later runs reuse it). It is written
+    into a staging folder and renamed into place, so a killed run never leaves half a sample."""
+    sample_dir = Path(sample_dir)
+    if not sample_dir.is_dir():
+        with atomic.staged_dir(sample_dir) as staging:
+            make_sample(staging)
+    return sample_dir

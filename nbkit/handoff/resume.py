@@ -1,0 +1,166 @@
+"""Training that survives an interrupted session: a checkpoint after every epoch, and a re-run
+that continues from the last completed epoch (weights, optimizer state, schedule position).
+
+Kaggle ends a session after 9 hours. Run the notebook again with the same working folder (or its
+output attached as input and copied back) and `TrainingRun.fit` picks up where it stopped.
+
+Why not `keras.callbacks.BackupAndRestore`: it rewrites one weights file in place (a kill during
+the write leaves no usable checkpoint), records the epoch in a second, separate write, deletes
+everything when training ends (so a finished notebook run again retrains), and keeps no history.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+from nbkit import atomic
+from nbkit.errors import ResumeError
+
+STATE_FILE = "training-state.json"
+STATE_VERSION = 1
+
+
+def _weights_name(epochs_done: int) -> str:
+    return f"epoch-{epochs_done:04d}.weights.h5"
+
+
+class TrainingRun:
+    """The training state kept in `folder`: settings, epochs done, history, newest checkpoint.
+
+    settings: what must not change between an interrupted run and its continuation (model,
+    image size, global batch, seed, data fingerprint...). The number of epochs may grow: a
+    finished run given more epochs continues from where it ended.
+    restart: ignore what is in `folder` and start over (its files are replaced as epochs finish).
+    """
+
+    def __init__(self, folder: str | Path, settings: dict[str, Any], restart: bool = False) -> None:
+        self.folder = Path(folder)
+        self.settings = json.loads(json.dumps(settings))  # plain JSON values, compared as saved
+        self.epochs_done = 0
+        self.history: dict[str, list[float]] = {}
+        self.weights_file: str | None = None
+        self.restarted = restart and (self.folder / STATE_FILE).exists()
+        if not restart:
+            self._read()
+
+    def _read(self) -> None:
+        path = self.folder / STATE_FILE
+        if not path.exists():
+            return
+        try:
+            state = json.loads(path.read_text())
+            version, saved, epochs_done = state["version"], state["settings"], int(state["epochs_done"])
+            history, weights_file = state["history"], state["weights_file"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise ResumeError(
+                f"{path} is not a readable training state ({error!r}). Move the folder away, "
+                "or set RESUME='restart' to train from scratch."
+            ) from None
+        if version != STATE_VERSION:
+            raise ResumeError(
+                f"{path} has state version {version}; this nbkit reads {STATE_VERSION}. Set RESUME='restart'."
+            )
+        changed = sorted(k for k in set(saved) | set(self.settings) if saved.get(k) != self.settings.get(k))
+        if changed:
+            details = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {self.settings.get(k)!r}" for k in changed)
+            raise ResumeError(
+                f"The checkpoint in {self.folder} was made with other settings ({details}). Set RESUME='restart' "
+                "to train from scratch (it is replaced epoch by epoch), or use another OUTPUT_DIR."
+            )
+        if not (self.folder / weights_file).is_file():
+            raise ResumeError(f"{path} points at {weights_file}, which is missing. Set RESUME='restart'.")
+        self.epochs_done, self.history, self.weights_file = epochs_done, history, weights_file
+
+    def describe(self, epochs: int) -> str:
+        """One line: starting, resuming after epoch k, or already finished."""
+        if self.epochs_done == 0:
+            again = " (RESUME='restart': the earlier checkpoint is replaced)" if self.restarted else ""
+            return f"training from scratch for {epochs} epochs, checkpoints in {self.folder}{again}"
+        if self.epochs_done >= epochs:
+            return (
+                f"finished earlier: {self.epochs_done} epochs done (of {epochs} asked), so no training now; "
+                f"weights from {self.weights_file}. RESUME='restart' retrains, a larger EPOCHS continues."
+            )
+        return f"resuming after epoch {self.epochs_done} of {epochs} from {self.folder / self.weights_file}"
+
+    def restore(self, model: Any, acc: Any = None) -> None:
+        """Load the newest checkpoint's weights and optimizer state into a compiled `model` (built
+        in `acc`'s scope). Does nothing when starting from scratch."""
+        import contextlib
+
+        if self.weights_file is None:
+            return
+        # The optimizer's variables exist only once it is built; loading first would skip them.
+        with acc.scope() if acc is not None else contextlib.nullcontext():
+            model.optimizer.build(model.trainable_variables)
+        model.load_weights(self.folder / self.weights_file)
+        restored = int(model.optimizer.iterations.numpy())
+        if restored == 0:
+            raise ResumeError(f"{self.weights_file} holds no optimizer state. Set RESUME='restart'.")
+
+    def fit(self, model: Any, train_data: Any, epochs: int, **fit_args: Any) -> dict[str, list[float]]:
+        """`model.fit` from epoch `epochs_done` to `epochs`, checkpointing after each; returns the
+        history of every epoch so far, the earlier runs' included. Call `restore` first."""
+        if self.epochs_done >= epochs:
+            return self.history
+        callbacks = list(fit_args.pop("callbacks", [])) + [self._callback()]
+        model.fit(train_data, epochs=epochs, initial_epoch=self.epochs_done, callbacks=callbacks, **fit_args)
+        return self.history
+
+    def _callback(self) -> Any:
+        import keras
+
+        run = self
+
+        class EpochCheckpoint(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+                run.save(self.model, epoch + 1, logs or {})
+
+        return EpochCheckpoint()
+
+    def save(self, model: Any, epochs_done: int, logs: dict[str, Any]) -> None:
+        """Write the checkpoint of `epochs_done`, then the state that points at it, then drop older
+        checkpoints. A kill at any moment leaves a state file pointing at a complete checkpoint."""
+        name = _weights_name(epochs_done)
+        with atomic.replacing(self.folder / name) as partial:  # keeps the .weights.h5 suffix Keras wants
+            model.save_weights(partial)
+        for key, value in logs.items():
+            value = float(value)
+            self.history.setdefault(key, []).append(value if math.isfinite(value) else None)
+        self.epochs_done, self.weights_file = epochs_done, name
+        state = {
+            "version": STATE_VERSION,
+            "settings": self.settings,
+            "epochs_done": epochs_done,
+            "weights_file": name,
+            "history": self.history,
+        }
+        atomic.write_text(self.folder / STATE_FILE, json.dumps(state, indent=1) + "\n")
+        for old in self.folder.glob("*epoch-*.weights.h5"):
+            if old.name != name:
+                old.unlink()
+
+
+def copy_checkpoint(source: str | Path, folder: str | Path) -> str:
+    """Bring an earlier session's checkpoint into `folder` (on Kaggle: the last version's output,
+    attached as input) unless `folder` has its own. Returns what was done, in one line."""
+    source, folder = Path(source), Path(folder)
+    if (folder / STATE_FILE).exists():
+        return f"{folder} has its own checkpoint; {source} is not used"
+    try:
+        weights_file = json.loads((source / STATE_FILE).read_text())["weights_file"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ResumeError(
+            f"RESUME_FROM={str(source)!r} holds no readable {STATE_FILE} ({error.__class__.__name__}): give the "
+            "checkpoint folder of an earlier run (its OUTPUT_DIR/checkpoints), or 'none'."
+        ) from None
+    if not (source / weights_file).is_file():
+        raise ResumeError(f"{source / STATE_FILE} points at {weights_file}, which is not there: copy the whole folder.")
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source / weights_file, folder / weights_file)
+    shutil.copy2(source / STATE_FILE, folder / STATE_FILE)  # last: the state points at a complete copy
+    return f"copied the checkpoint {weights_file} from {source}"

@@ -1,0 +1,95 @@
+"""Where a Kaggle dataset's or competition's files are read from, and why there: one resolver for
+every notebook.
+
+    DATA_ROOT given            that folder or gs:// URL
+    on Kaggle                  the attached input /kaggle/input/<slug> (TPU VMs, GPU/CPU kernels);
+                               its GCS copy where a remote TPU reads files itself (or when asked)
+    elsewhere                  the notebook's stand-in (e.g. the generated sample), if it has one
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nbkit import env as nbenv
+from nbkit import storage
+from nbkit.errors import DataError
+from nbkit.params import check_choice
+
+GCS_CHOICES = ("auto", "yes", "no")
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Where data is read from (a local folder or a gs:// URL) and why that place was chosen."""
+
+    path: str
+    reason: str
+    credentials: bool = False  # the GCS credential flow ran
+
+    def describe(self) -> str:
+        return f"{self.path}  ({self.reason})"
+
+
+def locate(
+    data_root: str,
+    handle: str,
+    *,
+    use_gcs: str = "auto",
+    remote_tpu: bool | None = None,
+    credential: Callable[[], object] | None = None,
+    fallback: Callable[[Any], DataSource] | None = None,
+    environment: Any = None,
+) -> DataSource:
+    """Where to read `handle` ("owner/slug" of a dataset, or a competition's slug) from.
+
+    data_root: "auto", or a folder / gs:// URL used as is.
+    use_gcs: "yes" reads the GCS copy; "auto" does so only for a `remote_tpu` (it reads files itself,
+    so /kaggle/input is useless to it; None: one the environment advertises). A private dataset's GCS
+    copy needs this kernel's Google Cloud `credential` flow (`nbkit.inputs.secrets.use_gcloud_credential`).
+    fallback: called with the Environment outside Kaggle; without one, outside Kaggle is an error.
+    """
+    check_choice("USE_GCS", use_gcs, GCS_CHOICES)
+    if data_root != "auto":
+        if storage.is_remote(data_root) or storage.is_dir(data_root):
+            return DataSource(data_root, "DATA_ROOT was given")
+        raise DataError(
+            f"DATA_ROOT={data_root!r} does not exist: give the folder (or gs:// URL) that holds the data, "
+            "or use DATA_ROOT='auto'."
+        )
+    environment = environment or nbenv.detect(probe_internet=lambda: False)
+    slug = handle.split("/")[-1]
+    if remote_tpu is None:
+        remote_tpu = environment.tpu_address is not None and not environment.tpu_vm
+    if environment.platform == "kaggle":
+        return _on_kaggle(handle, slug, environment, use_gcs, remote_tpu, credential)
+    if fallback is None:
+        raise DataError(f"{handle} is not here ({environment.platform}): set DATA_ROOT to a copy of its files.")
+    stand_in = fallback(environment)
+    return DataSource(stand_in.path, f"not on Kaggle ({environment.platform}), so {stand_in.reason} for {handle}")
+
+
+def _on_kaggle(
+    handle: str, slug: str, environment: Any, use_gcs: str, remote_tpu: bool, credential: Callable[[], object] | None
+) -> DataSource:
+    if use_gcs == "yes" or (use_gcs == "auto" and remote_tpu):
+        why = "USE_GCS='yes'" if use_gcs == "yes" else "a remote TPU reads the files itself"
+        if credential is None:
+            return DataSource(gcs_path(slug), f"{why}, so the GCS copy")
+        credential()  # TensorFlow here and the TPU then read gs:// with it
+        return DataSource(gcs_path(slug), f"{why}, so the GCS copy, with this kernel's credential", True)
+    attached = environment.input_dir / slug
+    if attached.is_dir():
+        machine = "a TPU VM" if environment.tpu_vm else "this GPU/CPU kernel"
+        return DataSource(str(attached), f"{handle} is attached and {machine} reads /kaggle/input directly")
+    private_note = " (a private dataset: only its owner and collaborators can)" if credential else ""
+    raise DataError(f"{attached} is not there: attach {handle} with 'Add Input'{private_note}.")
+
+
+def gcs_path(slug: str) -> str:
+    """The gs:// path of a Kaggle dataset or competition (Kaggle's own client, inside Kaggle only)."""
+    from kaggle_datasets import KaggleDatasets
+
+    return KaggleDatasets().get_gcs_path(slug)

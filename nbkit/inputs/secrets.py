@@ -1,0 +1,145 @@
+"""Secrets in a notebook: the same call on Kaggle, Colab or a laptop, and a memory of the values
+read, so what is published can be scanned for them (`nbkit.publish.scan`).
+
+`kaggle_secrets` exists only inside Kaggle's image and `google.colab` only in Colab, so they are
+imported inside the functions that need them. Secret values are kept out of `repr`, messages and
+outputs; read them with `.value`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbkit import env as nbenv
+from nbkit.errors import ParameterError, SecretError
+
+GCLOUD_CREDENTIAL = "the Google Cloud credential of this kernel"
+MIN_LENGTH = 8  # shorter values (e.g. "true", "1234") would match everywhere
+WHERE = {
+    "kaggle": "Kaggle user secrets",
+    "colab": "Colab secrets (google.colab.userdata)",
+    "local": "environment variables and ./.env",
+}
+HOW_TO_ADD = {
+    "kaggle": "attach the secret in the notebook editor: Add-ons -> Secrets, add {name} and tick it for this notebook",
+    "colab": "add {name} in the key icon (Secrets) of the left sidebar and turn on 'Notebook access'",
+    "local": "export {name}=... before starting Jupyter, or add a line {name}=... to ./.env (never commit .env)",
+}
+
+_known: dict[str, str] = {}  # value -> a name to report it by
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A secret looked up by name: where it was looked for and, if found, its value (hidden from repr)."""
+
+    name: str
+    source: str  # where it was looked for: Kaggle user secrets, Colab secrets, environment/.env
+    value: str | None = field(default=None, repr=False)
+    hint: str = ""  # how to add it, when it was not found
+
+    @property
+    def found(self) -> bool:
+        return self.value is not None
+
+    def describe(self) -> str:
+        """One line for the notebook, without the value."""
+        if self.found:
+            return f"{self.name}: found in {self.source} ({len(self.value)} characters, value hidden)"
+        return f"{self.name}: not found in {self.source}; to add it, {self.hint}"
+
+
+def secret(name: str, required: bool = True, platform: str | None = None, dotenv: str | Path = ".env") -> Secret:
+    """Look up secret `name` where this notebook runs: Kaggle user secrets, Colab secrets, or the
+    environment / a .env file. Missing and `required`: a SecretError saying where to add it."""
+    if not name:
+        raise ParameterError("A secret name is needed (e.g. 'WANDB_API_KEY').")
+    platform = platform or nbenv.platform()
+    if platform == "kaggle":
+        value = _from_kaggle(name)
+    elif platform == "colab":
+        value = _from_colab(name)
+    else:
+        value = os.environ.get(name) or dotenv_values(dotenv).get(name) or None
+    found = Secret(name, WHERE[platform], value, HOW_TO_ADD[platform].format(name=name))
+    if value is not None:
+        remember(name, value)
+    elif required:
+        raise SecretError(f"Secret {found.describe()}.")
+    return found
+
+
+def _from_kaggle(name: str) -> str | None:
+    try:
+        from kaggle_secrets import UserSecretsClient  # only inside Kaggle's image
+    except ImportError as error:
+        raise SecretError("Kaggle's kaggle_secrets module is missing: run this notebook on Kaggle.") from error
+    try:
+        return UserSecretsClient().get_secret(name)
+    except Exception as error:  # kaggle_secrets' classes share no base to catch
+        if type(error).__name__ in ("BackendError", "CredentialError", "NotFoundError"):
+            return None  # not attached to this notebook: Kaggle answers with an error, not an empty value
+        # Only the error's type: its text and the chained exception can hold the request, and with it a token.
+        raise SecretError(
+            f"Kaggle user secrets could not return {name}: {type(error).__name__}. "
+            "Turn on the secret for this notebook (Add-ons -> Secrets), check that the session is running."
+        ) from None
+
+
+def _from_colab(name: str) -> str | None:
+    from google.colab import userdata  # only inside Colab
+
+    try:
+        return userdata.get(name)
+    except Exception as error:  # SecretNotFoundError, NotebookAccessError, TimeoutException (headless)
+        if type(error).__name__ == "SecretNotFoundError":
+            return None
+        raise SecretError(
+            f"Colab could not return {name} ({type(error).__name__}): grant this notebook access in the "
+            "Secrets panel; a headless run cannot answer Colab's prompt, so pass the value in an environment variable."
+        ) from None
+
+
+def use_gcloud_credential() -> None:
+    """The credential flow of Kaggle's TPU docs for private data on GCS: this kernel's Google Cloud
+    credential (Add-ons -> Google Cloud Services), set for TensorFlow and the TPU to read gs:// with."""
+    from kaggle_secrets import UserSecretsClient  # only inside Kaggle
+
+    client = UserSecretsClient()
+    try:
+        value = client.get_gcloud_credential()
+    except Exception as error:  # NotFoundError when no Google Cloud account is attached
+        raise SecretError(
+            f"No Google Cloud credential for this kernel ({type(error).__name__}): attach one in "
+            "Add-ons -> Google Cloud Services (Cloud Storage), or make the dataset public."
+        ) from None
+    remember(GCLOUD_CREDENTIAL, value)
+    client.set_tensorflow_credential(value)
+
+
+def dotenv_values(path: str | Path = ".env") -> dict[str, str]:
+    """The NAME=value lines of a .env file ({} if there is none); `export` and quotes are allowed."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    values = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, value = line.removeprefix("export ").split("=", 1)
+        values[name.strip()] = value.strip().strip("'\"")
+    return values
+
+
+def remember(name: str, value: str) -> None:
+    """Record a secret value read in this session, so scans and `redact` know it."""
+    if value and len(value) >= MIN_LENGTH:
+        _known[value] = name
+
+
+def remembered() -> dict[str, str]:
+    """The secret values read through nbkit in this session, value -> name."""
+    return dict(_known)

@@ -1,0 +1,182 @@
+"""Self-contained Kaggle kernel bundles: `build/kernels/<slug>/` with the notebook and its
+kernel-metadata.json, ready for `kaggle kernels push -p` or Kaggle's File -> Import Notebook.
+
+Competition kernels often run with the internet off, so `pip install` of nbkit is not an option: the
+nbkit modules the notebook imports (followed through nbkit's own imports, lazy ones included) travel
+inside it, in one code cell placed after the parameters. The cell writes them to a temporary folder
+and puts it first on `sys.path`; its code is hidden in Kaggle's editor and in JupyterLab.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from nbkit.errors import BundleError
+
+PACKAGE = Path(__file__).resolve().parents[1]  # the nbkit folder
+BUNDLE_TAG = "nbkit-bundle"
+HIDDEN = {"_kg_hide-input": True, "jupyter": {"source_hidden": True}}  # Kaggle's editor; JupyterLab
+NEVER_BUNDLED = "publish"  # the command line's own modules
+# Reached only through nbkit's own imports, these stay out of a bundle: on Kaggle the data is
+# attached, so the generator of the stand-in sample (and its TFRecord writer) never runs there.
+# A notebook that imports one of them itself still gets it.
+LEFT_OUT = ("flowers/sample", "flowers/writer")
+
+
+def module_file(name: str) -> Path:
+    """`flowers/layout` -> nbkit/flowers/layout.py."""
+    return PACKAGE / f"{name}.py"
+
+
+def _modules_of(dotted: str) -> set[str]:
+    """The nbkit module files importing `dotted` (nbkit.a.b...) runs: each package's __init__ on the
+    way, then the module or package itself; attributes (`from nbkit.x import Class`) add nothing."""
+    parts = dotted.split(".")[1:]
+    found = {"__init__"}
+    for depth in range(1, len(parts) + 1):
+        name = "/".join(parts[:depth])
+        if (PACKAGE / name / "__init__.py").is_file():
+            found.add(f"{name}/__init__")
+        elif module_file(name).is_file():
+            found.add(name)
+            break
+        else:
+            break
+    return found
+
+
+def imported_modules(code: str) -> set[str]:
+    """The nbkit module files `code` imports, anywhere in it (inside functions too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name == "nbkit" or name.startswith("nbkit."):
+                found |= _modules_of(name)
+    return found
+
+
+def modules_needed(cells: Iterable[str]) -> list[str]:
+    """Every nbkit module file the code cells need, following nbkit's own imports (into LEFT_OUT
+    only from the cells or from LEFT_OUT itself), sorted."""
+    needed: set[str] = set()
+    todo = set().union(*(imported_modules(cell) for cell in cells))
+    while todo:
+        module = todo.pop()
+        needed.add(module)
+        imports = imported_modules(module_file(module).read_text(encoding="utf-8"))
+        todo |= imports - needed - (set() if module in LEFT_OUT else set(LEFT_OUT))
+    if any(m.split("/")[0] == NEVER_BUNDLED for m in needed):
+        raise BundleError("The notebook imports nbkit.publish, the command line's code; notebooks must not.")
+    return sorted(needed)
+
+
+def bundled_lines(modules: Iterable[str]) -> int:
+    """How many lines of nbkit a bundle of `modules` carries."""
+    return sum(len(module_file(m).read_text(encoding="utf-8").splitlines()) for m in modules)
+
+
+def _python(source: str) -> str:
+    """A cell's source as plain Python (IPython magics and shell lines translated)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(source)
+
+
+def bundle_cell(modules: list[str]) -> Any:
+    """One code cell that recreates `modules` of nbkit in a temporary folder and imports it from there."""
+    import nbformat
+
+    sources = {f"nbkit/{m}.py": module_file(m).read_text(encoding="utf-8") for m in modules}
+    if any("'''" in text for text in sources.values()):
+        raise BundleError("An nbkit module contains ''' and cannot be embedded as a raw string.")
+    digest = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()[:12]
+    files = "".join(f"    {name!r}: r'''{text}''',\n" for name, text in sources.items())
+    code = (
+        f"# nbkit, bundled by `python -m nbkit bundle` ({len(modules)} modules): Kaggle kernels often run with the\n"
+        "# internet off, so the nbkit code this notebook imports travels inside it. This cell writes it to a\n"
+        "# temporary folder and puts that folder first on sys.path.\n"
+        "import os, sys, tempfile\n\n"
+        f'NBKIT_BUNDLE = os.path.join(tempfile.gettempdir(), "nbkit-bundle-{digest}")\n'
+        f"NBKIT_FILES = {{\n{files}}}\n"
+        "for name, text in NBKIT_FILES.items():\n"
+        "    os.makedirs(os.path.dirname(os.path.join(NBKIT_BUNDLE, name)), exist_ok=True)\n"
+        '    with open(os.path.join(NBKIT_BUNDLE, name), "w", encoding="utf-8") as f:\n'
+        "        f.write(text)\n"
+        "sys.path.insert(0, NBKIT_BUNDLE)\n"
+        "import nbkit\n\n"
+        "# An nbkit imported before this cell (another copy) would shadow the bundle: restart the kernel then.\n"
+        'assert nbkit.__file__.startswith(NBKIT_BUNDLE), f"nbkit was already imported from {nbkit.__file__}"\n'
+        'print(f"nbkit {nbkit.__version__} from this notebook\'s bundle: {os.path.dirname(nbkit.__file__)}")'
+    )
+    return nbformat.v4.new_code_cell(code, metadata={"tags": [BUNDLE_TAG], **HIDDEN})
+
+
+def bundled_notebook(source: str | Path) -> tuple[Any, list[str]]:
+    """The notebook `source` (.py or .ipynb) without outputs, with its nbkit modules inside it, and
+    the modules. The bundle cell comes right after the parameters cell (or before the first code cell)."""
+    import jupytext
+
+    notebook = jupytext.read(source)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    if not code:
+        raise BundleError(f"{source} has no code cells.")
+    try:
+        modules = modules_needed(_python(c.source) for c in code)
+    except SyntaxError as error:
+        raise BundleError(f"{source}: a code cell does not parse ({error.msg}, line {error.lineno}).") from error
+    for cell in code:
+        cell.outputs, cell.execution_count = [], None
+    parameters = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    position = notebook.cells.index(parameters[0]) + 1 if parameters else notebook.cells.index(code[0])
+    if modules:
+        notebook.cells.insert(position, bundle_cell(modules))
+    notebook.metadata.pop("jupytext", None)  # the bundle is an .ipynb only
+    return notebook, modules
+
+
+def write(
+    source: str | Path,
+    out_dir: str | Path = "build/kernels",
+    *,
+    owner: str | None = None,
+    title: str | None = None,
+    **options: Any,
+) -> Path:
+    """Write `out_dir/<slug>/` (notebook + kernel-metadata.json) for `source`, and return it.
+
+    Everything is checked first (metadata, leaks in the source and in the result); the bundle is
+    written to a temporary folder and renamed into place, so a failure leaves any old bundle as it was.
+    `options` are those of `nbkit.publish.kernel_metadata.build` (accelerator_name, competitions, ...).
+    """
+    import nbformat
+
+    from nbkit import atomic
+    from nbkit.inputs.account import kaggle_username
+    from nbkit.publish import kernel_metadata, scan
+
+    source = Path(source)
+    if not source.is_file():
+        raise BundleError(f"{source} does not exist: give a notebook, e.g. notebooks/02_flowers_classifier.py.")
+    scan.check([source])
+    title = title or source.stem.replace("_", " ")
+    owner = owner or kaggle_username() or ""
+    slug = options.pop("slug", None) or kernel_metadata.slugify(title)
+    metadata = kernel_metadata.build(owner, title, f"{slug}.ipynb", slug=slug, **options)
+    notebook, _ = bundled_notebook(source)
+    target = Path(out_dir) / slug
+    with atomic.staged_dir(target) as staging:
+        nbformat.write(notebook, staging / metadata["code_file"])
+        (staging / "kernel-metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+        scan.check([staging])
+    return target

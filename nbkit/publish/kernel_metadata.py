@@ -1,0 +1,108 @@
+"""Kaggle's kernel-metadata.json: the documented fields, checked before anything is written.
+
+No `docker_image` is pinned unless asked: a pinned image (e.g. from `kaggle kernels pull -m`)
+once made TPU pushes silently run on the CPU image.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from nbkit.errors import ParameterError
+from nbkit.params import check_handle
+
+# Accelerator name -> (enable_gpu, enable_tpu, machine_shape). Raw machine shapes are accepted too.
+ACCELERATORS: dict[str, tuple[bool, bool, str | None]] = {
+    "cpu": (False, False, None),
+    "gpu-p100": (True, False, "NvidiaTeslaP100"),
+    "gpu-t4x2": (True, False, "NvidiaTeslaT4"),
+    "tpu-v3-8": (False, True, "TpuV38"),
+    "tpu-vm-v3-8": (False, True, "Tpu1VmV38"),
+    "tpu-v5e-8": (False, True, "TpuV5E8"),
+    "tpu-v6e-8": (False, True, "TpuV6E8"),
+}
+TITLE_LENGTH = (5, 50)
+SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def slugify(title: str) -> str:
+    """Kaggle's kernel slug for a title: lower case, runs of other characters become one dash."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def accelerator(name: str) -> tuple[bool, bool, str | None]:
+    """(enable_gpu, enable_tpu, machine_shape) for a known accelerator name or machine shape."""
+    if name in ACCELERATORS:
+        return ACCELERATORS[name]
+    for gpu, tpu, shape in ACCELERATORS.values():
+        if name == shape:
+            return gpu, tpu, shape
+    known = ", ".join(ACCELERATORS)
+    raise ParameterError(f"Unknown accelerator {name!r}: use one of {known} (or a machine shape such as TpuV5E8).")
+
+
+def _check_sources(option: str, sources: Sequence[str], form: str, example: str) -> list[str]:
+    return [check_handle(option, source, form, example) for source in sources]
+
+
+def build(
+    owner: str,
+    title: str,
+    code_file: str,
+    accelerator_name: str = "tpu-v5e-8",
+    *,
+    slug: str | None = None,
+    private: bool = True,
+    internet: bool = True,
+    datasets: Sequence[str] = (),
+    competitions: Sequence[str] = (),
+    kernels: Sequence[str] = (),
+    models: Sequence[str] = (),
+    docker_image: str | None = None,
+) -> dict[str, Any]:
+    """A checked kernel-metadata.json dict; a ParameterError says which option is wrong and how to fix it."""
+    low, high = TITLE_LENGTH
+    if not low <= len(title.strip()) <= high:
+        raise ParameterError(
+            f"Title {title!r} has {len(title.strip())} characters; Kaggle needs {low} to {high} (--title)."
+        )
+    if not owner:
+        raise ParameterError("No Kaggle user name: pass --owner, or set KAGGLE_USERNAME / kaggle.json.")
+    check_handle("--owner", owner, "a user name", example="alice")
+    slug = slug or slugify(title)
+    if not SLUG.match(slug) or slug != slugify(title):
+        raise ParameterError(
+            f"The id {owner}/{slug} does not match the title {title!r} (its slug is {slugify(title)!r}); "
+            "Kaggle links the two, so change --title or --slug."
+        )
+    enable_gpu, enable_tpu, machine_shape = accelerator(accelerator_name)
+    if any(not SLUG.match(c) for c in competitions):
+        raise ParameterError(
+            f"--competition {list(competitions)} must be slugs as in the URL, e.g. flower-classification-with-tpus."
+        )
+    metadata = {
+        "id": f"{owner}/{slug}",
+        "title": title.strip(),
+        "code_file": code_file,
+        "language": "python",
+        "kernel_type": "notebook",
+        "is_private": private,
+        "enable_gpu": enable_gpu,
+        "enable_tpu": enable_tpu,
+        "enable_internet": internet,
+        "machine_shape": machine_shape,
+        "dataset_sources": _check_sources("--dataset", datasets, "owner/slug", "alice/my-tfrecords"),
+        "competition_sources": list(competitions),
+        "kernel_sources": _check_sources("--kernel", kernels, "owner/slug", "alice/my-notebook"),
+        "model_sources": _check_sources(
+            "--model",
+            models,
+            "owner/model/framework/variation[/version]",
+            "keras/efficientnet/keras/efficientnet_b0_ra_imagenet/1",
+        ),
+    }
+    if docker_image:
+        metadata["docker_image"] = docker_image  # only when asked: see the module docstring
+    return metadata

@@ -1,0 +1,128 @@
+"""Scan notebooks and kernel bundles for the secret values this session knows and for
+credential-shaped strings, and redact known values from what the command line prints. A finding
+names the file, the cell and the kind of secret, never the value."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbkit.errors import LeakError
+from nbkit.inputs.account import kaggle_json
+from nbkit.inputs.secrets import MIN_LENGTH, dotenv_values, remembered
+
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+# Credential shapes, found even when this session never saw the value.
+PATTERNS = {
+    "a private key (GCP service-account JSON or PEM)": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    "a GCP service-account JSON": re.compile(r'"type"\s*:\s*"service_account"'),
+    "a Google OAuth refresh token": re.compile(r'"refresh_token"\s*:\s*"[^"]{20,}"'),
+    "a Google OAuth access token": re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}"),
+    "a Google API key": re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
+    "a Kaggle API token (KGAT_...)": re.compile(r"\bKGAT_[0-9a-fA-F]{32}\b"),
+    "a Kaggle kaggle.json key": re.compile(r'"key"\s*:\s*"[0-9a-f]{32}"'),
+}
+
+
+def known_secrets(environ: Mapping[str, str] | None = None, dotenv: str | Path = ".env") -> dict[str, str]:
+    """Secret values this session knows, value -> name: read through nbkit, in secret-named
+    environment variables (`*KEY*`, `*TOKEN*`, `*SECRET*`, ...), in ./.env, and the kaggle.json key."""
+    environ = os.environ if environ is None else environ
+    found = {v: n for n, v in dotenv_values(dotenv).items()}
+    # A path is where a secret lives (GOOGLE_APPLICATION_CREDENTIALS), not the secret.
+    found.update({v: n for n, v in environ.items() if SECRET_NAME.search(n) and not os.path.exists(v)})
+    key = kaggle_json(environ).get("key")
+    if key:
+        found[key] = "the key in kaggle.json"
+    found.update(remembered())
+    return {v: n for v, n in found.items() if v and len(v) >= MIN_LENGTH}
+
+
+def redact(text: str, secrets: Iterable[str] | None = None) -> str:
+    """`text` with every known secret value replaced by [REDACTED]."""
+    for value in sorted(known_secrets() if secrets is None else secrets, key=len, reverse=True):
+        text = text.replace(value, "[REDACTED]")
+    return text
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One leak: where it is and what kind of secret it looks like (never the value)."""
+
+    file: str
+    where: str  # e.g. "cell 4 (code) output", "notebook metadata"
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.where}: {self.kind}"
+
+
+def scan_text(text: str, secrets: Mapping[str, str]) -> list[str]:
+    """The kinds of secret found in `text`: known values by name, then credential shapes."""
+    kinds = [f"the value of secret {name}" for value, name in secrets.items() if value in text]
+    return kinds + [kind for kind, pattern in PATTERNS.items() if pattern.search(text)]
+
+
+def _strings(value: object) -> str:
+    """Every string inside a JSON value, one per line (so escaped quotes do not hide a JSON credential)."""
+    if isinstance(value, str):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return "\n".join(_strings(item) for item in items)
+
+
+def _notebook_parts(notebook: Mapping) -> Iterator[tuple[str, str]]:
+    """(where, text) for each cell's source and outputs, and the notebook's metadata."""
+    for index, cell in enumerate(notebook.get("cells", []), start=1):
+        label = f"cell {index} ({cell.get('cell_type', '?')})"
+        source = cell.get("source", "")
+        yield f"{label} source", "".join(source) if isinstance(source, list) else source
+        outputs = cell.get("outputs", [])
+        if outputs:
+            yield f"{label} output", _strings(outputs)  # text, data, error values and tracebacks
+        if cell.get("metadata"):
+            yield f"{label} metadata", _strings(cell["metadata"])
+    yield "notebook metadata", _strings(notebook.get("metadata", {}))  # papermill keeps parameters here
+
+
+def scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> list[Finding]:
+    """Findings in one file: per cell for a notebook, the whole text for anything else."""
+    path = Path(path)
+    secrets = known_secrets() if secrets is None else secrets
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return []  # binary files (images, models) are not scanned
+    parts: Iterable[tuple[str, str]] = [("file", text)]
+    if path.suffix == ".ipynb":
+        try:
+            parts = _notebook_parts(json.loads(text))
+        except ValueError:
+            pass  # not JSON: scan it as text
+    return [Finding(str(path), where, kind) for where, part in parts for kind in scan_text(part, secrets)]
+
+
+def scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> list[Finding]:
+    """Findings in every file under `paths` (files or folders: .ipynb, .py, .json, .md, .txt, ...)."""
+    secrets = known_secrets() if secrets is None else secrets
+    findings = []
+    for path in map(Path, paths):
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            findings += scan_file(file, secrets)
+    return findings
+
+
+def check(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> None:
+    """Raise LeakError listing every finding (file and cell) if anything under `paths` leaks."""
+    findings = scan(paths, secrets)
+    if findings:
+        lines = "\n".join(f"  {finding}" for finding in findings)
+        raise LeakError(
+            f"Secrets found; remove them (clear the outputs, or stop printing the value) and try again:\n{lines}"
+        )

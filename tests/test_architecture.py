@@ -1,0 +1,143 @@
+"""The package tree says what runs where, and these rules keep it so (imports inside functions
+count too: a kernel bundle carries every module a notebook could reach). Plus the size limits:
+no module over 350 lines, no function over 60."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import jupytext
+import pytest
+from conftest import REPO
+
+from nbkit.publish import bundle
+
+PACKAGE = REPO / "nbkit"
+MODULES = sorted(str(p.relative_to(PACKAGE).with_suffix("")) for p in PACKAGE.rglob("*.py"))
+CORE = {"errors", "params", "env", "atomic", "logs", "storage", "tfrecord"}
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
+
+
+def external_imports(module: str) -> set[str]:
+    """The top-level names of the non-nbkit packages `module` imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(bundle.module_file(module).read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found - {"nbkit"}
+
+
+def reachable(module: str, left_out: tuple[str, ...] = ()) -> set[str]:
+    """`module` and every nbkit module it imports, directly or through others, lazily or not
+    (not into `left_out` from outside it)."""
+    seen, todo = set(), {module}
+    while todo:
+        current = todo.pop()
+        seen.add(current)
+        skip = set() if current in left_out else set(left_out)
+        todo |= bundle.imported_modules(bundle.module_file(current).read_text()) - seen - skip
+    return seen
+
+
+def under(folder: str) -> list[str]:
+    return [m for m in MODULES if m.startswith(folder + "/")]
+
+
+def test_the_tree_has_the_documented_parts():
+    folders = {m.split("/")[0] for m in MODULES if "/" in m}
+    assert folders == {"accel", "flowers", "handoff", "pytorch", "inputs", "publish", "guide"}
+    assert CORE <= set(MODULES)
+
+
+@pytest.mark.parametrize("module", sorted(CORE))
+def test_core_imports_only_core(module):
+    assert reachable(module) - {"__init__"} <= CORE, "core modules run before anything else and stay small"
+
+
+@pytest.mark.parametrize("module", under("pytorch"))
+def test_nothing_under_pytorch_reaches_keras_jax_or_tensorflow_code(module):
+    modules = reachable(module)
+    assert not modules & {"models", "flowers/pipeline", "flowers/predict", "flowers/monitor"} and not any(
+        m.startswith("accel/") for m in modules
+    )
+    for other in modules:
+        heavy = external_imports(other) & {"keras", "jax", "tensorflow"}
+        # storage reads gs:// URLs with TensorFlow's gfile: only then, and never in PyTorch's own code.
+        assert not heavy or (other == "storage" and heavy == {"tensorflow"}), (other, heavy)
+
+
+def test_publish_is_never_reached_from_outside_it_nor_from_a_notebook():
+    for module in MODULES:
+        if not module.startswith("publish/") and module != "__main__":
+            assert not any(m.startswith("publish/") for m in reachable(module)), module
+    for notebook in NOTEBOOKS:
+        assert "nbkit.publish" not in notebook.read_text(), notebook.name
+
+
+@pytest.mark.parametrize("module", under("handoff"))
+def test_handoff_does_not_reach_secrets(module):
+    assert "inputs/secrets" not in reachable(module)
+
+
+@pytest.mark.parametrize(
+    "folder, never",
+    [
+        ("flowers", ("handoff/", "pytorch/", "publish/", "guide/", "accel/")),
+        ("inputs", ("flowers/", "handoff/", "pytorch/", "publish/", "guide/", "accel/", "models")),
+        ("accel", ("flowers/", "handoff/", "inputs/", "pytorch/", "publish/", "guide/", "models")),
+        ("guide", ("flowers/", "handoff/", "inputs/", "pytorch/", "publish/")),
+    ],
+)
+def test_folders_do_not_reach_across_concerns(folder, never):
+    for module in under(folder):
+        crossing = [m for m in reachable(module) if m.startswith(never)]
+        assert not crossing, f"{module} reaches {crossing}"
+
+
+def test_only_notebook_01_uses_the_guide():
+    users = {n.name for n in NOTEBOOKS if "nbkit.guide" in n.read_text()}
+    assert users == {"01_tpu_setup.py"}
+    assert not [m for m in MODULES if not m.startswith("guide/") and any(r.startswith("guide/") for r in reachable(m))]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_each_bundle_carries_only_what_its_notebook_reaches(notebook):
+    _, modules = bundle.bundled_notebook(notebook)
+    code = [bundle._python(c.source) for c in jupytext.read(notebook).cells if c.cell_type == "code"]
+    direct = set().union(*(bundle.imported_modules(c) for c in code))
+    assert set(modules) == set().union(*(reachable(m, bundle.LEFT_OUT) for m in direct))
+    if notebook.name.startswith("04"):  # PyTorch: nothing of Keras' side of the kit
+        assert not [m for m in modules if m.startswith("accel/") or m in ("models", "flowers/pipeline")]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_no_module_over_350_lines_and_no_function_over_60(module):
+    text = bundle.module_file(module).read_text()
+    assert len(text.splitlines()) <= 350
+    long = [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60
+    ]
+    assert not long
+
+
+def test_no_bundled_module_holds_triple_single_quotes():
+    # A bundle embeds each module as r'''...''': one of these inside would end the string early.
+    bundled = [m for m in MODULES if not m.startswith("publish/")]
+    assert not [m for m in bundled if "'''" in bundle.module_file(m).read_text()]
+
+
+def test_the_readme_layout_names_every_module():
+    layout = REPO.joinpath("README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    missing = [
+        m
+        for m in MODULES
+        if not m.endswith("__init__")
+        and m != "__main__"
+        and not re.search(rf"\b{re.escape(m.split('/')[-1])}\b", layout)
+    ]
+    assert not missing, f"the README's layout section does not name {missing}"

@@ -1,0 +1,60 @@
+"""One augmentation for both stacks: notebook 02's tf.data pipeline and notebook 04's PyTorch dataset
+flip the same images in the same epoch for the same seed (nbkit.flowers.augment)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nbkit.flowers import augment, checks, layout, pipeline, sample
+from nbkit.pytorch.flowers import FlowerImages
+
+
+def test_flips_are_balanced_unrelated_to_position_and_the_same_on_numpy_and_tensorflow():
+    import tensorflow as tf
+
+    positions = np.arange(20_000, dtype=np.int64)
+    flips = augment.flips(7, 3, positions)
+    assert 0.48 < flips.mean() < 0.52
+    assert 0.45 < (flips[1:] == flips[:-1]).mean() < 0.55  # neighbours agree about half the time
+    assert 0.45 < (flips == augment.flips(7, 4, positions)).mean() < 0.55  # a new epoch draws anew
+    assert 0.45 < (flips == augment.flips(8, 3, positions)).mean() < 0.55  # so does another seed
+    on_tf = augment.flips(7, tf.constant(3, tf.int64), tf.constant(positions)).numpy()
+    assert np.array_equal(flips, on_tf)
+    assert [augment.flips(7, 3, int(p)) for p in positions[:50]] == flips[:50].tolist()  # plain ints too
+
+
+@pytest.fixture(scope="module")
+def asymmetric(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flowers")
+    return sample.make_sample(root, image_sizes=(64,), train_per_class=4, val_per_class=1, test_images=2, num_classes=6)
+
+
+def flips_seen(images, originals):
+    """For each image, (its position in file order, flipped?) by nearest content match."""
+    seen = []
+    for image in images.astype(np.int32):
+        distances = [(np.abs(image - o).mean(), p, False) for p, o in enumerate(originals)]
+        distances += [(np.abs(image - o[:, ::-1]).mean(), p, True) for p, o in enumerate(originals)]
+        best = min(distances)
+        assert best[0] < 3, "an image matches no record"
+        seen.append(best[1:])
+    return dict(seen)
+
+
+@pytest.mark.parametrize("epoch", [0, 2])
+def test_notebook_02_and_04_flip_the_same_images(asymmetric, epoch):
+    import tensorflow as tf
+
+    files = layout.find_files(asymmetric, 64, "train")
+    items = checks.read_items(files, labeled=True)
+    originals = [tf.io.decode_jpeg(jpeg).numpy().astype(np.int32) for jpeg, _ in items]
+    dataset = pipeline.train_dataset(files, 64, 4, seed=11, first_epoch=epoch, batches_per_epoch=6)
+    images = np.concatenate([x.numpy() for x, _ in dataset.take(6)])
+    keras_flips = flips_seen(images, originals)
+    torch_images = FlowerImages(items, 64, augment=True, seed=11)
+    torch_images.set_epoch(epoch)
+    torch_flips = flips_seen(np.stack([torch_images.image(p) for p in range(len(items))]), originals)
+    assert len(keras_flips) == len(items) == 24  # every record seen once in the epoch
+    assert keras_flips == torch_flips == {p: bool(augment.flips(11, epoch, p)) for p in range(len(items))}
+    assert 0 < sum(keras_flips.values()) < len(items)

@@ -1,0 +1,138 @@
+"""One error per kind of mistake, across the package: a value the user passed is a ParameterError,
+bad data a DataError, a bad saved model a ModelError, a bad package a PackageError, and so on. Each
+row is a bad input, the error type it must raise, and words its message must contain."""
+
+from __future__ import annotations
+
+import pytest
+from test_accel_detect import PLAIN, fake_tf
+
+from nbkit import errors, params
+from nbkit.accel import choose, tf_devices
+from nbkit.flowers import checks, layout, sample, writer
+from nbkit.guide import mnist
+from nbkit.handoff import package, resume
+from nbkit.inputs import datasets, secrets
+from nbkit.publish import bundle, kernel_metadata, push, scan
+from nbkit.pytorch.flowers import FlowerImages
+
+
+def bad_state(tmp_path):
+    (tmp_path / resume.STATE_FILE).write_text("{not json")
+    return resume.TrainingRun(tmp_path, {})
+
+
+def wrong_size_image(tmp_path):
+    return FlowerImages(
+        [(sample.encode_jpeg(sample.sample_image(0, 32, __import__("numpy").random.default_rng(0))), 0)], 64
+    ).image(0)
+
+
+def leaking_file(tmp_path):
+    (tmp_path / "nb.txt").write_text("-----BEGIN PRIVATE KEY-----")
+    scan.check([tmp_path / "nb.txt"], secrets={})
+
+
+def tfrecord_of_garbage(tmp_path):
+    path = writer.write_records(tmp_path / "00-8x8-1.tfrec", [b"\x0a\xff"])
+    checks.read_items([str(path)], labeled=True)
+
+
+def a_bad_weights_file(tmp_path):
+    from nbkit import models
+
+    models.build_classifier("MobileNetV2", 96, 5, weights=str(tmp_path / "missing.weights.h5"))
+
+
+CASES = [
+    # (what is wrong, the call, error type, words of the message)
+    (
+        "a value not among the choices",
+        lambda t: params.check_choice("PROFILE", "fast", params.PROFILES),
+        errors.ParameterError,
+        "PROFILE='fast' is not allowed",
+    ),
+    ("a number below its minimum", lambda t: params.check_int("EPOCHS", -1), errors.ParameterError, "EPOCHS=-1"),
+    ("a split name", lambda t: layout.split_folder(t, 192, "training"), errors.ParameterError, "split='training'"),
+    ("a class count", lambda t: sample.make_sample(t, num_classes=0), errors.ParameterError, "num_classes=0"),
+    ("an empty MNIST", lambda t: mnist.generate(0, 1), errors.ParameterError, "num_train=0"),
+    ("nothing to write", lambda t: writer.write_split([], t, 8, "train"), errors.ParameterError, "No records to write"),
+    (
+        "a dataset id",
+        lambda t: package.dataset_metadata("Flowers Model", "Flowers model"),
+        errors.ParameterError,
+        "DATASET_ID='Flowers Model' must be written owner/slug",
+    ),
+    (
+        "a kernel owner",
+        lambda t: kernel_metadata.build("not a user", "My kernel", "k.ipynb"),
+        errors.ParameterError,
+        "--owner='not a user' must be written a user name",
+    ),
+    ("an accelerator", lambda t: kernel_metadata.accelerator("tpu-v9"), errors.ParameterError, "Unknown accelerator"),
+    (
+        "a GCS choice",
+        lambda t: datasets.locate("auto", "a/b", use_gcs="maybe"),
+        errors.ParameterError,
+        "USE_GCS='maybe'",
+    ),
+    ("a secret name", lambda t: secrets.secret(""), errors.ParameterError, "A secret name is needed"),
+    ("a backend", lambda t: choose.choose_backend("pytorch", **PLAIN), errors.ParameterError, "backend='pytorch'"),
+    (
+        "a missing data folder",
+        lambda t: layout.find_files(t / "nowhere", 192, "train"),
+        errors.DataError,
+        "does not exist",
+    ),
+    ("a missing DATA_ROOT", lambda t: datasets.locate(str(t / "nowhere"), "a/b"), errors.DataError, "DATA_ROOT='"),
+    ("a record that is not an Example", tfrecord_of_garbage, errors.DataError, "record 0 is not a tf.train.Example"),
+    ("an image of another size (PyTorch side)", wrong_size_image, errors.DataError, "item 0 is 32x32, not 64x64"),
+    ("a missing weights file", a_bad_weights_file, errors.ModelError, "no such file"),
+    ("a missing package", lambda t: package.read_manifest(t / "none"), errors.PackageError, "No model package at"),
+    ("an unreadable training state", bad_state, errors.ResumeError, "is not a readable training state"),
+    (
+        "a missing local secret",
+        lambda t: secrets.secret("NBKIT_SURELY_UNSET", platform="local", dotenv=t / ".env"),
+        errors.SecretError,
+        "not found in environment variables",
+    ),
+    ("a leaking file", leaking_file, errors.LeakError, "a private key"),
+    (
+        "a notebook that is not there",
+        lambda t: bundle.write(t / "nope.py", t, owner="alice"),
+        errors.BundleError,
+        "does not exist",
+    ),
+    ("a folder without a bundle", lambda t: push.push(t), errors.PushError, "build the bundle first"),
+    (
+        "a Keras backend already chosen",
+        lambda t: choose.choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"}),
+        errors.BackendError,
+        "Restart the kernel",
+    ),
+    (
+        "a named TPU that is not there",
+        lambda t: tf_devices.find_accelerator(fake_tf(), ["my-tpu"], explicit_tpu=True, simulate_devices=0),
+        errors.AcceleratorError,
+        "tpu='my-tpu'",
+    ),
+]
+
+
+@pytest.mark.parametrize("case, call, error, words", CASES, ids=[c[0] for c in CASES])
+def test_each_bad_input_raises_its_one_error(tmp_path, case, call, error, words):
+    with pytest.raises(errors.NbkitError) as raised:
+        call(tmp_path)
+    assert type(raised.value) is error, f"{case}: {type(raised.value).__name__}: {raised.value}"
+    assert words in str(raised.value)
+
+
+def test_every_error_class_has_a_row():
+    used = {error for _, _, error, _ in CASES}
+    defined = {cls for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, errors.NbkitError)}
+    assert defined - used == {errors.NbkitError}
+
+
+def test_parameter_errors_are_value_errors_and_data_errors_os_errors():
+    # What callers that know only the standard library catch.
+    assert issubclass(errors.ParameterError, ValueError) and issubclass(errors.DataError, OSError)

@@ -1,0 +1,70 @@
+"""The generated sample: the competition's layout and names, deterministic, the same drawings at every
+size, learnable classes, and never half written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nbkit.errors import ParameterError
+from nbkit.flowers import checks, layout, sample
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flowers")
+    return sample.make_sample(
+        root, image_sizes=(64, 96), train_per_class=3, val_per_class=1, test_images=7, num_classes=5
+    )
+
+
+def test_there_are_104_distinct_classes():
+    assert len(layout.CLASSES) == 104 == len(set(layout.CLASSES))
+
+
+def test_sample_has_the_competition_layout_and_names(made):
+    for size in (64, 96):
+        for split in layout.SPLITS:
+            names = [p.rsplit("/", 1)[-1] for p in layout.find_files(made, size, split)]
+            assert names and all(layout.COUNT_IN_NAME.search(n) for n in names), names
+            assert names[0].startswith(f"00-{size}x{size}-")
+    assert layout.count_items(layout.find_files(made, 64, "train")) == 15
+
+
+def test_sample_is_deterministic_and_the_same_at_every_size(made, tmp_path):
+    again = sample.make_sample(
+        tmp_path, image_sizes=(64,), train_per_class=3, val_per_class=1, test_images=7, num_classes=5
+    )
+    first = checks.read_items(layout.find_files(made, 64, "train"), labeled=True)
+    assert first == checks.read_items(layout.find_files(again, 64, "train"), labeled=True)
+    ids = [key for _, key in checks.read_items(layout.find_files(made, 96, "test"), labeled=False)]
+    assert ids == [key for _, key in checks.read_items(layout.find_files(made, 64, "test"), labeled=False)]
+
+
+def test_sample_images_are_told_apart_by_class():
+    rng = np.random.default_rng(0)
+    a, b = sample.sample_image(0, 32, rng), sample.sample_image(1, 32, rng)
+    assert a.dtype == np.uint8 and a.shape == (32, 32, 3) and np.abs(a.astype(int) - b).mean() > 20
+
+
+def test_num_classes_out_of_range_is_a_parameter_error(tmp_path):
+    with pytest.raises(ParameterError, match="num_classes=105"):
+        sample.make_sample(tmp_path, num_classes=105)
+
+
+def test_ensure_sample_writes_once_and_never_half(tmp_path, monkeypatch):
+    folder = tmp_path / "sample-data"
+    calls = []
+
+    def failing(root, *args, **kwargs):
+        calls.append(root)
+        (root / "tfrecords-jpeg-192x192").mkdir()
+        raise KeyboardInterrupt  # killed half way
+
+    monkeypatch.setattr(sample, "make_sample", failing)
+    with pytest.raises(KeyboardInterrupt):
+        sample.ensure_sample(folder)
+    assert not folder.exists() and list(tmp_path.iterdir()) == []  # nothing half written stays
+    monkeypatch.setattr(sample, "make_sample", lambda root, *a, **k: calls.append(root) or (root / "done").touch())
+    assert sample.ensure_sample(folder) == folder and (folder / "done").exists()
+    assert sample.ensure_sample(folder) == folder and len(calls) == 2  # the second call reuses it

@@ -1,0 +1,151 @@
+"""nbkit.pytorch.runtime through torch_xla on the CPU (PJRT_DEVICE=CPU, one XLA device), and the same code with
+torch_xla blocked (the plain-torch fallback). Runs in .venv-xla (see the Makefile's `test`).
+
+Each run is a fresh interpreter: torch_xla starts its workers only while the calling process has
+not used the XLA device yet.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, clean_env
+
+WITHOUT_TORCH_XLA = str(REPO / "tests" / "xla" / "without_torch_xla")
+
+# Trains a linear model for two steps in each worker and reports what the worker saw.
+WORKER = """
+import json, sys, tempfile
+from pathlib import Path
+
+import torch
+
+from nbkit.pytorch import runtime as xla
+
+target = xla.select("auto")
+folder = Path(tempfile.mkdtemp())
+
+
+def worker(index, scale):
+    device = xla.device(target)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1).to(device)
+    before = model.weight.detach().cpu().clone()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    dataset = [(torch.tensor([float(i), 1.0]), torch.tensor([float(i)])) for i in range(8)]
+    sampler = xla.sampler(target, dataset, shuffle=False)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, sampler=sampler)
+    batch_devices = []
+    for x, y in xla.device_loader(target, loader, device):
+        batch_devices.append(str(x.device))
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        xla.optimizer_step(target, optimizer)
+    xla.sync(target)
+    xla.save(target, model.state_dict(), folder / "model.pt")
+    xla.master_print(target, "the master prints this")
+    return {"index": index, "device": str(device), "world": xla.world_size(target), "ordinal": xla.ordinal(target),
+            "master": xla.is_master(target), "indices": list(sampler), "batch_devices": batch_devices,
+            "reduced": xla.mesh_reduce(target, "sum", scale, sum), "trained": not torch.equal(before, model.weight.cpu())}
+
+
+def failing_worker(index):
+    raise ValueError("broken worker")
+
+
+result = xla.launch(target, worker, 2.5)
+try:
+    xla.launch(target, failing_worker)
+except ValueError as error:
+    result["worker_error"] = str(error)
+state = xla.load(folder / "model.pt")
+result.update(kind=target.kind, runtime=target.runtime, device_kind=target.device_kind, describe=target.describe(),
+              saved_devices=sorted({str(v.device) for v in state.values()}), files=sorted(p.name for p in folder.iterdir()),
+              torch_xla_imported="torch_xla" in sys.modules)
+print("RESULT " + json.dumps(result))
+"""
+
+
+@functools.cache
+def run_worker(blocked: bool) -> tuple[dict, str]:
+    """(the worker's report, the whole output) of WORKER in a new interpreter."""
+    env = clean_env(PJRT_DEVICE="CPU", **({"PYTHONPATH": WITHOUT_TORCH_XLA} if blocked else {}))
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    line = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1]
+    return json.loads(line.removeprefix("RESULT ")), output
+
+
+def test_runs_on_an_xla_device_through_torch_xla():
+    report, output = run_worker(blocked=False)
+    assert (report["kind"], report["runtime"], report["device_kind"]) == ("cpu", "xla", "CPU") and report[
+        "torch_xla_imported"
+    ]
+    assert report["describe"] == "PyTorch/XLA on CPU: torch_xla is installed, PJRT_DEVICE=CPU"
+    assert report["device"] == "xla:0"
+    assert report["batch_devices"] == ["xla:0", "xla:0"]  # MpDeviceLoader put each batch on the device
+
+
+@pytest.mark.parametrize("blocked", [False, True], ids=["torch_xla", "plain_torch"])
+def test_one_replica_trains_saves_and_reports_to_the_caller(blocked):
+    report, output = run_worker(blocked)
+    assert (report["world"], report["ordinal"], report["master"], report["index"]) == (1, 0, True, 0)
+    assert report["indices"] == list(range(8))  # one replica: the sampler gives it everything, in order
+    assert report["reduced"] == 2.5
+    assert report["trained"]  # optimizer_step applied the gradients
+    assert report["saved_devices"] == ["cpu"]  # the master's state dict loads without a device
+    assert report["files"] == ["model.pt"]  # no .partial left behind
+    assert "the master prints this" in output
+    assert report["worker_error"] == "broken worker"  # a worker's exception reaches the caller
+
+
+def test_without_torch_xla_it_uses_the_cpu_and_says_so():
+    report, _ = run_worker(blocked=True)
+    assert not report["torch_xla_imported"]
+    assert (report["runtime"], report["device"], report["batch_devices"]) == ("cpu", "cpu", ["cpu", "cpu"])
+    assert report["describe"] == "PyTorch on the CPU: no torch_xla and no GPU, so the CPU"
+
+
+def test_asking_for_xla_without_torch_xla_says_how_to_install_it(run_python):
+    result = run_python(
+        """
+        from nbkit.pytorch import runtime as xla
+        from nbkit.errors import AcceleratorError
+        try:
+            xla.select("xla")
+        except AcceleratorError as error:
+            print(error)
+        """,
+        PYTHONPATH=WITHOUT_TORCH_XLA,
+    )
+    assert "DEVICE='xla' but torch_xla does not import here" in result.stdout
+    assert "pip install torch==2.9.0 torch_xla==2.9.0" in result.stdout
+
+
+def test_unknown_device_and_missing_gpu_are_refused():
+    from nbkit.errors import AcceleratorError, ParameterError
+    from nbkit.pytorch import runtime as xla
+
+    with pytest.raises(ParameterError, match="DEVICE='tpu'"):
+        xla.select("tpu")
+    with pytest.raises(AcceleratorError, match="torch sees no GPU"):  # CI has no GPU
+        xla.select("cuda")
+    assert (xla.select("cpu").kind, xla.select("cpu").runtime) == ("cpu", "cpu")
+
+
+def test_load_says_what_is_wrong_with_a_state_file(tmp_path):
+    from nbkit.errors import ModelError
+    from nbkit.pytorch import runtime as xla
+
+    with pytest.raises(ModelError, match="does not exist: train first"):
+        xla.load(tmp_path / "model.pt")
+    (tmp_path / "model.pt").write_bytes(b"not a state dict")
+    with pytest.raises(ModelError, match="not a readable torch state dict"):
+        xla.load(tmp_path / "model.pt")
