@@ -66,6 +66,7 @@ bench: $(STAMP) $(XLA_STAMP)
 	$(BIN)/python bench/input_pipeline.py
 	$(BIN)/python bench/training_steps.py
 	$(BIN)/python bench/bench_setup.py
+	$(BIN)/python bench/competition_scale.py
 	@echo "Tables and plot: out/bench/"
 
 # A notebook as a self-contained Kaggle kernel in build/kernels/<slug>/, then pushed with the kaggle CLI

@@ -71,3 +71,59 @@ def staged_dir(target: str | Path) -> Iterator[Path]:
         target.rename(old)
     staging.rename(target)
     shutil.rmtree(old, ignore_errors=True)
+
+
+class RunOutputs:
+    """A notebook run's output files, all or nothing: written into `folder/.incomplete-run/` and moved
+    into `folder` by `publish()` when the run ends. A run that fails or is killed leaves the previous
+    run's outputs exactly as they were; its own partial files stay in the staging folder (the next
+    run moves them to `.failed-run/` and says so). Files a run updates in place (checkpoints) are
+    written straight into `folder`, not through here.
+
+        outputs = RunOutputs(output_dir, "OUTPUT_DIR")
+        plots.batch(..., path=outputs / "batch.png")
+        outputs.publish()
+    """
+
+    STAGING, FAILED = ".incomplete-run", ".failed-run"
+
+    def __init__(self, folder: str | Path, parameter: str = "OUTPUT_DIR") -> None:
+        from nbkit.errors import ParameterError
+
+        self.folder = Path(folder)
+        if self.folder.exists() and not self.folder.is_dir():
+            raise ParameterError(f"{parameter}={str(folder)!r} is a file, not a folder: give a folder for the outputs.")
+        self.staging = self.folder / self.STAGING
+        self.earlier_failure = ""
+        if self.staging.exists():  # an earlier run stopped before publishing
+            failed = self.folder / self.FAILED
+            shutil.rmtree(failed, ignore_errors=True)
+            self.staging.rename(failed)
+            self.earlier_failure = f"An earlier run did not finish: its partial outputs are in {failed}. "
+        self.staging.mkdir(parents=True)
+
+    def __truediv__(self, name: str) -> Path:
+        return self.staging / name
+
+    def describe(self) -> str:
+        """One line: where this run's outputs go, and what happened to an unfinished earlier run's."""
+        return (
+            f"{self.earlier_failure}Outputs are written to {self.staging} and moved to {self.folder} when the run ends."
+        )
+
+    def publish(self) -> list[str]:
+        """Move every staged file and folder into `folder` (replacing the previous run's), then drop
+        the staging folder; returns the names moved."""
+        names = sorted(p.name for p in self.staging.iterdir())
+        for name in names:
+            target = self.folder / name
+            if (self.staging / name).is_dir() and target.is_dir():
+                old = self.folder / f".{name}.old"
+                shutil.rmtree(old, ignore_errors=True)
+                target.rename(old)
+                (self.staging / name).rename(target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(self.staging / name, target)
+        self.staging.rmdir()
+        return names

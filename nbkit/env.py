@@ -103,3 +103,12 @@ def detect(
         tpu_address=tpu_address(environ),
         internet=internet,
     )
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now (Linux /proc/meminfo), or None where that cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None

@@ -29,6 +29,10 @@ class ModelError(NbkitError, OSError):
     """A saved model or weights file (model.pt, a .weights.h5, a preset) is missing, damaged or does not fit."""
 
 
+class PredictionError(NbkitError, RuntimeError):
+    """Distributed predictions disagree with the same model on one device (a library fault): nothing is written."""
+
+
 class ResumeError(NbkitError, RuntimeError):
     """A training checkpoint cannot be resumed: unreadable, incomplete, or made with other settings."""
 

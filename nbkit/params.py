@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from nbkit.errors import ParameterError
 
@@ -80,3 +81,29 @@ def check_run(
     check_int("EPOCHS", EPOCHS, minimum=0)  # 0: the profile's default
     check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=0)
     check_int("STEPS_PER_EXECUTION", STEPS_PER_EXECUTION, minimum=1)
+
+
+def check_names(namespace: Mapping[str, object]) -> None:
+    """Stop on a parameter the notebook does not have (`papermill -p EPOCH 3`), naming the closest one.
+
+    The parameters cell declares `NAME: type = value`, so its names are in the namespace's
+    `__annotations__`; papermill injects plain `NAME = value` lines. Call it in the first cell, with
+    `globals()`. Only upper-case names count (the notebooks' own variables are lower case).
+    """
+    if "__annotations__" not in namespace:  # a Python that keeps annotations elsewhere: nothing to compare with
+        return
+    declared = set(namespace["__annotations__"])
+    unknown = sorted(
+        name
+        for name in namespace
+        if name.isupper() and name not in declared and not name.startswith(("_", "NBKIT_"))  # NBKIT_: the bundle's
+    )
+    if unknown:
+        hints = [
+            f"{name} (did you mean {close[0]}?)" if (close := difflib.get_close_matches(name, declared, 1)) else name
+            for name in unknown
+        ]
+        raise ParameterError(
+            f"Unknown parameter {', '.join(hints)}: this notebook's parameters are "
+            f"{', '.join(sorted(declared))} (`papermill --help-notebook` lists them)."
+        )

@@ -24,51 +24,57 @@
 DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/; "auto" (Kaggle input, else a generated sample) or "sample"
 IMAGE_SIZE: int = 192  # image size of the folder to read: 192, 224, 331 or 512
 MODEL: str = "auto"  # "small_cnn" or a keras.applications name like "EfficientNetB0"; "auto" picks by profile
-WEIGHTS: str = "auto"  # "imagenet", "none" or a local weights file; "auto" picks by profile
+WEIGHTS: str = "auto"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none", or that file; "auto" picks by profile
 EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 8, full 12)
 PER_REPLICA_BATCH: int = 0  # images per replica per step; 0 means the profile's default (16)
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
+STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the training images (a cap keeps a trial run short)
+PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
 OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder
 
 # %% [markdown]
 # ## Setup
-# Parameters are checked first, then the accelerator is found (before anything imports Keras).
+# Parameters are checked first (a misspelt one stops here too), then the accelerator is found
+# (before anything imports Keras).
 
 # %%
 from nbkit import accel, params
 from nbkit.flowers import layout
 
+params.check_names(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
+params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
 params.check_choice("IMAGE_SIZE", IMAGE_SIZE, layout.IMAGE_SIZES)
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
 print(acc.describe())
+print(acc.set_precision(PRECISION))  # before any model is built
 
 # %% [markdown]
 # ## Configuration
 # The "smoke" profile trains a small CNN from scratch on the sample; "full" fine-tunes a pretrained
-# EfficientNetB0 with the starter notebooks' learning-rate schedule (max 5e-5 x replicas).
+# EfficientNetB0 with the starter notebooks' learning-rate schedule (max 5e-5 x replicas). Outputs
+# are written aside and moved into `OUTPUT_DIR` only when the run ends: a run that fails or is
+# stopped leaves the previous run's outputs as they were.
 
 # %%
-from pathlib import Path
-
-from nbkit import env
+from nbkit import atomic, env
 from nbkit.flowers import recipe
 
 config = recipe.profile(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
-global_batch = acc.global_batch(config.per_replica_batch)
 schedule = config.schedule(acc.num_replicas)
-working_dir = env.detect().working_dir
-output_dir = working_dir / "flowers" if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
-print(config.describe(global_batch))
+environment = env.detect()
+outputs = atomic.RunOutputs(environment.working_dir / "flowers" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+print(outputs.describe())
 
 # %% [markdown]
 # ## Data
-# Every file is read once before training, so a truncated file, a missing feature or the wrong
-# `IMAGE_SIZE` stops here with the file's name, not halfway through training.
+# Every record is read and every image decoded once before training, so a damaged file, a label
+# out of range, a repeated test id or the wrong `IMAGE_SIZE` stops here with the file and record,
+# not halfway through training. The global batch is checked against the splits and the memory.
 
 # %%
 from nbkit.flowers import checks, source
@@ -76,8 +82,12 @@ from nbkit.flowers import checks, source
 data = source.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
 print(f"data: {data.reason}")
 splits = checks.checked_splits(data.path, IMAGE_SIZE)
+global_batch = recipe.check_batch(config.per_replica_batch, acc.num_replicas, IMAGE_SIZE, checks.counts(splits))
+print(config.describe(global_batch))
 steps_per_execution = acc.steps_per_execution(STEPS_PER_EXECUTION)
-steps_per_epoch, steps_per_execution = recipe.epoch_plan(splits["train"].count, global_batch, steps_per_execution)
+steps_per_epoch, steps_per_execution = recipe.epoch_plan(
+    splits["train"].count, global_batch, steps_per_execution, STEPS_PER_EPOCH
+)
 print(f"{checks.describe(splits)}; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
 
 # %%
@@ -88,7 +98,7 @@ train_dataset = pipeline.train_dataset(
 )
 val_dataset = pipeline.val_dataset(splits["val"].files, IMAGE_SIZE, global_batch)
 images, labels = next(iter(train_dataset))
-figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], layout.CLASSES, path=output_dir / "batch.png")
+figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], layout.CLASSES, path=outputs / "batch.png")
 
 # %% [markdown]
 # ## Model
@@ -102,7 +112,9 @@ import keras
 from nbkit import models
 
 with acc.scope():
-    model = models.build_classifier(config.model, IMAGE_SIZE, len(layout.CLASSES), weights=config.weights)
+    model = models.build_classifier(
+        config.model, IMAGE_SIZE, len(layout.CLASSES), weights=config.weights, search=[environment.input_dir]
+    )
     model.compile(
         optimizer=keras.optimizers.Adam(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -112,7 +124,7 @@ with acc.scope():
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %%
-figure = plots.learning_rate(schedule.values(config.epochs), path=output_dir / "learning_rate.png")
+figure = plots.learning_rate(schedule.values(config.epochs), path=outputs / "learning_rate.png")
 
 # %% [markdown]
 # ## Train
@@ -133,8 +145,8 @@ history = model.fit(
 )
 
 # %%
-figure = plots.training_curves(history.history, path=output_dir / "training_curves.png")
-figure = plots.input_wait(input_monitor.epochs, path=output_dir / "input_wait.png")
+figure = plots.training_curves(history.history, path=outputs / "training_curves.png")
+figure = plots.input_wait(input_monitor.epochs, path=outputs / "input_wait.png")
 
 # %% [markdown]
 # ## Evaluate
@@ -151,11 +163,11 @@ val_predictions = val_logits.argmax(axis=1)
 confusion = evaluate.confusion_matrix(val_labels, val_predictions, len(layout.CLASSES))
 scores = evaluate.scores(confusion)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(layout.CLASSES)}")
-figure = plots.confusion(confusion, layout.CLASSES, scores, path=output_dir / "confusion_matrix.png")
+figure = plots.confusion(confusion, layout.CLASSES, scores, path=outputs / "confusion_matrix.png")
 
 # %%
 shown = next(iter(pipeline.images_in_order(splits["val"].files, IMAGE_SIZE, labeled=True, global_batch=20)[0])).numpy()
-figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20], path=output_dir / "predictions.png")
+figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20], path=outputs / "predictions.png")
 
 # %% [markdown]
 # ## Predict and submit
@@ -165,7 +177,7 @@ figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20
 test_logits, test_ids = predict.predict_in_order(
     model, splits["test"].files, IMAGE_SIZE, labeled=False, global_batch=global_batch
 )
-submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), output_dir / "submission.csv")
+submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), outputs / "submission.csv")
 metrics = evaluate.write_metrics(
     {
         **scores,
@@ -173,14 +185,18 @@ metrics = evaluate.write_metrics(
         "global_batch": global_batch,
         "replicas": acc.num_replicas,
         "backend": acc.backend,
+        "precision": acc.precision,
         "model": config.model,
         "image_size": IMAGE_SIZE,
         "test_rows": len(test_ids),
     },
-    output_dir / "metrics.json",
+    outputs / "metrics.json",
 )
-saved = models.save_model(model, output_dir / "model.keras")
+saved = models.save_model(model, outputs / "model.keras")
 print(f"wrote {len(test_ids)} rows to {submission.name}, plus {metrics.name} and {saved.name}")
 
+# %% [markdown]
+# The run ended well: its outputs replace the previous run's, all at once.
+
 # %% tags=["nbval-ignore-output"]
-print(f"outputs in {output_dir.resolve()}:", ", ".join(sorted(p.name for p in output_dir.iterdir())))
+print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))

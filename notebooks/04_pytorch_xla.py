@@ -28,6 +28,7 @@ PER_CORE_BATCH: int = 0  # images per core per step; 0 means the profile's defau
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
 DEVICE: str = "auto"  # "auto" (XLA if torch_xla imports, else CUDA, else CPU), "xla", "cuda" or "cpu"
 SEED: int = 0  # seeds the weights, the shuffles and the augmentation
+PRECISION: str = "auto"  # "auto" (bfloat16 on a TPU, else float32), "float32" or "mixed_bfloat16" (torch.autocast)
 OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.csv go; "auto": the working folder
 
 # %% [markdown]
@@ -40,28 +41,30 @@ from nbkit import params
 from nbkit.flowers import layout
 from nbkit.pytorch import runtime
 
+params.check_names(globals())
 params.check_choice("PROFILE", PROFILE, params.PROFILES)
 params.check_choice("IMAGE_SIZE", IMAGE_SIZE, layout.IMAGE_SIZES)
 for name, value in {"EPOCHS": EPOCHS, "PER_CORE_BATCH": PER_CORE_BATCH, "SEED": SEED}.items():
     params.check_int(name, value)
 acc = runtime.select(DEVICE)
 print(acc.describe())
+precision, line = runtime.precision(acc, PRECISION)
+print(line)
 
 # %% [markdown]
 # ## Configuration
 # The small CNN of notebook 02's smoke profile, trained from scratch. Each core takes
 # `PER_CORE_BATCH` images per step, so the global batch and the peak learning rate grow with the
-# number of cores (8 on a TPU v5e-8).
+# number of cores (8 on a TPU v5e-8). Outputs are moved into `OUTPUT_DIR` only when the run ends.
 
 # %%
-from pathlib import Path
-
-from nbkit import env
+from nbkit import atomic, env
 from nbkit.flowers import recipe
 
 config = recipe.profile(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_CORE_BATCH, "small_cnn", "none")
 working_dir = env.detect().working_dir
-output_dir = working_dir / "flowers-torch" if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
+outputs = atomic.RunOutputs(working_dir / "flowers-torch" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+print(outputs.describe())
 print(
     f"profile={config.profile}: {config.epochs} epochs, {config.per_replica_batch} images per core per step, "
     f"peak learning rate {config.max_lr_per_replica:g} x cores"
@@ -93,7 +96,7 @@ val_set = torch_flowers.FlowerImages(splits["val"].items, IMAGE_SIZE)
 test_set = torch_flowers.FlowerImages(splits["test"].items, IMAGE_SIZE)
 shown = np.stack([train_set.image(i) for i in range(20)])
 figure = plots.batch(
-    shown, [label for _, label in splits["train"].items[:20]], layout.CLASSES, path=output_dir / "batch.png"
+    shown, [label for _, label in splits["train"].items[:20]], layout.CLASSES, path=outputs / "batch.png"
 )
 
 # %% [markdown]
@@ -124,10 +127,10 @@ def train_on_core(index: int) -> dict:
     device = runtime.device(acc)
     runtime.master_print(acc, f"core {index} of {runtime.world_size(acc)}: {device}")
     core_model = copy.deepcopy(model).to(device)  # its own copy: on a TPU v3 two cores share a process
-    history = torch_flowers.fit(acc, core_model, train_set, val_set, config, device, seed=SEED)
-    runtime.save(acc, core_model.state_dict(), output_dir / "model.pt")
+    history = torch_flowers.fit(acc, core_model, train_set, val_set, config, device, seed=SEED, precision=precision)
+    runtime.save(acc, core_model.state_dict(), outputs / "model.pt")
     predict = lambda dataset, tag: torch_flowers.predict(
-        acc, core_model, dataset, config.per_replica_batch, device, tag
+        acc, core_model, dataset, config.per_replica_batch, device, tag, precision=precision
     )
     return {
         "history": history,
@@ -145,8 +148,8 @@ history = result["history"]
 print(
     f"trained on {result['device']} x {result['cores']} core(s), global batch {result['cores'] * config.per_replica_batch}"
 )
-figure = plots.training_curves(history, path=output_dir / "training_curves.png")
-figure = plots.learning_rate(history["learning_rate"], path=output_dir / "learning_rate.png")
+figure = plots.training_curves(history, path=outputs / "training_curves.png")
+figure = plots.learning_rate(history["learning_rate"], path=outputs / "learning_rate.png")
 
 # %% [markdown]
 # ## Evaluate
@@ -161,11 +164,11 @@ val_predictions = result["val_logits"].argmax(axis=1)
 confusion = evaluate.confusion_matrix(val_labels, val_predictions, len(layout.CLASSES))
 scores = evaluate.scores(confusion)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(layout.CLASSES)}")
-figure = plots.confusion(confusion, layout.CLASSES, scores, path=output_dir / "confusion_matrix.png")
+figure = plots.confusion(confusion, layout.CLASSES, scores, path=outputs / "confusion_matrix.png")
 
 # %%
 shown = np.stack([val_set.image(i) for i in range(20)])
-figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20], path=output_dir / "predictions.png")
+figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20], path=outputs / "predictions.png")
 
 # %% [markdown]
 # ## The saved weights
@@ -174,7 +177,7 @@ figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20
 
 # %%
 cpu_model = torch_flowers.small_cnn(IMAGE_SIZE, len(layout.CLASSES))
-cpu_model.load_state_dict(runtime.load(output_dir / "model.pt"))
+cpu_model.load_state_dict(runtime.load(outputs / "model.pt"))
 cpu_logits = torch_flowers.predict(runtime.select("cpu"), cpu_model, val_set, 64, torch.device("cpu"), "check")
 print(f"the saved weights predict the same classes on the CPU: {(cpu_logits.argmax(1) == val_predictions).all()}")
 
@@ -184,7 +187,7 @@ print(f"the saved weights predict the same classes on the CPU: {(cpu_logits.argm
 
 # %%
 test_ids = [test_id for _, test_id in splits["test"].items]
-submission = evaluate.write_submission(test_ids, result["test_logits"].argmax(axis=1), output_dir / "submission.csv")
+submission = evaluate.write_submission(test_ids, result["test_logits"].argmax(axis=1), outputs / "submission.csv")
 metrics = evaluate.write_metrics(
     {
         **scores,
@@ -194,13 +197,14 @@ metrics = evaluate.write_metrics(
         "global_batch": result["cores"] * config.per_replica_batch,
         "device": acc.runtime,
         "hardware": acc.device_kind,
+        "precision": precision,
         "model": "small_cnn",
         "image_size": IMAGE_SIZE,
         "test_rows": len(test_ids),
     },
-    output_dir / "metrics.json",
+    outputs / "metrics.json",
 )
 print(f"wrote {len(test_ids)} rows to {submission.name}, plus {metrics.name} and model.pt")
 
 # %% tags=["nbval-ignore-output"]
-print(f"outputs in {output_dir.resolve()}:", ", ".join(sorted(p.name for p in output_dir.iterdir())))
+print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))

@@ -27,13 +27,15 @@
 DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/; "auto" (Kaggle input, else a generated sample) or "sample"
 IMAGE_SIZE: int = 192  # image size of the folder to read: 192, 224, 331 or 512
 MODEL: str = "auto"  # "small_cnn" or a keras.applications name like "EfficientNetB0"; "auto" picks by profile
-WEIGHTS: str = "auto"  # "imagenet", "none" or a local weights file; "auto" picks by profile
+WEIGHTS: str = "auto"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none", or that file; "auto" picks by profile
 EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 8, full 12); more than done continues
 PER_REPLICA_BATCH: int = 0  # images per replica per step; 0 means the profile's default (16)
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
+STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the training images (a cap keeps a trial run short)
+PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
 SEED: int = 42  # fixes the initial weights, the shuffling and the augmentation of every epoch
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
 RESUME_FROM: str = "none"  # an earlier run's checkpoints folder to continue from (Kaggle: last version's output as input)
@@ -47,36 +49,42 @@ OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the pack
 from nbkit import accel, params
 from nbkit.flowers import layout
 
+params.check_names(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
+params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
 params.check_choice("IMAGE_SIZE", IMAGE_SIZE, layout.IMAGE_SIZES)
 params.check_choice("RESUME", RESUME, ("auto", "restart"))
 params.check_int("SEED", SEED)
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
 print(acc.describe())
+print(acc.set_precision(PRECISION))  # before any model is built
 
 # %% [markdown]
 # ## Configuration and data
-# The same profiles, schedule and checked TFRecords as notebook 02.
+# The same profiles, schedule, checked TFRecords and batch checks as notebook 02. Checkpoints are
+# written into `OUTPUT_DIR/checkpoints` after every epoch; the other outputs are moved into
+# `OUTPUT_DIR` only when the run ends.
 
 # %%
-from pathlib import Path
-
-from nbkit import env
+from nbkit import atomic, env
 from nbkit.flowers import checks, recipe, source
 
 config = recipe.profile(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
-global_batch = acc.global_batch(config.per_replica_batch)
 schedule = config.schedule(acc.num_replicas)
-working_dir = env.detect().working_dir
-output_dir = working_dir / "flowers-train" if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
-print(config.describe(global_batch))
+environment = env.detect()
+outputs = atomic.RunOutputs(environment.working_dir / "flowers-train" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+print(outputs.describe())
 
 data = source.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
 print(f"data: {data.reason}")
 splits = checks.checked_splits(data.path, IMAGE_SIZE)
+global_batch = recipe.check_batch(config.per_replica_batch, acc.num_replicas, IMAGE_SIZE, checks.counts(splits))
+print(config.describe(global_batch))
 steps_per_execution = acc.steps_per_execution(STEPS_PER_EXECUTION)
-steps_per_epoch, steps_per_execution = recipe.epoch_plan(splits["train"].count, global_batch, steps_per_execution)
+steps_per_epoch, steps_per_execution = recipe.epoch_plan(
+    splits["train"].count, global_batch, steps_per_execution, STEPS_PER_EPOCH
+)
 fingerprint = checks.fingerprint(splits["train"].files + splits["val"].files)
 print(
     f"{checks.describe(splits)}; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution; "
@@ -91,7 +99,7 @@ print(
 # %% tags=["nbval-ignore-output"]
 from nbkit.handoff import resume
 
-checkpoints = output_dir / "checkpoints"
+checkpoints = outputs.folder / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto":
     print(resume.copy_checkpoint(RESUME_FROM, checkpoints))
 settings = {
@@ -100,6 +108,7 @@ settings = {
     "image_size": IMAGE_SIZE,
     "global_batch": global_batch,
     "steps_per_epoch": steps_per_epoch,
+    "precision": acc.precision,
     "max_lr": schedule.max_lr,
     "seed": SEED,
     "data": fingerprint,
@@ -119,7 +128,9 @@ from nbkit import models
 
 keras.utils.set_random_seed(SEED)
 with acc.scope():
-    model = models.build_classifier(config.model, IMAGE_SIZE, len(layout.CLASSES), weights=config.weights)
+    model = models.build_classifier(
+        config.model, IMAGE_SIZE, len(layout.CLASSES), weights=config.weights, search=[environment.input_dir]
+    )
     model.compile(
         optimizer=keras.optimizers.Adam(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -160,7 +171,7 @@ print(f"epochs done: {run.epochs_done}")
 # %%
 from nbkit.flowers import plots
 
-figure = plots.training_curves(history, path=output_dir / "training_curves.png")
+figure = plots.training_curves(history, path=outputs / "training_curves.png")
 
 # %% [markdown]
 # ## Evaluate and predict
@@ -175,12 +186,12 @@ val_logits, val_labels = predict.predict_in_order(
 confusion = evaluate.confusion_matrix(val_labels, val_logits.argmax(axis=1), len(layout.CLASSES))
 scores = evaluate.scores(confusion)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(layout.CLASSES)}")
-figure = plots.confusion(confusion, layout.CLASSES, scores, path=output_dir / "confusion_matrix.png")
+figure = plots.confusion(confusion, layout.CLASSES, scores, path=outputs / "confusion_matrix.png")
 
 test_logits, test_ids = predict.predict_in_order(
     model, splits["test"].files, IMAGE_SIZE, labeled=False, global_batch=global_batch
 )
-submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), output_dir / "submission.csv")
+submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), outputs / "submission.csv")
 
 # %% [markdown]
 # ## Model package
@@ -200,9 +211,10 @@ training = {
     "model": config.model,
     "weights": config.weights,
     "steps_per_epoch": steps_per_epoch,
+    "precision": acc.precision,
 }
 folder = package.write_package(
-    output_dir / "model-package",
+    outputs / "model-package",
     model,
     classes=layout.CLASSES,
     image_size=IMAGE_SIZE,
@@ -217,5 +229,9 @@ print(f"wrote the model package {folder.name}: {', '.join(sorted(p.name for p in
 if dataset_id.startswith(package.PLACEHOLDER_OWNER):
     print("No Kaggle user name here: set DATASET_ID='<you>/flowers-model' (or KAGGLE_USERNAME) before uploading.")
 
+# %% [markdown]
+# The run ended well: its outputs replace the previous run's, all at once.
+
 # %% tags=["nbval-ignore-output"]
-print(f"kaggle datasets create -p {folder.resolve()}")
+print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))
+print(f"kaggle datasets create -p {(outputs.folder / 'model-package').resolve()}")

@@ -34,6 +34,7 @@ OUTPUT_DIR: str = "auto"  # where submission.csv goes; "auto": the working folde
 # %%
 from nbkit import accel, params
 
+params.check_names(globals())
 params.check_choice("BACKEND", BACKEND, params.BACKENDS)
 params.check_int("IMAGE_SIZE", IMAGE_SIZE)
 params.check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=1)
@@ -46,8 +47,6 @@ print(acc.describe())
 # What the model was trained with, and on what.
 
 # %% tags=["nbval-ignore-output"]
-from pathlib import Path
-
 from nbkit import env
 from nbkit.handoff import package
 
@@ -95,13 +94,15 @@ test_predictions = test_logits.argmax(axis=1)
 # %% [markdown]
 # ## Submit
 # `submission.csv` (`id,label`, one row per test image) in the working folder, where Kaggle
-# looks for it.
+# looks for it, with a picture of some predictions; both replace an earlier run's only together.
 
 # %%
+from nbkit import atomic
 from nbkit.flowers import evaluate, pipeline, plots
 
-output_dir = environment.working_dir if OUTPUT_DIR == "auto" else Path(OUTPUT_DIR)
-submission = evaluate.write_submission(test_ids, test_predictions, output_dir / "submission.csv")
+outputs = atomic.RunOutputs(environment.working_dir if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+submission = evaluate.write_submission(test_ids, test_predictions, outputs / "submission.csv")
 print(f"wrote {len(test_ids)} rows to {submission.name}")
 shown = next(iter(pipeline.images_in_order(test.files, image_size, labeled=False, global_batch=20)[0])).numpy()
-figure = plots.batch(shown, test_predictions[:20], manifest["classes"], path=output_dir / "test_predictions.png")
+figure = plots.batch(shown, test_predictions[:20], manifest["classes"], path=outputs / "test_predictions.png")
+print("published:", ", ".join(outputs.publish()))

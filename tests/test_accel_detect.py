@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from nbkit import accel, logs
-from nbkit.accel import tf_devices
+from nbkit.accel import precision, tf_devices, tpu
 from nbkit.errors import AcceleratorError, BackendError, ParameterError
 
 PLAIN = dict(loaded=None, env_backend=None, tpu_vm=False, tf_tpu_capable=False, jax_installed=True)
@@ -62,11 +62,63 @@ def test_tpu_addresses(tpu, advertised, tpu_vm, platform, expected):
     assert accel.tpu_addresses(tpu, advertised, tpu_vm, platform) == expected
 
 
-def test_mixed_precision_policy():
-    assert accel.mixed_precision_policy("tpu") == "mixed_bfloat16"
-    assert accel.mixed_precision_policy("gpu", (7, 5)) == "mixed_float16"
-    assert accel.mixed_precision_policy("gpu", (6, 0)) == "float32"
-    assert accel.mixed_precision_policy("cpu") == "float32"
+def test_recommended_precision_policy():
+    assert precision.recommended("tpu") == "mixed_bfloat16"
+    assert precision.recommended("gpu", (7, 5)) == "mixed_float16"
+    assert precision.recommended("gpu", (6, 0)) == "float32"
+    assert precision.recommended("cpu") == "float32"
+
+
+@pytest.mark.parametrize(
+    "requested, kind, capability, expected",
+    [
+        ("auto", "tpu", None, "mixed_bfloat16"),
+        ("auto", "cpu", None, "float32"),
+        ("mixed_bfloat16", "cpu", None, "mixed_bfloat16"),  # the TPU path in miniature: allowed on a CPU
+        ("mixed_float16", "gpu", (7, 5), "mixed_float16"),
+        ("mixed_bfloat16", "gpu", (8, 0), "mixed_bfloat16"),
+        ("float32", "tpu", None, "float32"),
+    ],
+)
+def test_precision_asked_for_or_chosen(requested, kind, capability, expected):
+    policy, why = precision.choose(requested, kind, capability)
+    assert policy == expected and ("asked for" in why or "policy" in why)
+
+
+@pytest.mark.parametrize(
+    "requested, kind, capability, message",
+    [
+        ("mixed_float16", "cpu", None, "a CPU emulates float16.*Use 'mixed_bfloat16' or 'float32'"),
+        ("mixed_float16", "tpu", None, "TPUs compute in bfloat16"),
+        ("mixed_float16", "gpu", (6, 0), "tensor cores.*this one: 6.0"),
+        ("mixed_bfloat16", "gpu", (7, 5), "compute capability 8.0 or more.*this one: 7.5.*Use 'mixed_float16'"),
+        ("bfloat16", "tpu", None, "PRECISION='bfloat16' is not allowed"),
+    ],
+)
+def test_a_precision_the_hardware_cannot_do_is_refused(requested, kind, capability, message):
+    with pytest.raises(ParameterError, match=message):
+        precision.choose(requested, kind, capability)
+
+
+@pytest.mark.parametrize(
+    "device_kind, devices, text",
+    [
+        ("TPU v5 lite", 8, "TPU v5e-8: 8 chips x 1 core, 16 GiB of HBM per core"),
+        ("TPU v3", 8, "TPU v3-8: 4 chips x 2 cores, 16 GiB of HBM per core"),
+        ("TPU v6 lite", 8, "TPU v6e-8: 8 chips x 1 core, 32 GiB of HBM per core"),
+        ("TPU v4", 4, "TPU v4-8: 4 chips x 2 cores, 16 GiB of HBM per core"),  # one megacore device per chip
+    ],
+)
+def test_which_tpu_from_jax_device_kind(device_kind, devices, text):
+    assert tpu.from_device_kind(device_kind, devices).describe() == text
+
+
+@pytest.mark.parametrize(
+    "accelerator_type, name", [("v3-8", "v3-8"), ("v5litepod-8", "v5e-8"), ("v6e-8", "v6e-8"), ("v5p-8", "v5p-8")]
+)
+def test_which_tpu_from_the_tpu_vms_accelerator_type(accelerator_type, name):
+    assert tpu.from_accelerator_type(accelerator_type).name == name
+    assert tpu.from_accelerator_type("something-else") is None and tpu.from_device_kind("TPU v99", 8) is None
 
 
 class FakeStrategy:
@@ -109,10 +161,12 @@ def fake_tf(tpu_cores=0, gpus=(), log=None):
     )
 
 
-def test_tpu_vm_connects_locally_with_tpu_strategy():
+def test_tpu_vm_connects_locally_with_tpu_strategy(monkeypatch):
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")
     log = []
     acc = tf_devices.find_accelerator(fake_tf(tpu_cores=8, log=log), ["local"], explicit_tpu=False, simulate_devices=0)
     assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("tpu", 8, "mixed_bfloat16")
+    assert acc.describe().startswith("TPU v5e-8: 8 chips x 1 core, 16 GiB of HBM per core, Keras backend tensorflow")
     assert log == [("resolve", "local"), ("init", "local"), ("strategy", "local")]  # no remote connect
     assert len(acc.device_names) == 8 and "TPUClusterResolver(tpu='local')" in acc.reason
 

@@ -37,7 +37,7 @@ def test_a_file_whose_name_lies_is_named(made, tmp_path):
 
 def test_wrong_image_size_and_wrong_record_kind(made, tmp_path):
     shutil.copytree(made / "tfrecords-jpeg-64x64", tmp_path / "tfrecords-jpeg-192x192")
-    with pytest.raises(DataError, match="its images are 64x64, not 192x192.*IMAGE_SIZE"):
+    with pytest.raises(DataError, match="record 0: the image is 64x64, not 192x192.*IMAGE_SIZE"):
         checks.check_split(tmp_path, 192, "train")
     val = tmp_path / "tfrecords-jpeg-192x192" / "val"
     shutil.rmtree(val)
@@ -84,3 +84,70 @@ def test_fingerprint_changes_with_the_files(made, tmp_path):
     assert checks.fingerprint(copies[1:]) != checks.fingerprint(files)
     with pytest.raises(DataError, match="does not exist"):
         checks.fingerprint([str(tmp_path / "gone-3.tfrec")])
+
+
+def rewritten(made, tmp_path, split, change):
+    """A copy of the sample whose `split` records went through `change(items) -> items`."""
+    from nbkit.flowers import writer
+
+    root = tmp_path / "copy"
+    shutil.copytree(made, root)
+    folder = Path(layout.split_folder(root, 64, split))
+    items = checks.read_items(layout.find_files(root, 64, split), labeled=split != "test")
+    shutil.rmtree(folder)
+    key = "class" if split != "test" else "id"
+    writer.write_split([{"image": jpeg, key: value} for jpeg, value in change(items)], root, 64, split, shards=2)
+    return root
+
+
+def damaged_middle(jpeg: bytes) -> bytes:
+    return jpeg[:600] + b"\0" * 2000 + jpeg[2600:]
+
+
+@pytest.mark.parametrize(
+    "split, change, message",
+    [
+        ("train", lambda items: items[:5] + [(items[5][0], 150)] + items[6:], "record 5 has class 150, outside 0..4"),
+        ("val", lambda items: [(items[0][0], -1)] + items[1:], "record 0 has class -1, outside 0..4"),
+        (
+            "train",
+            lambda items: items[:6] + [(damaged_middle(items[6][0]), items[6][1])] + items[7:],
+            "record 6: the image cannot be decoded",
+        ),
+        ("test", lambda items: items[:4] + [(items[4][0], items[1][1])] + items[5:], "repeats the test id"),
+        (
+            "val",
+            lambda items: items[:2] + [(items[2][0][:-300], items[2][1])] + items[3:],
+            "record 2: the image cannot be decoded",
+        ),
+    ],
+    ids=["train-label", "val-label", "damaged-jpeg-mid-file", "duplicate-test-id", "truncated-jpeg"],
+)
+def test_every_record_is_checked_not_only_each_files_first(made, tmp_path, split, change, message):
+    root = rewritten(made, tmp_path, split, change)
+    with pytest.raises(DataError, match=message) as error:
+        checks.check_split(root, 64, split, num_classes=5)
+    assert f"tfrecords-jpeg-64x64/{split}/0" in str(error.value)  # names the file
+
+
+def test_tensorflow_refuses_the_jpegs_the_check_refuses(made):
+    import tensorflow as tf
+
+    jpeg = checks.read_items(layout.find_files(made, 64, "train"), labeled=True)[0][0]
+    for bad in (damaged_middle(jpeg), jpeg[:-300]):
+        with pytest.raises(DataError):
+            checks.check_image(bad, 64, "x")
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            tf.io.decode_jpeg(bad).numpy()
+
+
+def test_a_split_without_records_is_refused(made, tmp_path):
+    from nbkit.flowers import writer
+
+    shutil.copytree(made, tmp_path / "copy")
+    folder = Path(layout.split_folder(tmp_path / "copy", 64, "val"))
+    shutil.rmtree(folder)
+    folder.mkdir()
+    writer.write_records(folder / "00-64x64-0.tfrec", [])
+    with pytest.raises(DataError, match="The val split .* holds no records"):
+        checks.check_split(tmp_path / "copy", 64, "val")

@@ -8,7 +8,7 @@ import pytest
 from test_accel_detect import PLAIN, fake_tf
 
 from nbkit import errors, params
-from nbkit.accel import choose, tf_devices
+from nbkit.accel import choose, precision, tf_devices
 from nbkit.flowers import checks, layout, sample, writer
 from nbkit.guide import mnist
 from nbkit.handoff import package, resume
@@ -26,6 +26,16 @@ def wrong_size_image(tmp_path):
     return FlowerImages(
         [(sample.encode_jpeg(sample.sample_image(0, 32, __import__("numpy").random.default_rng(0))), 0)], 64
     ).image(0)
+
+
+def mixed_rows(tmp_path):
+    import numpy as np
+
+    from nbkit.flowers import predict
+
+    images = np.arange(4, dtype="float32").reshape(4, 1)
+    honest = lambda x, training=False: x * 2.0  # noqa: E731  (a "model": one logit per row)
+    predict.check_rows(honest, images, logits=np.roll(honest(images), 1, axis=0))
 
 
 def leaking_file(tmp_path):
@@ -89,6 +99,18 @@ CASES = [
     ("an image of another size (PyTorch side)", wrong_size_image, errors.DataError, "item 0 is 32x32, not 64x64"),
     ("a missing weights file", a_bad_weights_file, errors.ModelError, "no such file"),
     ("a missing package", lambda t: package.read_manifest(t / "none"), errors.PackageError, "No model package at"),
+    (
+        "a precision the hardware cannot do",
+        lambda t: precision.choose("mixed_float16", "cpu"),
+        errors.ParameterError,
+        "PRECISION='mixed_float16' on a CPU",
+    ),
+    (
+        "predictions that belong to other rows",
+        mixed_rows,
+        errors.PredictionError,
+        "differs from the same image predicted alone",
+    ),
     ("an unreadable training state", bad_state, errors.ResumeError, "is not a readable training state"),
     (
         "a missing local secret",

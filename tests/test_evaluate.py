@@ -43,3 +43,28 @@ def test_read_submission_checks_the_header(tmp_path):
 def test_metrics_json_holds_plain_numbers(tmp_path):
     path = evaluate.write_metrics({"accuracy": np.float32(0.5), "epochs": 3}, tmp_path / "metrics.json")
     assert json.loads(path.read_text()) == {"accuracy": 0.5, "epochs": 3}
+
+
+def test_predictions_are_checked_against_the_same_rows_on_one_device(tmp_path):
+    """predict_in_order passes an honest model and stops, before anything is written, on one whose
+    batched predictions come back with rows swapped (what keras 3.8 + jax 0.4.35 did on 8 devices)."""
+    import keras
+
+    from nbkit import models
+    from nbkit.errors import PredictionError
+    from nbkit.flowers import layout, predict, sample
+
+    root = sample.make_sample(tmp_path / "data", image_sizes=(64,), train_per_class=1, val_per_class=2, num_classes=6)
+    files = layout.find_files(root, 64, "val")
+    keras.utils.set_random_seed(0)
+    model = models.small_cnn((64, 64, 3), 6, filters=(8,), dense=16)
+    logits, labels = predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)
+    assert logits.shape == (12, 6) and len(labels) == 12
+    honest = model.predict
+
+    def rows_mixed(dataset, **kwargs):  # each row answered with its neighbour's logits
+        return np.roll(honest(dataset, **kwargs), 1, axis=0)
+
+    model.predict = rows_mixed
+    with pytest.raises(PredictionError, match=r"Row 0 of the distributed predictions differs.*keras \d"):
+        predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)

@@ -97,3 +97,21 @@ def test_check_run_names_the_bad_shared_parameter():
     ):
         with pytest.raises(ParameterError, match=name):
             params.check_run(**{**good, name: bad})
+
+
+def test_unknown_parameter_names_the_closest_known_one():
+    namespace = {
+        "__annotations__": {"EPOCHS": int, "BACKEND": str},
+        "EPOCHS": 0,
+        "BACKEND": "auto",
+        "EPOCH": 3,
+        "In": [],
+        "acc": object(),
+        "NBKIT_BUNDLE": "/tmp/x",
+    }
+    with pytest.raises(ParameterError, match=r"Unknown parameter EPOCH \(did you mean EPOCHS\?\)"):
+        params.check_names(namespace)
+    del namespace["EPOCH"]
+    params.check_names(namespace)  # lower-case variables and the bundle's NBKIT_ names are not parameters
+    with pytest.raises(ParameterError, match="Unknown parameter SEEDS: this notebook's parameters are BACKEND, EPOCHS"):
+        params.check_names({**namespace, "SEEDS": 1, "__annotations__": {"EPOCHS": int, "BACKEND": str}})

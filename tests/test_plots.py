@@ -39,3 +39,10 @@ def test_curves_schedule_and_confusion(tmp_path):
     figure = plots.confusion(counts, NAMES, evaluate.scores(counts), tmp_path / "cm.png")
     assert figure.axes[0].get_title().startswith("F1 0.556")
     assert all((tmp_path / name).exists() for name in ("curves.png", "lr.png", "cm.png"))
+
+
+def test_a_padded_batch_shows_only_the_labelled_images():
+    images = np.zeros((20, 8, 8, 3), np.uint8)  # images_in_order pads to whole batches
+    figure = plots.batch(images, [0, 1, 2], ["a", "b", "c"], predictions=[0, 2, 2])
+    titles = [axis.get_title() for axis in figure.axes if axis.get_title()]
+    assert titles == ["a OK", "c NO -> b", "c OK"]

@@ -60,3 +60,45 @@ def test_profiles_with_the_notebooks_overrides():
     assert (full.model, full.weights, full.epochs, full.per_replica_batch) == ("EfficientNetB0", "none", 3, 32)
     assert full.schedule(8).max_lr == pytest.approx(5e-5 * 8) and full.schedule(8).ramp_epochs == 5
     assert full.describe(256) == "profile=full: EfficientNetB0 (weights none), 3 epochs, global batch 256"
+
+
+@pytest.mark.parametrize(
+    "per_replica, replicas, size, counts, free, message",
+    [
+        (
+            16,
+            64,
+            192,
+            {"train": 832, "val": 208},
+            2**35,
+            "global batch of 1024, more than the 208 images of the val split.*PER_REPLICA_BATCH=3 or less",
+        ),
+        (
+            27,
+            8,
+            192,
+            {"train": 832, "val": 208},
+            2**35,
+            "216, more than the 208 images of the val split.*PER_REPLICA_BATCH=26 or less",
+        ),
+        (1, 300, 192, {"train": 832, "val": 208}, 2**35, "at most 208 replicas"),
+        (
+            100_000,
+            1,
+            192,
+            {"train": 10**6, "val": 10**6},
+            2**34,
+            r"needs about 51\.5 GiB of memory per step; 16\.0 GiB are free here. Use PER_REPLICA_BATCH=15534 or less",
+        ),
+    ],
+)
+def test_batches_that_cannot_work_are_refused_with_what_to_pass(per_replica, replicas, size, counts, free, message):
+    with pytest.raises(ParameterError, match=message):
+        recipe.check_batch(per_replica, replicas, size, counts, available_bytes=free)
+
+
+def test_a_workable_batch_is_the_global_batch():
+    assert recipe.check_batch(16, 8, 192, {"train": 832, "val": 208, "test": 7}, available_bytes=2**34) == 128
+    assert recipe.check_batch(64, 1, 512, None, available_bytes=None) == 64  # memory unknown: not refused
+    with pytest.raises(ParameterError, match="PER_CORE_BATCH=100 x 1"):
+        recipe.check_batch(100, 1, 192, {"train": 50}, parameter="PER_CORE_BATCH")

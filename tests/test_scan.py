@@ -135,3 +135,23 @@ def test_scan_command_fails_naming_the_cell(tmp_path):
     assert "LeakError" in bad.stderr and "leaky.ipynb: cell 1 (code) output: a GCP service-account JSON" in bad.stderr
     good = subprocess.run([sys.executable, "-m", "nbkit", "scan", str(clean)], capture_output=True, text=True)
     assert good.returncode == 0 and "no secrets found" in good.stdout
+
+
+def test_scan_finds_a_token_from_the_dotenv_beside_the_notebooks(tmp_path, monkeypatch):
+    # The .env line has an inline comment: the value is what stands before it.
+    project = tmp_path / "project"
+    (project / "notebooks").mkdir(parents=True)
+    value = fake_value()
+    (project / ".env").write_text(f"NBKIT_EXAMPLE_TOKEN={value} # the example token\n")
+    leaky = notebook(project / "notebooks" / "leaky.ipynb", ("print(token.value)", [stream(value + "\n")]))
+    monkeypatch.chdir(tmp_path)  # not the project: its .env is found beside the notebooks
+    result = subprocess.run(
+        [sys.executable, "-m", "nbkit", "scan", str(project / "notebooks")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1, result.stdout
+    assert "leaky.ipynb: cell 1 (code) output: the value of secret NBKIT_EXAMPLE_TOKEN" in result.stderr
+    assert value not in result.stderr + result.stdout
+    assert [f.kind for f in leaks.scan([leaky])] == ["the value of secret NBKIT_EXAMPLE_TOKEN"]

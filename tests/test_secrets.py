@@ -162,3 +162,33 @@ def test_colab_secrets(colab):
     stored["NBKIT_HEADLESS"] = timeout("no frontend")
     with pytest.raises(SecretError, match="headless run cannot answer"):
         kaggle.secret("NBKIT_HEADLESS", platform="colab")
+
+
+DOTENV_LINES = """NBKIT_EXAMPLE_TOKEN=abc123secretvalue # comment
+export EXPORTED=exported-value
+SPACED = spaced value here
+SINGLE='single # not a comment'
+DOUBLE="double \\"quoted\\" \\n newline"
+HASHED=no#comment-here
+EMPTY=
+TABBED=tabbed\t# tab comment
+QUOTED_COMMENT="value" # comment after quotes
+URL=https://example.com/path?x=1#frag
+KEY_WITH_EQUALS=a=b=c
+  INDENTED=indented
+# a comment line
+"""
+
+
+def test_dotenv_is_read_by_python_dotenvs_rules(tmp_path):
+    import dotenv
+
+    (tmp_path / ".env").write_text(DOTENV_LINES)
+    assert kaggle.dotenv_values(tmp_path / ".env") == dotenv.dotenv_values(tmp_path / ".env")
+    assert kaggle.dotenv_values(tmp_path / ".env")["NBKIT_EXAMPLE_TOKEN"] == "abc123secretvalue"
+
+
+def test_a_secret_with_an_inline_comment_is_the_value_before_it(monkeypatch, tmp_path):
+    monkeypatch.delenv("NBKIT_EXAMPLE_TOKEN", raising=False)
+    (tmp_path / ".env").write_text("NBKIT_EXAMPLE_TOKEN=abc123secretvalue # the example token\n")
+    assert kaggle.secret("NBKIT_EXAMPLE_TOKEN", platform="local", dotenv=tmp_path / ".env").value == "abc123secretvalue"

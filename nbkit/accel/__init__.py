@@ -11,10 +11,11 @@ Search order:
    replicas so CI runs the same 8-replica code a TPU v5e-8 runs.
 
 Modules: `choose` (setup and the backend choice), `accelerator` (the Accelerator it returns),
-`tf_devices` and `jax_devices` (what each backend finds, by device kind).
+`tf_devices` and `jax_devices` (what each backend finds, by device kind), `precision` (the dtype
+policy for the hardware), `tpu` (which TPU: generation, chips, cores, memory).
 """
 
 from nbkit.accel.accelerator import Accelerator
-from nbkit.accel.choose import choose_backend, mixed_precision_policy, setup, tpu_addresses
+from nbkit.accel.choose import choose_backend, setup, tpu_addresses
 
-__all__ = ["Accelerator", "choose_backend", "mixed_precision_policy", "setup", "tpu_addresses"]
+__all__ = ["Accelerator", "choose_backend", "setup", "tpu_addresses"]

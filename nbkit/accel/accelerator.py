@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.accel import precision
+from nbkit.accel.tpu import TpuInfo
 from nbkit.params import check_int
 
 # Measured with TF 2.21 / Keras 3.15 on 2 and 8 logical CPUs; building the optimizer first
@@ -39,6 +41,9 @@ class Accelerator:
     reason: str = ""  # how this accelerator was chosen
     notes: list[str] = field(default_factory=list)
     jax_devices: list[Any] = field(default_factory=list, repr=False)
+    compute_capability: tuple[int, int] | None = None  # a GPU's
+    tpu: TpuInfo | None = None  # which TPU, where it can be told
+    precision: str = "float32"  # the Keras dtype policy set by set_precision()
 
     @property
     def distribution_name(self) -> str:
@@ -90,12 +95,16 @@ class Accelerator:
             return str(tensor.device)
         return ", ".join(str(d) for d in tensor.devices())
 
-    def use_mixed_precision(self) -> str:
-        """Set the recommended Keras dtype policy globally and return its name."""
+    def set_precision(self, requested: str = "auto") -> str:
+        """Set the Keras dtype policy for PRECISION=`requested` ("auto": this hardware's) before the
+        model is built; returns a line saying which and why. A policy the hardware cannot do is a
+        ParameterError (see `nbkit.accel.precision`)."""
         import keras
 
-        keras.mixed_precision.set_global_policy(self.mixed_precision)
-        return self.mixed_precision
+        policy, why = precision.choose(requested, self.kind, self.compute_capability)
+        keras.mixed_precision.set_global_policy(policy)
+        self.precision = policy
+        return f"precision {policy} ({why}): {precision.EXPLAINED[policy]}"
 
     def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """Run `fn(*args)` once on every replica (compiled) and return each replica's result as NumPy."""
@@ -132,7 +141,9 @@ class Accelerator:
     def describe(self) -> str:
         """A readable paragraph about what was found and what follows from it."""
         device = {"tpu": "TPU", "gpu": "GPU", "cpu": "CPU"}[self.kind]
-        if self.device_kind and self.device_kind.lower() not in ("cpu", device.lower()):
+        if self.tpu is not None:
+            device = self.tpu.describe()
+        elif self.device_kind and self.device_kind.lower() not in ("cpu", device.lower()):
             device += f" ({self.device_kind})"
         text = f"{device}, Keras backend {self.backend}, {self.num_replicas} replica(s)"
         if self.simulated:

@@ -11,12 +11,11 @@ import warnings
 from nbkit import env as nbenv
 from nbkit.accel import jax_devices, tf_devices
 from nbkit.accel.accelerator import Accelerator
-from nbkit.accel.tf_devices import mixed_precision_policy
 from nbkit.errors import BackendError
 from nbkit.logs import quiet_native_logs
 from nbkit.params import BACKENDS, check_choice, check_int
 
-__all__ = ["choose_backend", "mixed_precision_policy", "setup", "tpu_addresses"]
+__all__ = ["choose_backend", "setup", "tpu_addresses"]
 
 
 def setup(backend: str = "auto", *, tpu: str | None = None, simulate_devices: int = 0) -> Accelerator:

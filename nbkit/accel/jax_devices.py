@@ -10,8 +10,9 @@ import os
 import re
 from typing import Any
 
+from nbkit.accel import tpu
 from nbkit.accel.accelerator import Accelerator
-from nbkit.accel.tf_devices import mixed_precision_policy
+from nbkit.accel.precision import recommended
 from nbkit.errors import BackendError
 from nbkit.logs import quiet_native_logs
 
@@ -62,7 +63,9 @@ def find_accelerator(simulate_devices: int, reason: str) -> Accelerator:
         device_names=[str(d) for d in devices],
         device_kind=getattr(devices[0], "device_kind", kind),
         distribution=distribution,
-        mixed_precision=mixed_precision_policy(kind, capability),
+        mixed_precision=recommended(kind, capability),
+        compute_capability=capability,
+        tpu=tpu.from_device_kind(devices[0].device_kind, len(devices)) if kind == "tpu" else None,
         simulated=simulated,
         reason=f"{reason}; {why}",
         notes=notes,

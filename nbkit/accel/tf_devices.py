@@ -6,19 +6,13 @@ Each function takes the `tensorflow` module, so tests can hand in a fake one wit
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from nbkit.accel import tpu
 from nbkit.accel.accelerator import Accelerator
+from nbkit.accel.precision import recommended
 from nbkit.errors import AcceleratorError, BackendError
-
-
-def mixed_precision_policy(kind: str, compute_capability: tuple[int, int] | None = None) -> str:
-    """bfloat16 on TPUs, float16 on GPUs with compute capability >= 7.0, float32 otherwise."""
-    if kind == "tpu":
-        return "mixed_bfloat16"
-    if kind == "gpu" and compute_capability is not None and compute_capability >= (7, 0):
-        return "mixed_float16"
-    return "float32"
 
 
 def find_accelerator(tf: Any, addresses: list[str], *, explicit_tpu: bool, simulate_devices: int) -> Accelerator:
@@ -53,7 +47,8 @@ def tpu_accelerator(tf: Any, addresses: list[str], explicit_tpu: bool, notes: li
             device_names=[d.name for d in tf.config.list_logical_devices("TPU")],
             device_kind="TPU",
             strategy=strategy,
-            mixed_precision=mixed_precision_policy("tpu"),
+            mixed_precision=recommended("tpu"),
+            tpu=tpu.from_accelerator_type(os.environ.get("TPU_ACCELERATOR_TYPE")),
             reason=f"TPUClusterResolver(tpu={address!r}) found a TPU",
             remote_tpu=address != "local",
             notes=notes,
@@ -86,7 +81,8 @@ def gpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Acceler
         device_names=[g.name for g in gpus],
         device_kind=details.get("device_name", "GPU"),
         strategy=strategy,
-        mixed_precision=mixed_precision_policy("gpu", details.get("compute_capability")),
+        mixed_precision=recommended("gpu", details.get("compute_capability")),
+        compute_capability=details.get("compute_capability"),
         reason=f"TensorFlow sees {len(gpus)} GPU(s)",
         notes=notes,
     )

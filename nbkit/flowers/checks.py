@@ -1,6 +1,8 @@
-"""Every record read once before training, so bad data stops with the file's name instead of
-failing halfway through training: checksums, features, the image size, counts against file names.
-Framework-free (nbkit.tfrecord and Pillow), so the TensorFlow and PyTorch notebooks check alike."""
+"""Every record read once before training, so bad data stops with the file and record instead of
+failing halfway through training (or after it): checksums, features, every image decoded at the
+asked size, labels within the classes, test ids unique, no empty split, counts against file names.
+Framework-free (nbkit.tfrecord and Pillow), so the TensorFlow and PyTorch notebooks check alike;
+Pillow and TensorFlow refuse the same damaged JPEGs (a test feeds both)."""
 
 from __future__ import annotations
 
@@ -55,29 +57,49 @@ def read_items(files: Sequence[str], labeled: bool) -> list[tuple[bytes, Any]]:
     ]
 
 
-def jpeg_size(jpeg: bytes, where: str) -> tuple[int, int]:
-    """(width, height) from a JPEG's header; a DataError says `where` when it is not a JPEG."""
+def check_image(jpeg: bytes, image_size: int, where: str) -> None:
+    """Decode the whole JPEG (not just its header) and check its size; a DataError says `where`."""
     from PIL import Image
 
     try:
-        return Image.open(io.BytesIO(jpeg)).size  # reads the header only
-    except OSError as error:
-        raise DataError(f"{where}: the image is not a readable JPEG ({error}).") from None
+        with Image.open(io.BytesIO(jpeg)) as image:
+            image.load()
+            width, height = image.size
+    except (OSError, SyntaxError, ValueError) as error:  # Pillow's errors for damaged or truncated data
+        raise DataError(
+            f"{where}: the image cannot be decoded ({error}). Re-download or regenerate the file."
+        ) from None
+    if (width, height) != (image_size, image_size):
+        raise DataError(
+            f"{where}: the image is {width}x{height}, not {image_size}x{image_size}. "
+            "Set IMAGE_SIZE to the size in the folder name."
+        )
 
 
-def check_file(name: str, image_size: int, labeled: bool, items: list[tuple[bytes, Any]] | None) -> int:
-    """Read one file: every record's checksum and features, the first image's size, the count in
-    its name. Appends the records to `items` when given; returns the record count."""
+def check_file(
+    name: str,
+    image_size: int,
+    labeled: bool,
+    num_classes: int,
+    seen: dict[Any, str],
+    items: list[tuple[bytes, Any]] | None,
+) -> int:
+    """Read one file: every record's checksums and features, image and label or id (`seen` holds the
+    split's test ids so far, with where each was), and the count in its name. Appends the records
+    to `items` when given; returns the record count."""
     count = 0
     for index, raw in enumerate(tfrecord.read_records(name)):
-        jpeg, key = flower_record(raw, labeled, f"{name}: record {index}")
-        if index == 0:
-            width, height = jpeg_size(jpeg, f"{name}: record 0")
-            if (width, height) != (image_size, image_size):
-                raise DataError(
-                    f"{name}: its images are {width}x{height}, not {image_size}x{image_size}. "
-                    "Set IMAGE_SIZE to the size in the folder name."
-                )
+        where = f"{name}: record {index}"
+        jpeg, key = flower_record(raw, labeled, where)
+        check_image(jpeg, image_size, where)
+        if labeled and not 0 <= key < num_classes:
+            raise DataError(
+                f"{where} has class {key}, outside 0..{num_classes - 1} ({num_classes} classes): the file is damaged "
+                "or from another dataset. Re-download or regenerate it."
+            )
+        if not labeled and key in seen:
+            raise DataError(f"{where} repeats the test id {key!r} of {seen[key]}: submission.csv needs each id once.")
+        seen.setdefault(key, where)
         if items is not None:
             items.append((jpeg, key))
         count += 1
@@ -90,19 +112,36 @@ def check_file(name: str, image_size: int, labeled: bool, items: list[tuple[byte
     return count
 
 
-def check_split(data_root: str | Path, image_size: int, split: str, keep_items: bool = False) -> Split:
+def check_split(
+    data_root: str | Path, image_size: int, split: str, keep_items: bool = False, num_classes: int = len(layout.CLASSES)
+) -> Split:
     """The split's files, each read once and checked; with `keep_items` its records too."""
     files = layout.find_files(data_root, image_size, split)
     items: list[tuple[bytes, Any]] | None = [] if keep_items else None
-    count = sum(check_file(name, image_size, split != "test", items) for name in files)
+    seen: dict[Any, str] = {}
+    count = sum(check_file(name, image_size, split != "test", num_classes, seen, items) for name in files)
+    if count == 0:
+        folder = files[0].rsplit("/", 1)[0]
+        raise DataError(
+            f"The {split} split ({len(files)} files in {folder}) holds no records: re-download or regenerate it."
+        )
     return Split(split, files, count, items)
 
 
 def checked_splits(
-    data_root: str | Path, image_size: int, splits: Sequence[str] = layout.SPLITS, keep_items: bool = False
+    data_root: str | Path,
+    image_size: int,
+    splits: Sequence[str] = layout.SPLITS,
+    keep_items: bool = False,
+    num_classes: int = len(layout.CLASSES),
 ) -> dict[str, Split]:
     """Each split of `splits` checked (see `check_split`), by name."""
-    return {split: check_split(data_root, image_size, split, keep_items) for split in splits}
+    return {split: check_split(data_root, image_size, split, keep_items, num_classes) for split in splits}
+
+
+def counts(splits: dict[str, Split]) -> dict[str, int]:
+    """{split name: record count}."""
+    return {s.name: s.count for s in splits.values()}
 
 
 def describe(splits: dict[str, Split]) -> str:

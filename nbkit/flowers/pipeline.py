@@ -12,6 +12,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from nbkit.env import available_memory
 from nbkit.flowers import augment, layout
 
 
@@ -90,12 +91,8 @@ def flip_images(images: Any, flips: Any) -> Any:
 
 def fits_in_memory(num_bytes: int, share: float = 0.25) -> bool:
     """True when `num_bytes` is at most `share` of the memory available now (Linux; else False)."""
-    try:
-        with open("/proc/meminfo") as f:
-            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration):
-        return False
-    return num_bytes <= share * available
+    available = available_memory()
+    return available is not None and num_bytes <= share * available
 
 
 def positioned_records(files: Sequence[str], ordered: bool) -> Any:

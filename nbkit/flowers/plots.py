@@ -36,7 +36,7 @@ def batch(
     max_images: int = 25,
 ) -> Any:
     """A grid of images titled with their class; with predictions, "name OK" or, in red, "name NO -> true"."""
-    count = min(len(images), max_images)
+    count = min(len(images), len(labels), max_images)  # padded batches hold more images than labels
     cols = math.ceil(math.sqrt(count))
     rows = math.ceil(count / cols)
     figure, axes = _figure(rows, cols, (2.8 * cols, 2.9 * rows))

@@ -120,7 +120,8 @@ def use_gcloud_credential() -> None:
 
 
 def dotenv_values(path: str | Path = ".env") -> dict[str, str]:
-    """The NAME=value lines of a .env file ({} if there is none); `export` and quotes are allowed."""
+    """The NAME=value lines of a .env file ({} if there is none), read by python-dotenv's rules:
+    `export`, spaces around `=`, quotes, and `#` comments after a space in unquoted values."""
     path = Path(path)
     if not path.is_file():
         return {}
@@ -130,8 +131,26 @@ def dotenv_values(path: str | Path = ".env") -> dict[str, str]:
         if not line or line.startswith("#") or "=" not in line:
             continue
         name, value = line.removeprefix("export ").split("=", 1)
-        values[name.strip()] = value.strip().strip("'\"")
+        values[name.strip()] = _dotenv_value(value.strip())
     return values
+
+
+def _dotenv_value(text: str) -> str:
+    """A value as python-dotenv reads it: quoted up to the closing quote (backslash escapes in
+    double quotes), else up to a ` #` comment."""
+    if text[:1] in ("'", '"'):
+        quote, value, index = text[0], [], 1
+        while index < len(text) and text[index] != quote:
+            if quote == '"' and text[index] == "\\" and index + 1 < len(text):
+                index += 1
+                value.append({"n": "\n", "t": "\t", "r": "\r"}.get(text[index], text[index]))
+            else:
+                value.append(text[index])
+            index += 1
+        return "".join(value)
+    for marker in (" #", "\t#"):
+        text = text.split(marker, 1)[0]
+    return text.strip()
 
 
 def remember(name: str, value: str) -> None:

@@ -29,11 +29,25 @@ PATTERNS = {
 }
 
 
-def known_secrets(environ: Mapping[str, str] | None = None, dotenv: str | Path = ".env") -> dict[str, str]:
+def dotenv_files(paths: Iterable[str | Path] = ()) -> list[Path]:
+    """The .env files whose values a scan of `paths` looks for: the current folder's, and the one in
+    each scanned folder (a file's folder) and in its parent (e.g. the project root of notebooks/)."""
+    folders = [Path.cwd()]
+    for path in map(Path, paths):
+        folder = path if path.is_dir() else path.parent
+        folders += [folder, folder.parent]
+    return list(dict.fromkeys(folder.resolve() / ".env" for folder in folders))
+
+
+def known_secrets(
+    environ: Mapping[str, str] | None = None, dotenv: str | Path | Iterable[str | Path] | None = None
+) -> dict[str, str]:
     """Secret values this session knows, value -> name: read through nbkit, in secret-named
-    environment variables (`*KEY*`, `*TOKEN*`, `*SECRET*`, ...), in ./.env, and the kaggle.json key."""
+    environment variables (`*KEY*`, `*TOKEN*`, `*SECRET*`, ...), in the `dotenv` files (default:
+    ./.env), and the kaggle.json key."""
     environ = os.environ if environ is None else environ
-    found = {v: n for n, v in dotenv_values(dotenv).items()}
+    files = [dotenv] if isinstance(dotenv, (str, Path)) else dotenv or [".env"]
+    found = {v: n for file in files for n, v in dotenv_values(file).items()}
     # A path is where a secret lives (GOOGLE_APPLICATION_CREDENTIALS), not the secret.
     found.update({v: n for n, v in environ.items() if SECRET_NAME.search(n) and not os.path.exists(v)})
     key = kaggle_json(environ).get("key")
@@ -93,7 +107,7 @@ def _notebook_parts(notebook: Mapping) -> Iterator[tuple[str, str]]:
 def scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> list[Finding]:
     """Findings in one file: per cell for a notebook, the whole text for anything else."""
     path = Path(path)
-    secrets = known_secrets() if secrets is None else secrets
+    secrets = known_secrets(dotenv=dotenv_files([path])) if secrets is None else secrets
     try:
         text = path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError):
@@ -108,8 +122,10 @@ def scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> lis
 
 
 def scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> list[Finding]:
-    """Findings in every file under `paths` (files or folders: .ipynb, .py, .json, .md, .txt, ...)."""
-    secrets = known_secrets() if secrets is None else secrets
+    """Findings in every file under `paths` (files or folders: .ipynb, .py, .json, .md, .txt, ...);
+    by default for the secrets this session knows, the .env files beside `paths` included."""
+    paths = list(paths)
+    secrets = known_secrets(dotenv=dotenv_files(paths)) if secrets is None else secrets
     findings = []
     for path in map(Path, paths):
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nbkit.errors import DataError
-from nbkit.flowers import augment
+from nbkit.flowers import augment, recipe
 from nbkit.pytorch import runtime
 from nbkit.pytorch.runtime import TorchAccelerator
 
@@ -98,8 +98,11 @@ def batches(
     return sampler, runtime.device_loader(acc, loader, torch_device)
 
 
-def train_epoch(acc: TorchAccelerator, model: Any, device_batches: Any, optimizer: Any, epoch: int) -> dict[str, float]:
-    """One pass over `device_batches`; returns loss and accuracy over all replicas' images."""
+def train_epoch(
+    acc: TorchAccelerator, model: Any, device_batches: Any, optimizer: Any, epoch: int, precision: str = "float32"
+) -> dict[str, float]:
+    """One pass over `device_batches` (`precision`: see `runtime.precision`); returns loss and accuracy
+    over all replicas' images."""
     import torch
     import torch.nn.functional as F
 
@@ -107,7 +110,8 @@ def train_epoch(acc: TorchAccelerator, model: Any, device_batches: Any, optimize
     losses, hits, count = [], [], 0
     for images, labels in device_batches:
         optimizer.zero_grad()
-        logits = model(images)
+        with runtime.autocast(acc, precision):
+            logits = model(images).float()  # the loss in float32, whatever the layers computed in
         loss = F.cross_entropy(logits, labels)
         loss.backward()
         runtime.optimizer_step(acc, optimizer)
@@ -129,16 +133,20 @@ def fit(
     config: Any,
     torch_device: Any,
     seed: int = 0,
+    precision: str = "float32",
 ) -> dict[str, list[float]]:
     """Train `model` (already on `torch_device`) for `config.epochs` (a `recipe.FlowerConfig`) with Adam
-    and the flower schedule, its maximum scaled by the number of cores; the master prints one line
-    per epoch. Returns the history: loss, accuracy, val_loss, val_accuracy, learning_rate."""
+    and the flower schedule, its maximum scaled by the number of cores, in `precision` (see
+    `runtime.precision`); the master prints one line per epoch. Returns the history: loss, accuracy,
+    val_loss, val_accuracy, learning_rate."""
     import time
 
     import numpy as np
     import torch
 
     cores = runtime.world_size(acc)
+    counts = {"train": len(train_set), "val": len(val_set)}
+    recipe.check_batch(config.per_replica_batch, cores, train_set.image_size, counts, parameter="PER_CORE_BATCH")
     schedule = config.schedule(cores)
     workers = loader_workers(acc)
     sampler, train_batches = batches(
@@ -153,8 +161,10 @@ def fit(
         train_set.set_epoch(epoch)
         for group in optimizer.param_groups:
             group["lr"] = schedule(epoch)
-        scores = train_epoch(acc, model, train_batches, optimizer, epoch)
-        val_logits = predict(acc, model, val_set, config.per_replica_batch, torch_device, f"val-{epoch}", workers)
+        scores = train_epoch(acc, model, train_batches, optimizer, epoch, precision)
+        val_logits = predict(
+            acc, model, val_set, config.per_replica_batch, torch_device, f"val-{epoch}", workers, precision
+        )
         val_loss = float(torch.nn.functional.cross_entropy(torch.from_numpy(val_logits), torch.from_numpy(val_labels)))
         for name, value in (
             *scores.items(),
@@ -173,7 +183,14 @@ def fit(
 
 
 def predict(
-    acc: TorchAccelerator, model: Any, dataset: Any, batch_size: int, torch_device: Any, tag: str, workers: int = 0
+    acc: TorchAccelerator,
+    model: Any,
+    dataset: Any,
+    batch_size: int,
+    torch_device: Any,
+    tag: str,
+    workers: int = 0,
+    precision: str = "float32",
 ) -> Any:
     """Logits for every item of `dataset`, in its order, on every replica (each predicts its share)."""
     import numpy as np
@@ -182,9 +199,9 @@ def predict(
     sampler, device_batches = batches(acc, dataset, batch_size, torch_device, shuffle=False, workers=workers)
     model.eval()
     outputs = []
-    with torch.no_grad():
+    with torch.no_grad(), runtime.autocast(acc, precision):
         for images, _ in device_batches:
-            outputs.append(model(images))
+            outputs.append(model(images).float())
     runtime.sync(acc)
     logits = torch.cat(outputs).cpu().numpy() if outputs else np.zeros((0, 0), np.float32)
     parts = runtime.mesh_reduce(acc, tag, (list(sampler), logits), list)

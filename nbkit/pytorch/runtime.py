@@ -13,6 +13,7 @@ Uses only APIs common to torch_xla 2.8 (Kaggle's TPU image) and 2.9: `torch_xla.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pickle
@@ -23,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import atomic
-from nbkit.errors import AcceleratorError, ModelError
+from nbkit.errors import AcceleratorError, ModelError, ParameterError
 from nbkit.params import check_choice
 
 RUNTIMES = ("auto", "xla", "cuda", "cpu")  # the DEVICE parameter: how torch drives the hardware
+PRECISIONS = ("auto", "float32", "mixed_bfloat16")  # the PRECISION parameter (no float16: TPUs compute in bfloat16)
 XLA_KINDS = {"TPU": "tpu", "CUDA": "gpu", "GPU": "gpu"}  # torch_xla's device type -> device kind
 
 
@@ -87,6 +89,35 @@ def select(runtime: str = "auto") -> TorchAccelerator:
     return TorchAccelerator(
         "cpu", "cpu", "cpu", "no torch_xla and no GPU, so the CPU" if runtime == "auto" else "DEVICE='cpu'"
     )
+
+
+def precision(acc: TorchAccelerator, requested: str) -> tuple[str, str]:
+    """(policy, a line saying which and why) for PRECISION=`requested`: "auto" is bfloat16 on a TPU,
+    float32 elsewhere; bfloat16 on a GPU that lacks it is a ParameterError."""
+    check_choice("PRECISION", requested, PRECISIONS)
+    policy = ("mixed_bfloat16" if acc.kind == "tpu" else "float32") if requested == "auto" else requested
+    why = (
+        f"PRECISION='auto' on a {acc.kind.upper()}" if requested == "auto" else f"PRECISION={requested!r} was asked for"
+    )
+    if policy == "mixed_bfloat16" and acc.runtime == "cuda":
+        import torch
+
+        if not torch.cuda.is_bf16_supported():
+            raise ParameterError(
+                f"PRECISION='mixed_bfloat16': this GPU ({acc.device_kind}) has no bfloat16. Use 'float32'."
+            )
+    what = "convolutions and matrix products in bfloat16 (torch.autocast), loss and weights in float32"
+    return policy, f"precision {policy} ({why}): " + (what if policy == "mixed_bfloat16" else "everything in float32")
+
+
+def autocast(acc: TorchAccelerator, policy: str) -> contextlib.AbstractContextManager[Any]:
+    """`torch.autocast` to bfloat16 on this runtime for "mixed_bfloat16" (on XLA: the "xla" device
+    type, the same in torch_xla 2.8 and 2.9), nothing for "float32"."""
+    if policy != "mixed_bfloat16":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast(device_type="xla" if acc.xla else acc.runtime, dtype=torch.bfloat16)
 
 
 # ---- inside a worker (the function `launch` runs once per core) --------------------------------

@@ -57,6 +57,8 @@ def test_without_torch_xla_it_trains_on_the_cpu_and_says_so(tmp_path):
         ({"PER_CORE_BATCH": "16"}, "PER_CORE_BATCH='16'"),
         ({"IMAGE_SIZE": 200}, "IMAGE_SIZE=200"),
         ({"DEVICE": "tpu"}, "DEVICE='tpu'"),
+        ({"PRECISION": "mixed_float16"}, "PRECISION='mixed_float16'"),
+        ({"EPOCH": 3}, "EPOCH (did you mean EPOCHS?)"),
     ],
 )
 def test_bad_parameter_stops_at_the_first_cell(tmp_path, params, named):
@@ -74,3 +76,13 @@ def test_bad_data_stops_before_training(tmp_path, params, message):
         execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(tmp_path / "o"), **params)
     assert error.value.ename == "DataError" and message in error.value.evalue
     assert "xla.launch" not in error.value.source
+
+
+def test_trains_in_bfloat16_through_torch_xla(tmp_path):
+    output_dir = tmp_path / "flowers"
+    with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
+        out = text_outputs(execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir), PRECISION="mixed_bfloat16"))
+    assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in out
+    assert "learned (validation accuracy above 3x chance): True" in out
+    files = ("model.pt", "submission.csv")
+    assert check_submission(tmp_path / "work" / "sample-data", output_dir, files)["precision"] == "mixed_bfloat16"

@@ -149,3 +149,21 @@ def test_load_says_what_is_wrong_with_a_state_file(tmp_path):
     (tmp_path / "model.pt").write_bytes(b"not a state dict")
     with pytest.raises(ModelError, match="not a readable torch state dict"):
         xla.load(tmp_path / "model.pt")
+
+
+def test_bfloat16_autocast_on_the_xla_device(run_python):
+    result = run_python(
+        """
+        import torch
+        from nbkit.pytorch import runtime
+        acc = runtime.select("xla")
+        device = runtime.device(acc)
+        conv = torch.nn.Conv2d(3, 4, 3).to(device)
+        with runtime.autocast(acc, "mixed_bfloat16"):
+            out = conv(torch.zeros((1, 3, 8, 8), device=device))
+        plain = conv(torch.zeros((1, 3, 8, 8), device=device))
+        print("DTYPES", out.dtype, plain.dtype, out.device)
+        """,
+        PJRT_DEVICE="CPU",
+    )
+    assert "DTYPES torch.bfloat16 torch.float32 xla:0" in result.stdout

@@ -85,3 +85,53 @@ def test_loader_workers_leave_the_cpu_to_training():
     assert torch_flowers.loader_workers(xla.TorchAccelerator("cpu", "cpu", "cpu", "")) == 0
     assert torch_flowers.loader_workers(xla.TorchAccelerator("gpu", "cuda", "Tesla T4", ""), cpus=4) == 3
     assert torch_flowers.loader_workers(xla.TorchAccelerator("gpu", "cuda", "Tesla T4", ""), cpus=64) == 4
+
+
+def conv_output_dtypes(model, run):
+    """The dtypes the model's convolutions produced while `run()` ran."""
+    seen = []
+    hooks = [
+        m.register_forward_hook(lambda m, i, o: seen.append(str(o.dtype)))
+        for m in model.modules()
+        if isinstance(m, torch.nn.Conv2d)
+    ]
+    try:
+        result = run()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return set(seen), result
+
+
+def test_bfloat16_autocast_computes_convolutions_in_bfloat16_and_keeps_the_loss_and_logits_float32(items):
+    cpu = xla.select("cpu")
+    torch.manual_seed(0)
+    model = torch_flowers.small_cnn(192, 4)
+    dataset = torch_flowers.FlowerImages(items["train"], 192)
+    _, batches = torch_flowers.batches(cpu, dataset, 4, torch.device("cpu"), shuffle=False, drop_last=True)
+    optimizer = torch.optim.Adam(model.parameters(), 1e-3)
+    dtypes, scores = conv_output_dtypes(
+        model, lambda: torch_flowers.train_epoch(cpu, model, batches, optimizer, 0, precision="mixed_bfloat16")
+    )
+    assert dtypes == {"torch.bfloat16"} and np.isfinite(scores["loss"])
+    dtypes, logits = conv_output_dtypes(
+        model,
+        lambda: torch_flowers.predict(cpu, model, dataset, 4, torch.device("cpu"), "t", precision="mixed_bfloat16"),
+    )
+    assert dtypes == {"torch.bfloat16"} and logits.dtype == np.float32
+    assert conv_output_dtypes(model, lambda: torch_flowers.predict(cpu, model, dataset, 4, torch.device("cpu"), "t"))[
+        0
+    ] == {"torch.float32"}
+
+
+def test_precision_choices():
+    cpu = xla.select("cpu")
+    assert xla.precision(cpu, "auto")[0] == "float32"
+    assert xla.precision(xla.TorchAccelerator("tpu", "xla", "TPU", ""), "auto")[0] == "mixed_bfloat16"
+    assert xla.precision(cpu, "mixed_bfloat16")[1].startswith(
+        "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked"
+    )
+    from nbkit.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="PRECISION='mixed_float16' is not allowed"):
+        xla.precision(cpu, "mixed_float16")

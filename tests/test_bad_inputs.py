@@ -1,0 +1,203 @@
+"""Bad inputs a user can give notebook 02, each stopping with one clear error before training (on
+the JAX path, Kaggle's TPU path, where TensorFlow used to fail loudly), and a run that dies leaving the
+previous run's outputs exactly as they were."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import papermill
+import pytest
+from conftest import REPO, execute, text_outputs
+
+from nbkit.flowers import checks, layout, writer
+from nbkit.flowers import sample as flower_sample
+
+JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    return flower_sample.make_sample(tmp_path_factory.mktemp("flowers"))
+
+
+def rewrite(root: Path, split: str, change) -> None:
+    """Replace `split` of the data under `root` with `change(records)`."""
+    labeled = split != "test"
+    items = checks.read_items(layout.find_files(root, 192, split), labeled=labeled)
+    shutil.rmtree(layout.split_folder(root, 192, split))
+    key = "class" if labeled else "id"
+    writer.write_split([{"image": jpeg, key: value} for jpeg, value in change(items)], root, 192, split)
+
+
+def damaged(jpeg: bytes) -> bytes:
+    return jpeg[:600] + b"\0" * 2000 + jpeg[2600:]
+
+
+def empty_val(root: Path) -> None:
+    shutil.rmtree(layout.split_folder(root, 192, "val"))
+    Path(layout.split_folder(root, 192, "val")).mkdir()
+    writer.write_records(Path(layout.split_folder(root, 192, "val")) / "00-192x192-0.tfrec", [])
+
+
+# (case, how the data is spoilt or None, parameters, error type, words of its message)
+CASES = [
+    (
+        "train label 150",
+        lambda r: rewrite(r, "train", lambda i: i[:40] + [(i[40][0], 150)] + i[41:]),
+        JAX8,
+        "DataError",
+        "record 40 has class 150, outside 0..103",
+    ),
+    (
+        "val label -1",
+        lambda r: rewrite(r, "val", lambda i: [(i[0][0], -1)] + i[1:]),
+        JAX8,
+        "DataError",
+        "record 0 has class -1, outside 0..103",
+    ),
+    (
+        "damaged JPEG late in a file",
+        lambda r: rewrite(r, "train", lambda i: i[:50] + [(damaged(i[50][0]), i[50][1])] + i[51:]),
+        JAX8,
+        "DataError",
+        "the image cannot be decoded",
+    ),
+    (
+        "damaged JPEG in the test split",
+        lambda r: rewrite(r, "test", lambda i: i[:-1] + [(damaged(i[-1][0]), i[-1][1])]),
+        JAX8,
+        "DataError",
+        "the image cannot be decoded",
+    ),
+    (
+        "repeated test id",
+        lambda r: rewrite(r, "test", lambda i: i[:9] + [(i[9][0], i[3][1])] + i[10:]),
+        JAX8,
+        "DataError",
+        "repeats the test id",
+    ),
+    ("empty validation split", empty_val, JAX8, "DataError", "The val split (1 files in"),
+    (
+        "batch larger than the validation split",
+        None,
+        {**JAX8, "PER_REPLICA_BATCH": 27},
+        "ParameterError",
+        "global batch of 216, more than the 208 images of the val split",
+    ),
+    (
+        "64 simulated devices",
+        None,
+        {"BACKEND": "jax", "SIMULATE_DEVICES": 64},
+        "ParameterError",
+        "global batch of 1024, more than the 208 images of the val split",
+    ),
+    # The memory rule needs more images than the sample has; tests/test_recipe.py checks it with the numbers.
+    (
+        "a batch of 100,000 per replica",
+        None,
+        {"PER_REPLICA_BATCH": 100_000},
+        "ParameterError",
+        "global batch of 100000, more than the 208 images of the val split",
+    ),
+    ("misspelt parameter", None, {"EPOCH": 3}, "ParameterError", "Unknown parameter EPOCH (did you mean EPOCHS?)"),
+    (
+        "weights that are a text file",
+        None,
+        {"MODEL": "EfficientNetB0", "WEIGHTS": "TEXT_FILE"},
+        "ModelError",
+        "is not efficientnetb0_notop.h5",
+    ),
+]
+
+
+@pytest.mark.parametrize("case, spoil, params, error, words", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_stops_before_training_with_one_clear_error(made, tmp_path, case, spoil, params, error, words):
+    root = shutil.copytree(made, tmp_path / "data")
+    if spoil:
+        spoil(root)
+    if params.get("WEIGHTS") == "TEXT_FILE":
+        (tmp_path / "weights.h5").write_text("not weights")
+        params = {**params, "WEIGHTS": str(tmp_path / "weights.h5")}
+    with pytest.raises(papermill.PapermillExecutionError) as raised:
+        execute(tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(root), OUTPUT_DIR=str(tmp_path / "o"), **params)
+    assert raised.value.ename == error, raised.value.evalue
+    assert words in raised.value.evalue
+    assert "model.fit" not in raised.value.source  # stopped before any training
+    assert not (tmp_path / "o").exists() or not [p for p in (tmp_path / "o").iterdir() if not p.name.startswith(".")]
+
+
+def test_an_output_dir_that_is_a_file_is_refused(made, tmp_path):
+    (tmp_path / "outputs").write_text("a file")
+    with pytest.raises(papermill.PapermillExecutionError) as raised:
+        execute(tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(made), OUTPUT_DIR=str(tmp_path / "outputs"))
+    assert raised.value.ename == "ParameterError" and "is a file, not a folder" in raised.value.evalue
+    assert (tmp_path / "outputs").read_text() == "a file"
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+def test_a_run_killed_late_leaves_the_previous_outputs_as_they_were(made, tmp_path):
+    output_dir = tmp_path / "flowers"
+    execute(tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(made), OUTPUT_DIR=str(output_dir))
+    before = snapshot(output_dir)
+    assert {"submission.csv", "metrics.json", "model.keras", "confusion_matrix.png", "training_curves.png"} <= set(
+        before
+    )
+    papermill_cli = str(Path(sys.executable).with_name("papermill"))
+    process = subprocess.Popen(
+        [
+            papermill_cli,
+            str(REPO / "notebooks" / "02_flowers_classifier.ipynb"),
+            str(tmp_path / "killed.ipynb"),
+            "-p",
+            "DATA_ROOT",
+            str(made),
+            "-p",
+            "OUTPUT_DIR",
+            str(output_dir),
+            "-p",
+            "EPOCHS",
+            "30",
+            "--cwd",
+            str(REPO),
+            "-k",
+            "python3",
+        ],
+        env={**os.environ, "NBKIT_WORKING_DIR": str(tmp_path / "work")},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    staged = output_dir / ".incomplete-run" / "learning_rate.png"  # written just before training starts
+    deadline = time.monotonic() + 300
+    try:
+        while not staged.exists():
+            assert process.poll() is None, "the second run ended before it could be killed"
+            assert time.monotonic() < deadline, "the second run wrote no outputs within 300 s"
+            time.sleep(0.1)
+        time.sleep(3)  # well into training
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert snapshot(output_dir) == before  # not one byte of the earlier run's outputs changed
+    out = text_outputs(
+        execute(
+            tmp_path,
+            "02_flowers_classifier.ipynb",
+            output="third.ipynb",
+            DATA_ROOT=str(made),
+            OUTPUT_DIR=str(output_dir),
+        )
+    )
+    assert f"An earlier run did not finish: its partial outputs are in {output_dir / '.failed-run'}" in out
+    assert (output_dir / ".failed-run" / "learning_rate.png").exists()
+    assert snapshot(output_dir)["submission.csv"] and not (output_dir / ".incomplete-run").exists()

@@ -1,0 +1,91 @@
+"""The path a Kaggle TPU user runs, in miniature on the CPU: the full profile (EfficientNetB0), Keras
+on JAX over 8 simulated devices, mixed bfloat16, one capped epoch on a small sample; then notebook 06
+predicting with the package notebook 05 wrote (TensorFlow, one device)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import execute, text_outputs
+
+from nbkit.flowers import checks, evaluate, layout
+from nbkit.flowers import sample as flower_sample
+from nbkit.handoff import package
+
+FULL = {
+    "PROFILE": "full",
+    "BACKEND": "jax",
+    "SIMULATE_DEVICES": 8,
+    "PRECISION": "mixed_bfloat16",
+    "WEIGHTS": "none",
+    "EPOCHS": 1,
+    "STEPS_PER_EPOCH": 1,
+    "PER_REPLICA_BATCH": 2,  # what keeps it short: one step, global batch 16
+}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    return flower_sample.make_sample(
+        tmp_path_factory.mktemp("flowers"), train_per_class=1, val_per_class=1, test_images=16
+    )
+
+
+def ids_of(root: Path) -> list[str]:
+    return [key for _, key in checks.read_items(layout.find_files(root, 192, "test"), labeled=False)]
+
+
+def computed_in_bfloat16(model_file: Path) -> tuple[set[str], str]:
+    """The dtypes the saved model's backbone convolutions really produce, and its logits' dtype."""
+    import keras
+
+    model = keras.models.load_model(model_file)
+    backbone = next(layer for layer in model.layers if layer.name.startswith("efficientnet"))
+    convolutions = [layer for layer in backbone.layers if isinstance(layer, keras.layers.Conv2D)]
+    probe = keras.Model(backbone.inputs, [layer.output for layer in convolutions[:3] + convolutions[-2:]])
+    outputs = probe.predict(np.zeros((1, 192, 192, 3), "float32"), verbose=0)
+    logits = model.predict(np.zeros((1, 192, 192, 3), "uint8"), verbose=0)
+    return {str(o.dtype) for o in outputs}, str(logits.dtype)
+
+
+def test_notebook_02_full_profile_in_bfloat16_on_eight_devices(small, tmp_path):
+    out = text_outputs(
+        execute(
+            tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(small), OUTPUT_DIR=str(tmp_path / "flowers"), **FULL
+        )
+    )
+    joined = " ".join(out.split())
+    assert "Keras backend jax, 8 replica(s)" in joined and "profile=full: EfficientNetB0 (weights none)" in joined
+    assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in joined
+    assert "1 steps per epoch" in joined
+    metrics = json.loads((tmp_path / "flowers" / "metrics.json").read_text())
+    assert (metrics["precision"], metrics["model"], metrics["replicas"]) == ("mixed_bfloat16", "EfficientNetB0", 8)
+    rows = evaluate.read_submission(tmp_path / "flowers" / "submission.csv")
+    assert [i for i, _ in rows] == ids_of(small)
+    assert computed_in_bfloat16(tmp_path / "flowers" / "model.keras") == ({"bfloat16"}, "float32")
+
+
+def test_notebook_05_full_profile_package_predicts_in_notebook_06(small, tmp_path):
+    execute(tmp_path, "05_train_on_tpu.ipynb", DATA_ROOT=str(small), OUTPUT_DIR=str(tmp_path / "train"), **FULL)
+    manifest = package.read_manifest(tmp_path / "train" / "model-package")
+    assert (
+        manifest["training"]["precision"] == "mixed_bfloat16" and manifest["model_name"] == "efficientnetb0_classifier"
+    )
+    out = text_outputs(
+        execute(
+            tmp_path,
+            "06_infer_on_gpu.ipynb",
+            output="06.ipynb",
+            DATA_ROOT=str(small),
+            PACKAGE=str(tmp_path / "train" / "model-package"),
+            BACKEND="tensorflow",
+            OUTPUT_DIR=str(tmp_path / "submit"),
+        )
+    )
+    assert "checked its outputs against the manifest" in out
+    rows = evaluate.read_submission(tmp_path / "submit" / "submission.csv")
+    assert rows == evaluate.read_submission(tmp_path / "train" / "submission.csv")  # what 05 predicted, row for row
+    assert [i for i, _ in rows] == ids_of(small)
