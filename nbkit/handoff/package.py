@@ -22,6 +22,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.errors import PackageError, ParameterError
+from nbkit.inputs.account import PLACEHOLDER_OWNER
 from nbkit.params import check_handle
 
 FORMAT = "nbkit-model-package"
@@ -43,7 +44,6 @@ REQUIRED_KEYS = (
     "check",
 )
 DATASET_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{4,48}[a-z0-9]$")  # Kaggle: 6-50 letters, digits, '-'
-PLACEHOLDER_OWNER = "INSERT_USERNAME_HERE"
 
 
 def versions(backend: str) -> dict[str, str]:
