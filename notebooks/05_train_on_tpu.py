@@ -36,8 +36,9 @@ SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a 
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 SEED: int = 42  # fixes the initial weights, the shuffling and the augmentation of every epoch
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
-RESUME_FROM: str = "none"  # an earlier run's checkpoints folder to continue from (Kaggle: last version's output as input)
+RESUME_FROM: str = "none"  # an earlier run's checkpoints folder, or that Kaggle notebook's output as "owner/slug" (kagglehub)
 DATASET_ID: str = "auto"  # Kaggle dataset of the package, "owner/slug"; "auto": your user name + /flowers-model
+MODEL_HANDLE: str = "none"  # also publish the package to Kaggle Models as "owner/model/keras/variation" (kagglehub)
 OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the package; "auto": working folder/flowers-train
 
 # %% [markdown]
@@ -90,10 +91,11 @@ print(
 
 # %% tags=["nbval-ignore-output"]
 from nbkit.handoff import resume
+from nbkit.inputs import kaggle_hub
 
 checkpoints = output_dir / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto":
-    print(resume.copy_checkpoint(RESUME_FROM, checkpoints))
+    print(resume.copy_checkpoint(kaggle_hub.notebook_output(RESUME_FROM, "flowers-train/checkpoints"), checkpoints))
 settings = {
     "model": config.model,
     "weights": config.weights,
@@ -185,7 +187,8 @@ submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), out
 # %% [markdown]
 # ## Model package
 # Upload it as a dataset (`kaggle datasets create -p <package>`, then `kaggle datasets version -p
-# <package> -m "..."` for later versions) and attach that dataset to notebook 06.
+# <package> -m "..."` for later versions) and attach that dataset to notebook 06; or set
+# `MODEL_HANDLE` and it is published to Kaggle Models, which notebook 06 reads by that handle.
 
 # %%
 from nbkit.handoff import package
@@ -219,3 +222,5 @@ if dataset_id.startswith(package.PLACEHOLDER_OWNER):
 
 # %% tags=["nbval-ignore-output"]
 print(f"kaggle datasets create -p {folder.resolve()}")
+if MODEL_HANDLE != "none":
+    print(f"published to Kaggle Models: {package.publish_model(folder, MODEL_HANDLE)}")

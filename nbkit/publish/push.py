@@ -39,13 +39,14 @@ class Pushed:
     kernel: str  # owner/slug
     url: str
     version: int | None
-    status: str  # the session status right after the push, or why it is unknown
+    status: str | None  # the session status right after the push, or why it is unknown; None: not asked
     messages: tuple[str, ...] = ()  # warnings (a retired accelerator) and lines nbkit does not know
 
     def describe(self) -> str:
         version = f" version {self.version}" if self.version else ""
         notes = "".join(f"\n{line}" for line in self.messages)
-        return f"pushed {self.kernel}{version}: {self.url}\nstatus: {self.status}{notes}"
+        state = f"\nstatus: {self.status}" if self.status else ""
+        return f"pushed {self.kernel}{version}: {self.url}{state}{notes}"
 
 
 def run_kaggle(*args: str) -> str:
@@ -136,7 +137,7 @@ def push(folder: str | Path, check_status: bool = True) -> Pushed:
     except PushError as error:
         raise PushError(f"{error}\nThe bundle in {folder} is kept; fix the problem and push again.") from None
     try:
-        state = status(kernel) if check_status else "not asked"
+        state = status(kernel) if check_status else None
     except PushError as error:
         state = f"unknown ({error})"
     return Pushed(kernel, url, version, state, tuple(([f"warning: {warning}"] if warning else []) + others))
