@@ -138,3 +138,11 @@ def test_run_from_the_command_line(session, tmp_path):
     assert "warning: tpu-v3-8 (machine shape TpuV38) is retired on Kaggle" in result.stderr
     assert "epoch 1/2 loss 4.1" in result.stdout and '"f1_macro": 0.88' in result.stdout
     assert result.stdout.rstrip().endswith(f"done: outputs in {tmp_path / 'out' / '03-private-dataset'}")
+
+
+def test_losing_the_session_says_how_to_follow_it_again(session, tmp_path):
+    session.routes[STATUS] = lambda body, headers: (500, {"code": 500, "message": "Internal error"})
+    with pytest.raises(RunError) as error:
+        remote.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lambda line: None)
+    assert str(error.value).startswith(f"Lost track of {KERNEL}: `kaggle kernels status {KERNEL}` failed: Internal")
+    assert f"python -m nbkit follow {KERNEL}" in str(error.value) and not (tmp_path / "out").exists()

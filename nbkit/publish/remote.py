@@ -167,7 +167,12 @@ def follow_and_fetch(
     echo: Echo = echo_line,
 ) -> Path:
     """Follow `kernel`'s session to its end, download its outputs into outputs_dir/<slug>/, and check them."""
-    session = follow(kernel, timeout_s, interval_s, echo)
+    try:
+        session = follow(kernel, timeout_s, interval_s, echo)
+    except push.PushError as error:  # e.g. the connection dropped: the session itself goes on
+        raise RunError(
+            f"Lost track of {kernel}: {error}\nFollow it again with `python -m nbkit follow {kernel}`."
+        ) from None
     if session.state == "timed out":
         raise RunError(
             f"{kernel} had not finished after {timeout_s:g} s; it goes on on Kaggle. Follow it again with "
