@@ -146,3 +146,12 @@ def test_losing_the_session_says_how_to_follow_it_again(session, tmp_path):
         remote.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lambda line: None)
     assert str(error.value).startswith(f"Lost track of {KERNEL}: `kaggle kernels status {KERNEL}` failed: Internal")
     assert f"python -m nbkit follow {KERNEL}" in str(error.value) and not (tmp_path / "out").exists()
+
+
+def test_a_warning_of_the_status_command_is_shown_once(session, tmp_path):
+    answers = states("RUNNING", "RUNNING", "COMPLETE")
+    session.routes[STATUS] = lambda body, headers: (*answers(body, headers), {"X-Kaggle-APIVersion": "99.0.0"})
+    lines: list[str] = []
+    remote.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lines.append)
+    warnings = [line for line in lines if "Looks like you're using an outdated `kaggle` version" in line]
+    assert len(warnings) == 1 and "(99.0.0)" in warnings[0]

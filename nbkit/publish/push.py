@@ -78,21 +78,24 @@ def read_metadata(folder: str | Path) -> dict:
         ) from None
 
 
-def session_status(kernel: str) -> tuple[str, str | None]:
-    """(state, failure message) of the kernel's latest session: queued, running, complete, error, ..."""
+def session_status(kernel: str) -> tuple[str, str | None, list[str]]:
+    """(state, failure message, other lines the CLI printed) of the kernel's latest session; states:
+    queued, running, complete, error, cancel_requested, cancel_acknowledged."""
     output = run_kaggle("kernels", "status", kernel)
     found = re.search(r'has status "([^"]*)"', output)
     if not found:
         raise PushError(f"Unexpected answer from `kaggle kernels status {kernel}`: {output}")
     state = found.group(1).rsplit(".", 1)[-1].lower()  # "KernelWorkerStatus.RUNNING" -> "running"
     failure = re.search(r'Failure message: "(.*)"', output)
-    return state, failure.group(1) if failure else None
+    others = [line for line in output.splitlines() if line.strip() and "has status" not in line]
+    return state, failure.group(1) if failure else None, [line for line in others if not line.startswith("Failure")]
 
 
 def status(kernel: str) -> str:
-    """The status of the kernel's latest session as one phrase (e.g. "running", "error: <message>")."""
-    state, failure = session_status(kernel)
-    return f"{state}: {failure}" if failure else state
+    """The status of the kernel's latest session as one phrase (e.g. "running", "error: <message>"),
+    then any other line the CLI printed."""
+    state, failure, others = session_status(kernel)
+    return "\n".join([f"{state}: {failure}" if failure else state, *others])
 
 
 def _check_owner(metadata: dict, folder: Path) -> str:

@@ -76,10 +76,13 @@ def follow(kernel: str, timeout_s: float, interval_s: float = 30, echo: Echo = e
     """Poll the session's status every `interval_s` seconds until it ends or `timeout_s` pass; print
     each new status and, once it runs, its log lines as they come."""
     deadline = time.monotonic() + timeout_s
-    stream, last = None, None
+    stream, last, said = None, None, set()
     try:
         while True:
-            state, failure = push.session_status(kernel)
+            state, failure, others = push.session_status(kernel)
+            for line in set(others) - said:  # a CLI warning once, not at every poll
+                echo(line)
+            said |= set(others)
             if stream is None and state != "queued":
                 stream = LogStream(kernel, echo)
             if state in push.FINISHED and stream:
