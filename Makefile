@@ -12,7 +12,7 @@ XLA_STAMP := $(XLA_VENV)/.installed
 XLA_NOTEBOOK := notebooks/04_pytorch_xla
 XLA_TESTS := tests/xla tests/test_import.py $(XLA_NOTEBOOK).ipynb
 
-.PHONY: venv venv-xla demo test notebooks bench clean bundle push bundle-sizes
+.PHONY: venv venv-xla demo test notebooks bench clean bundle push run bundle-sizes
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,10 +69,13 @@ bench: $(STAMP) $(XLA_STAMP)
 	$(BIN)/python bench/competition_scale.py
 	@echo "Tables and plot: out/bench/"
 
-# A notebook as a self-contained Kaggle kernel in build/kernels/<slug>/, then pushed with the kaggle CLI
-# (needs a Kaggle login: kaggle.json or KAGGLE_USERNAME/KAGGLE_KEY). Override NOTEBOOK and BUNDLE_ARGS.
+# A notebook as a self-contained Kaggle kernel in build/kernels/<slug>/ (no login needed: import it with
+# File -> Import Notebook), pushed with the kaggle CLI, or run on Kaggle from here: bundle -> push ->
+# follow -> outputs in out/kaggle/<slug>/ (push and run need a Kaggle login: kaggle.json or
+# KAGGLE_USERNAME/KAGGLE_KEY). Override NOTEBOOK, BUNDLE_ARGS and RUN_ARGS.
 NOTEBOOK ?= notebooks/02_flowers_classifier.py
 BUNDLE_ARGS ?= --accelerator tpu-v5e-8 --competition flower-classification-with-tpus
+RUN_ARGS ?= $(BUNDLE_ARGS) $(if $(findstring 02_flowers,$(NOTEBOOK)),--expect submission.csv --expect metrics.json)
 KERNEL ?= build/kernels/$(subst _,-,$(basename $(notdir $(NOTEBOOK))))
 
 bundle: $(STAMP)
@@ -80,6 +83,9 @@ bundle: $(STAMP)
 
 push: $(STAMP)
 	$(BIN)/python -m nbkit push $(KERNEL)
+
+run: $(STAMP)
+	$(BIN)/python -m nbkit run $(NOTEBOOK) $(RUN_ARGS)
 
 # How many lines of nbkit each notebook's kernel bundle carries (the README's table).
 bundle-sizes: $(STAMP)

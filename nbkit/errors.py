@@ -55,3 +55,7 @@ class BundleError(NbkitError, ValueError):
 
 class PushError(NbkitError, RuntimeError):
     """The kaggle CLI could not push a bundle or report its status."""
+
+
+class RunError(NbkitError, RuntimeError):
+    """A pushed kernel failed, was cancelled, ran past its time limit, or lacks an expected output."""

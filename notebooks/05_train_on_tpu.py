@@ -38,8 +38,9 @@ STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the 
 PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
 SEED: int = 42  # fixes the initial weights, the shuffling and the augmentation of every epoch
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
-RESUME_FROM: str = "none"  # an earlier run's checkpoints folder to continue from (Kaggle: last version's output as input)
+RESUME_FROM: str = "none"  # an earlier run's checkpoints folder, or that Kaggle notebook's output as "owner/slug" (kagglehub)
 DATASET_ID: str = "auto"  # Kaggle dataset of the package, "owner/slug"; "auto": your user name + /flowers-model
+MODEL_HANDLE: str = "none"  # also publish the package to Kaggle Models as "owner/model/keras/variation" (kagglehub)
 OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the package; "auto": working folder/flowers-train
 
 # %% [markdown]
@@ -98,10 +99,11 @@ print(
 
 # %% tags=["nbval-ignore-output"]
 from nbkit.handoff import resume
+from nbkit.inputs import kaggle_hub
 
 checkpoints = outputs.folder / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto":
-    print(resume.copy_checkpoint(RESUME_FROM, checkpoints))
+    print(resume.copy_checkpoint(kaggle_hub.notebook_output(RESUME_FROM, "flowers-train/checkpoints"), checkpoints))
 settings = {
     "model": config.model,
     "weights": config.weights,
@@ -196,7 +198,8 @@ submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), out
 # %% [markdown]
 # ## Model package
 # Upload it as a dataset (`kaggle datasets create -p <package>`, then `kaggle datasets version -p
-# <package> -m "..."` for later versions) and attach that dataset to notebook 06.
+# <package> -m "..."` for later versions) and attach that dataset to notebook 06; or set
+# `MODEL_HANDLE` and it is published to Kaggle Models, which notebook 06 reads by that handle.
 
 # %%
 from nbkit.handoff import package
@@ -234,4 +237,7 @@ if dataset_id.startswith(package.PLACEHOLDER_OWNER):
 
 # %% tags=["nbval-ignore-output"]
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))
-print(f"kaggle datasets create -p {(outputs.folder / 'model-package').resolve()}")
+package_folder = outputs.folder / "model-package"
+print(f"kaggle datasets create -p {package_folder.resolve()}")
+if MODEL_HANDLE != "none":
+    print(f"published to Kaggle Models: {package.publish_model(package_folder, MODEL_HANDLE)}")

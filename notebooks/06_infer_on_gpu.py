@@ -20,7 +20,7 @@
 # `papermill notebooks/06_infer_on_gpu.ipynb out/06.ipynb -p PACKAGE out/flowers-train/model-package`
 
 # %% tags=["parameters"]
-PACKAGE: str = "auto"  # model package folder; "auto": the attached Kaggle dataset holding one, else notebook 05's output
+PACKAGE: str = "auto"  # model package folder, or its Kaggle Models handle "owner/model/keras/variation"; "auto": the attached one, else 05's output
 DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/; "auto" (Kaggle input, else a generated sample) or "sample"
 IMAGE_SIZE: int = 0  # image size of the test files to read; 0 means the model's (from its manifest)
 PER_REPLICA_BATCH: int = 64  # images per replica per prediction step

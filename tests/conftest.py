@@ -17,6 +17,9 @@ import pytest
 from nbclient.exceptions import DeadKernelError
 
 REPO = Path(__file__).resolve().parents[1]
+# No kagglehub in tests (the kagglehub tests turn it back on against a stub): a machine with Kaggle
+# credentials would otherwise download the competition while nbval runs the notebooks.
+os.environ["NBKIT_KAGGLEHUB"] = "off"
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -126,11 +126,42 @@ def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked
 
 @pytest.mark.parametrize(
     "name, flags",
-    [("gpu-t4x2", (True, False, "NvidiaTeslaT4")), ("cpu", (False, False, None)), ("TpuV38", (False, True, "TpuV38"))],
+    [
+        ("tpu-v5e-8", (False, True, "TpuV5E8")),
+        ("tpu-v6e-8", (False, True, "TpuV6E8")),
+        ("gpu-t4x2", (True, False, "NvidiaTeslaT4")),
+        ("cpu", (False, False, None)),
+        ("TpuV38", (False, True, "TpuV38")),
+        ("tpuv5e8", (False, True, "TpuV5E8")),  # shapes in any case, as the kaggle CLI takes them
+    ],
 )
 def test_accelerator_names_map_to_machine_shapes(name, flags):
     metadata = kernel_metadata.build("alice", "My TPU kernel", "k.ipynb", name)
     assert (metadata["enable_gpu"], metadata["enable_tpu"], metadata["machine_shape"]) == flags
+
+
+@pytest.mark.parametrize(
+    "name, instead",
+    [
+        ("tpu-v3-8", "tpu-v5e-8 (TpuV5E8)"),
+        ("tpu-vm-v3-8", "tpu-v5e-8 (TpuV5E8)"),
+        ("gpu-p100", "gpu-t4x2 (NvidiaTeslaT4)"),
+        ("NvidiaTeslaP100", "gpu-t4x2 (NvidiaTeslaT4)"),
+    ],
+)
+def test_retired_accelerators_are_accepted_with_a_warning_naming_what_runs(name, instead):
+    assert kernel_metadata.build("alice", "My TPU kernel", "k.ipynb", name)["machine_shape"]
+    assert f"is retired on Kaggle: sessions that ask for it run on {instead} instead" in kernel_metadata.retired(name)
+    assert name not in kernel_metadata.CURRENT
+
+
+def test_current_accelerators_have_no_warning_and_come_first_in_the_help():
+    assert kernel_metadata.CURRENT == ["tpu-v5e-8", "tpu-v6e-8", "gpu-t4x2", "cpu"]
+    assert not [name for name in kernel_metadata.CURRENT if kernel_metadata.retired(name)]
+    result = subprocess.run(
+        [sys.executable, "-m", "nbkit", "bundle", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "one of tpu-v5e-8, tpu-v6e-8, gpu-t4x2, cpu (default" in " ".join(result.stdout.split())
 
 
 def test_docker_image_only_when_asked():
@@ -142,11 +173,13 @@ def test_docker_image_only_when_asked():
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"accelerator_name": "tpu-v9"}, "Unknown accelerator 'tpu-v9': use one of cpu, gpu-p100"),
+        (
+            {"accelerator_name": "tpu-v9"},
+            "Unknown accelerator 'tpu-v9': use one of tpu-v5e-8, tpu-v6e-8, gpu-t4x2, cpu",
+        ),
         ({"title": "abc"}, "Title 'abc' has 3 characters; Kaggle needs 5 to 50"),
         ({"title": "x" * 51}, "has 51 characters"),
         ({"owner": "not a user"}, "--owner='not a user' must be written a user name"),
-        ({"owner": ""}, "pass --owner"),
         ({"slug": "other-slug"}, "does not match the title"),
         ({"datasets": ["just-a-slug"]}, "--dataset='just-a-slug' must be written owner/slug"),
         (
@@ -164,6 +197,46 @@ def test_bad_input_is_refused_and_the_old_bundle_is_kept(tmp_path, monkeypatch, 
     with pytest.raises(ParameterError, match=message):
         bundle.write(NOTEBOOK_03, tmp_path / "kernels", **{"owner": "alice", "title": "03 private dataset", **options})
     assert snapshot(tmp_path / "kernels") == before and kept.is_dir()
+
+
+def test_a_bundle_needs_no_kaggle_login(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAGGLE")}
+    env.update(HOME=str(tmp_path / "home"), KAGGLE_CONFIG_DIR=str(tmp_path / "no-config"))
+    result = subprocess.run(
+        [sys.executable, "-m", "nbkit", "bundle", str(NOTEBOOK_02), "--out", str(tmp_path / "kernels")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    folder = tmp_path / "kernels" / "02-flowers-classifier"
+    assert f"import {folder / '02-flowers-classifier.ipynb'} into Kaggle with File -> Import Notebook" in result.stdout
+    assert "To push it, bundle again with --owner <your Kaggle user name> (or log in first)." in result.stdout
+    metadata = json.loads((folder / "kernel-metadata.json").read_text())
+    assert metadata["id"] == "INSERT_USERNAME_HERE/02-flowers-classifier" and metadata["machine_shape"] == "TpuV5E8"
+    assert nbformat.read(folder / "02-flowers-classifier.ipynb", as_version=4).cells
+
+
+def visible_code_lines(cells) -> int:
+    """Lines of code a reader sees: code cells whose code Kaggle's editor does not hide."""
+    return sum(
+        len(c.source.splitlines()) for c in cells if c.cell_type == "code" and not c.metadata.get("_kg_hide-input")
+    )
+
+
+@pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py")), ids=lambda p: p.name)
+def test_a_bundle_reads_like_its_notebook(notebook):
+    import jupytext
+
+    source = jupytext.read(notebook)
+    bundled, modules = bundle.bundled_notebook(notebook)
+    assert modules and abs(visible_code_lines(bundled.cells) - visible_code_lines(source.cells)) <= 15
+    hidden = [i for i, c in enumerate(bundled.cells) if c.metadata.get("_kg_hide-input")]
+    uses_nbkit = [i for i, c in enumerate(bundled.cells) if c.cell_type == "code" and "nbkit" in c.source]
+    assert len(hidden) == 1 and hidden[0] < min(set(uses_nbkit) - set(hidden))  # runs before any nbkit import
+    parameters = next(i for i, c in enumerate(bundled.cells) if "parameters" in c.metadata.get("tags", []))
+    assert hidden[0] == parameters + 1 and bundled.cells[0].cell_type == "markdown"  # title, intro, parameters first
 
 
 def test_missing_notebook_is_a_clear_error(tmp_path):

@@ -40,6 +40,12 @@ def test_dataset_attached_on_kaggle_is_read_from_kaggle_input(tmp_path):
     assert "GPU/CPU kernel" in gpu.reason
 
 
+def test_a_dataset_in_the_newer_mount_folder_is_found(tmp_path):
+    (tmp_path / "input" / "datasets" / "alice" / "my-tfrecords").mkdir(parents=True)
+    found = datasets.locate("auto", "alice/my-tfrecords", environment=kaggle_env(tmp_path))
+    assert found.path == str(tmp_path / "input" / "datasets" / "alice" / "my-tfrecords")
+
+
 def test_dataset_not_attached_on_kaggle_says_add_input(tmp_path):
     with pytest.raises(DataError, match="attach alice/missing with 'Add Input' \\(a private dataset"):
         datasets.locate("auto", "alice/missing", credential=lambda: None, environment=kaggle_env(tmp_path))
@@ -57,8 +63,9 @@ def test_explicit_data_root_and_bad_choices(tmp_path):
 def test_outside_kaggle_the_fallback_stands_in_or_it_is_an_error(tmp_path):
     stand_in = lambda environment: datasets.DataSource(str(tmp_path), "a stand-in")  # noqa: E731
     found = datasets.locate("auto", "alice/x", fallback=stand_in, environment=local_env(tmp_path))
-    assert found.path == str(tmp_path) and found.reason == "not on Kaggle (local), so a stand-in for alice/x"
-    with pytest.raises(DataError, match="alice/x is not here \\(local\\): set DATA_ROOT"):
+    assert found.path == str(tmp_path)
+    assert found.reason == "not on Kaggle (local) and kagglehub is off (NBKIT_KAGGLEHUB=off), so a stand-in for alice/x"
+    with pytest.raises(DataError, match="alice/x is not here \\(local\\) and kagglehub is off .*: set DATA_ROOT"):
         datasets.locate("auto", "alice/x", environment=local_env(tmp_path))
 
 
@@ -103,10 +110,11 @@ def test_public_data_for_a_remote_tpu_needs_no_credential(tmp_path, monkeypatch)
     assert found.path == f"gs://kds-fake/{source.COMPETITION}" and "GCS" in found.reason and not found.credentials
 
 
-def test_flowers_data_on_kaggle_is_the_attached_competition(tmp_path):
-    (tmp_path / "input" / source.COMPETITION).mkdir(parents=True)
+@pytest.mark.parametrize("mount", [source.COMPETITION, f"competitions/{source.COMPETITION}"])
+def test_flowers_data_on_kaggle_is_the_attached_competition(tmp_path, mount):
+    (tmp_path / "input" / mount).mkdir(parents=True)
     found = source.locate_data("auto", environment=kaggle_env(tmp_path, tpu_vm=True))
-    assert found.path == str(tmp_path / "input" / source.COMPETITION) and "is attached" in found.reason
+    assert found.path == str(tmp_path / "input" / mount) and "is attached" in found.reason
     with pytest.raises(DataError, match="Add Input"):
         source.locate_data("auto", environment=kaggle_env(tmp_path / "elsewhere"))
 

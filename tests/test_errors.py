@@ -13,7 +13,7 @@ from nbkit.flowers import checks, layout, sample, writer
 from nbkit.guide import mnist
 from nbkit.handoff import package, resume
 from nbkit.inputs import datasets, secrets
-from nbkit.publish import bundle, kernel_metadata, push, scan
+from nbkit.publish import bundle, kernel_metadata, push, remote, scan
 from nbkit.pytorch.flowers import FlowerImages
 
 
@@ -126,6 +126,12 @@ CASES = [
         "does not exist",
     ),
     ("a folder without a bundle", lambda t: push.push(t), errors.PushError, "build the bundle first"),
+    (
+        "a kernel that failed on Kaggle",
+        lambda t: remote.check_outputs(remote.Session("error", "Out of memory", ()), t, [], "alice/k"),
+        errors.RunError,
+        "alice/k ended with status error: Out of memory",
+    ),
     (
         "a Keras backend already chosen",
         lambda t: choose.choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"}),

@@ -26,7 +26,7 @@ STATUS = "/api/v1/kernels.KernelsApiService/GetKernelSessionStatus"
 NOTEBOOK_03 = REPO / "notebooks" / "03_private_dataset.py"
 
 
-def saved(body: dict, headers: dict) -> tuple[int, dict]:
+def saved(body: dict, headers: dict) -> tuple:
     owner, slug = body["slug"].split("/")
     return 200, {
         "ref": f"/code/{owner}/{slug}",
@@ -35,7 +35,7 @@ def saved(body: dict, headers: dict) -> tuple[int, dict]:
     }
 
 
-def queued(body: dict, headers: dict) -> tuple[int, dict]:
+def queued(body: dict, headers: dict) -> tuple:
     return 200, {"status": "QUEUED"}
 
 
@@ -60,16 +60,14 @@ def logged_in(kaggle_api, monkeypatch):
     return kaggle_api, key
 
 
+def bundle_03(tmp_path, **options):
+    options = {"accelerator_name": "tpu-v5e-8", "datasets": ["alice/my-tfrecords"], "internet": False, **options}
+    return bundle.write(NOTEBOOK_03, tmp_path / "kernels", owner="alice", **options)
+
+
 @pytest.fixture
 def bundled(tmp_path):
-    return bundle.write(
-        NOTEBOOK_03,
-        tmp_path / "kernels",
-        owner="alice",
-        accelerator_name="tpu-v5e-8",
-        datasets=["alice/my-tfrecords"],
-        internet=False,
-    )
+    return bundle_03(tmp_path)
 
 
 def snapshot(folder):
@@ -168,3 +166,71 @@ def test_kaggle_cli_still_ignores_the_test_environment(logged_in, monkeypatch, b
     assert [(r.method, r.path) for r in stub.requests] == [("CONNECT", "api.kaggle.com:443")], (
         "the kaggle CLI now honours KAGGLE_API_ENVIRONMENT=TEST: test against localhost:7777 directly"
     )
+
+
+@pytest.mark.parametrize(
+    "invalid, kind",
+    [
+        ({"invalidCompetitionSources": ["flower-classification-with-tpu"]}, "competition"),
+        ({"invalidDatasetSources": ["alice/my-tfrecords"]}, "dataset"),
+        ({"invalidKernelSources": ["bob/gone"]}, "kernel"),
+    ],
+)
+def test_a_rejected_source_is_an_error_not_a_success(logged_in, bundled, invalid, kind):
+    stub, _ = logged_in
+    stub.routes[SAVE] = lambda body, headers: (200, {**saved(body, headers)[1], **invalid})
+    before = snapshot(bundled)
+    with pytest.raises(PushError) as error:
+        push.push(bundled)
+    message = str(error.value)
+    names = next(iter(invalid.values()))
+    assert f"Kaggle did not attach these sources: {kind} {names}" in message
+    assert "Kaggle made a version anyway (https://www.kaggle.com/code/alice/03-private-dataset)" in message
+    assert f"The following are not valid {kind} sources" in message  # what the CLI said, verbatim
+    assert f"The bundle in {bundled} is kept" in message and snapshot(bundled) == before
+    assert [r.path for r in stub.requests] == [SAVE]  # no status asked for a broken push
+
+
+def test_lines_nbkit_does_not_know_reach_the_user(logged_in, bundled):
+    stub, _ = logged_in
+    # The CLI compares its version with this header and prints a warning nbkit has no rule for.
+    stub.routes[SAVE] = lambda body, headers: (*saved(body, headers), {"X-Kaggle-APIVersion": "99.0.0"})
+    result = subprocess.run(
+        [sys.executable, "-m", "nbkit", "push", str(bundled)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Warning: Looks like you're using an outdated `kaggle` version" in result.stdout
+    assert "(99.0.0)" in result.stdout and "status: queued" in result.stdout
+
+
+def test_a_retired_accelerator_is_pushed_as_asked_with_a_warning(logged_in, tmp_path):
+    stub, _ = logged_in
+    pushed = push.push(bundle_03(tmp_path, accelerator_name="tpu-v3-8"))
+    assert stub.requests[0].body["machineShape"] == "TpuV38"  # Kaggle decides; nbkit says what it will do
+    assert pushed.messages[0] == (
+        "warning: TpuV38 is retired on Kaggle: sessions that ask for it run on tpu-v5e-8 (TpuV5E8) instead. "
+        "Ask for --accelerator tpu-v5e-8."
+    )
+    assert pushed.messages[0] in pushed.describe()
+
+
+def test_push_output_of_kaggle_2_2_5_keeps_its_warnings():
+    # Exact text of kaggle 2.2.5 (stdout + stderr) for a retired machine shape; 2.2.4, installed here, prints none.
+    output = (
+        "⚠ Warning: 'TpuV38' is retired.\n  Sessions run on the default TPU (TpuV5E8) instead.\n"
+        "Kernel version 7 successfully pushed.  Please check progress at https://www.kaggle.com/code/alice/x\n"
+    )
+    url, version, others = push.read_push_output(output)
+    assert (url, version) == ("https://www.kaggle.com/code/alice/x", 7)
+    assert others == ["⚠ Warning: 'TpuV38' is retired.", "Sessions run on the default TPU (TpuV5E8) instead."]
+    with pytest.raises(PushError, match="Kernel push error: Competition not found"):
+        push.read_push_output("Kernel push error: Competition not found\n")
+
+
+def test_a_bundle_without_owner_is_not_pushed(logged_in, tmp_path, monkeypatch):
+    stub, _ = logged_in
+    monkeypatch.delenv("KAGGLE_USERNAME")
+    folder = bundle.write(NOTEBOOK_03, tmp_path / "kernels")
+    with pytest.raises(PushError, match="has no owner yet .id INSERT_USERNAME_HERE/03-private-dataset.: a kernel id"):
+        push.push(folder)
+    assert stub.requests == []

@@ -1,5 +1,6 @@
-"""DATA_ROOT of the flowers notebooks: a folder or gs:// URL; "auto" (on Kaggle the attached
-competition, elsewhere the generated sample); or "sample"."""
+"""DATA_ROOT of the flowers notebooks: a folder or gs:// URL; "auto" (the attached competition on
+Kaggle, else kagglehub: attached on Kaggle, downloaded elsewhere with Kaggle credentials; else the
+generated sample); or "sample"."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Model packages: a trained model plus what predicting with it needs, in a folder that uploads
-as a Kaggle dataset (`kaggle datasets create -p <folder>`, later `kaggle datasets version -p`).
+as a Kaggle dataset (`kaggle datasets create -p <folder>`, later `kaggle datasets version -p`) or
+to Kaggle Models (`publish_model`, with kagglehub).
 
     model.keras            the model (Keras 3 format; loads with either backend)
     manifest.json          classes, image size, input format, versions, metrics, data fingerprint,
@@ -22,6 +23,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.errors import PackageError, ParameterError
+from nbkit.inputs.account import PLACEHOLDER_OWNER
 from nbkit.params import check_handle
 
 FORMAT = "nbkit-model-package"
@@ -43,7 +45,6 @@ REQUIRED_KEYS = (
     "check",
 )
 DATASET_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{4,48}[a-z0-9]$")  # Kaggle: 6-50 letters, digits, '-'
-PLACEHOLDER_OWNER = "INSERT_USERNAME_HERE"
 
 
 def versions(backend: str) -> dict[str, str]:
@@ -215,24 +216,53 @@ def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, An
 
 
 def find_package(location: str, local_default: str | Path, input_dir: str | Path | None = None) -> Path:
-    """The package folder: `location` if given; "auto" looks for one under Kaggle's input folder
-    (`input_dir`) when on Kaggle, else uses `local_default` (where notebook 05 writes it)."""
+    """The package folder: `location` if it is a folder; a Kaggle Models handle
+    (owner/model/framework/variation[/version]) attached or downloaded by kagglehub; "auto" looks for
+    one under Kaggle's input folder (`input_dir`) when on Kaggle, else uses `local_default` (where
+    notebook 05 writes it)."""
     if location != "auto":
-        return Path(location)
+        return _folder_or_model(location)
     if input_dir is None:
         return Path(local_default)
-    found = sorted({p.parent for depth in range(1, 5) for p in Path(input_dir).glob("*/" * depth + MANIFEST_FILE)})
+    # Datasets mount as <input>/<slug>/..., models as <input>/<model>/<framework>/<variation>/<version>
+    # or, in newer sessions, <input>/models/<owner>/<model>/<framework>/<variation>/<version>.
+    found = sorted({p.parent for depth in range(1, 8) for p in Path(input_dir).glob("*/" * depth + MANIFEST_FILE)})
     packages = [p for p in found if _is_package(p)]
     if not packages:
         raise PackageError(
-            f"No model package under {input_dir}: attach the dataset made from notebook 05's "
-            "package with 'Add Input', or set PACKAGE to its folder."
+            f"No model package under {input_dir}: attach notebook 05's package (its Kaggle dataset or model) "
+            "with 'Add Input', or set PACKAGE to its folder or its Kaggle Models handle."
         )
     if len(packages) > 1:
         raise PackageError(
             f"Several model packages are attached ({', '.join(map(str, packages))}): set PACKAGE to one."
         )
     return packages[0]
+
+
+def _folder_or_model(location: str) -> Path:
+    if Path(location).exists() or location.count("/") not in (3, 4):
+        return Path(location)  # a folder (read_manifest says so if it is not one)
+    from nbkit.errors import DataError
+    from nbkit.inputs import kaggle_hub
+
+    try:
+        return Path(kaggle_hub.fetch("model", location))
+    except DataError as error:
+        raise PackageError(f"PACKAGE={location!r} is no folder here, and as a Kaggle Models handle: {error}") from None
+
+
+def publish_model(folder: str | Path, handle: str, version_notes: str = "") -> str:
+    """Publish the package in `folder` to Kaggle Models as `handle` (owner/model/keras/variation) with
+    kagglehub, a new version when the variation exists; the model's URL. Notebook 06 reads it by handle."""
+    from nbkit.inputs import kaggle_hub
+
+    manifest = read_manifest(folder)  # only a complete package goes out
+    f1 = manifest["metrics"].get("f1_macro")
+    notes = version_notes or f"{manifest['model_name']}, {manifest['image_size']}px" + (
+        f", validation F1 {f1:.3f}" if isinstance(f1, (int, float)) else ""
+    )
+    return kaggle_hub.upload_model(handle, folder, notes, ignore=[METADATA_FILE])  # the dataset route's file
 
 
 def _is_package(folder: Path) -> bool:

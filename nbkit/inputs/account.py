@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+PLACEHOLDER_OWNER = "INSERT_USERNAME_HERE"  # where the user name is not known (as `kaggle kernels init` writes)
+
 
 def kaggle_json(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """This machine's kaggle.json (in KAGGLE_CONFIG_DIR, ~/.kaggle or ~/.config/kaggle), or {}."""

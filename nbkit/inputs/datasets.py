@@ -2,20 +2,24 @@
 every notebook.
 
     DATA_ROOT given            that folder or gs:// URL
-    on Kaggle                  the attached input /kaggle/input/<slug> (TPU VMs, GPU/CPU kernels);
-                               its GCS copy where a remote TPU reads files itself (or when asked)
-    elsewhere                  the notebook's stand-in (e.g. the generated sample), if it has one
+    on Kaggle                  the attached input /kaggle/input/<slug> (TPU VMs, GPU/CPU kernels; works
+                               with the internet off), else kagglehub attaches it; its GCS copy where
+                               a remote TPU reads files itself (or when asked)
+    elsewhere                  kagglehub (Colab mounts; elsewhere it downloads with the user's Kaggle
+                               credentials), else the notebook's stand-in (e.g. the generated sample)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from nbkit import env as nbenv
 from nbkit import storage
 from nbkit.errors import DataError
+from nbkit.inputs import kaggle_hub
 from nbkit.params import check_choice
 
 GCS_CHOICES = ("auto", "yes", "no")
@@ -65,10 +69,35 @@ def locate(
         remote_tpu = environment.tpu_address is not None and not environment.tpu_vm
     if environment.platform == "kaggle":
         return _on_kaggle(handle, slug, environment, use_gcs, remote_tpu, credential)
+    where = f"not on Kaggle ({environment.platform})"
+    found, why_not = _through_kagglehub(handle, environment.platform)
+    if found:
+        return DataSource(found, f"{where}, so kagglehub fetched {handle} into {found}")
     if fallback is None:
-        raise DataError(f"{handle} is not here ({environment.platform}): set DATA_ROOT to a copy of its files.")
+        raise DataError(
+            f"{handle} is not here ({environment.platform}) and {why_not}: set DATA_ROOT to a copy of its files."
+        )
     stand_in = fallback(environment)
-    return DataSource(stand_in.path, f"not on Kaggle ({environment.platform}), so {stand_in.reason} for {handle}")
+    return DataSource(stand_in.path, f"{where} and {why_not}, so {stand_in.reason} for {handle}")
+
+
+def _through_kagglehub(handle: str, platform: str) -> tuple[str | None, str]:
+    """(the folder kagglehub attached, mounted or downloaded, or None; why not)."""
+    why_not = kaggle_hub.unavailable(platform)
+    if why_not:
+        return None, why_not
+    try:
+        return kaggle_hub.fetch("dataset" if "/" in handle else "competition", handle), ""
+    except DataError as error:
+        return None, str(error).rstrip(".")
+
+
+def attached_path(input_dir: Path, handle: str) -> Path | None:
+    """Where an attached dataset or competition is: /kaggle/input/<slug>, or the newer mounts
+    /kaggle/input/competitions/<slug> and /kaggle/input/datasets/<owner>/<slug>."""
+    slug = handle.split("/")[-1]
+    nested = f"datasets/{handle}" if "/" in handle else f"competitions/{slug}"
+    return next((p for p in (input_dir / slug, input_dir / nested) if p.is_dir()), None)
 
 
 def _on_kaggle(
@@ -80,12 +109,17 @@ def _on_kaggle(
             return DataSource(gcs_path(slug), f"{why}, so the GCS copy")
         credential()  # TensorFlow here and the TPU then read gs:// with it
         return DataSource(gcs_path(slug), f"{why}, so the GCS copy, with this kernel's credential", True)
-    attached = environment.input_dir / slug
-    if attached.is_dir():
+    attached = attached_path(environment.input_dir, handle)
+    if attached:
         machine = "a TPU VM" if environment.tpu_vm else "this GPU/CPU kernel"
         return DataSource(str(attached), f"{handle} is attached and {machine} reads /kaggle/input directly")
+    found, why_not = _through_kagglehub(handle, "kaggle")
+    if found:
+        return DataSource(found, f"{handle} was not attached, so kagglehub attached it")
     private_note = " (a private dataset: only its owner and collaborators can)" if credential else ""
-    raise DataError(f"{attached} is not there: attach {handle} with 'Add Input'{private_note}.")
+    raise DataError(
+        f"{environment.input_dir / slug} is not there and {why_not}: attach {handle} with 'Add Input'{private_note}."
+    )
 
 
 def gcs_path(slug: str) -> str:

@@ -155,7 +155,8 @@ def write(
 ) -> Path:
     """Write `out_dir/<slug>/` (notebook + kernel-metadata.json) for `source`, and return it.
 
-    Everything is checked first (metadata, leaks in the source and in the result); the bundle is
+    No Kaggle login is needed: without an owner the kernel id is INSERT_USERNAME_HERE/<slug>, and only
+    `push` asks for the real one. Everything is checked first (metadata, leaks in the source and in the result); the bundle is
     written to a temporary folder and renamed into place, so a failure leaves any old bundle as it was.
     `options` are those of `nbkit.publish.kernel_metadata.build` (accelerator_name, competitions, ...).
     """
@@ -170,7 +171,7 @@ def write(
         raise BundleError(f"{source} does not exist: give a notebook, e.g. notebooks/02_flowers_classifier.py.")
     scan.check([source])
     title = title or source.stem.replace("_", " ")
-    owner = owner or kaggle_username() or ""
+    owner = owner or kaggle_username()  # None: a placeholder owner, enough to import; push needs the real one
     slug = options.pop("slug", None) or kernel_metadata.slugify(title)
     metadata = kernel_metadata.build(owner, title, f"{slug}.ipynb", slug=slug, **options)
     notebook, _ = bundled_notebook(source)

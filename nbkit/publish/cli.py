@@ -1,8 +1,10 @@
-"""`python -m nbkit`: bundle a notebook as a Kaggle kernel, push it, ask its status, scan for leaks.
+"""`python -m nbkit`: bundle a notebook as a Kaggle kernel, push it, run it remotely, scan for leaks.
 
-python -m nbkit bundle notebooks/02_flowers_classifier.py --accelerator tpu-v5e-8 --competition flower-classification-with-tpus
+python -m nbkit bundle notebooks/02_flowers_classifier.py               (no Kaggle login needed)
 python -m nbkit push build/kernels/02-flowers-classifier
-python -m nbkit status build/kernels/02-flowers-classifier      (or owner/slug)
+python -m nbkit run notebooks/02_flowers_classifier.py --competition flower-classification-with-tpus
+python -m nbkit follow build/kernels/02-flowers-classifier              (or owner/slug)
+python -m nbkit status build/kernels/02-flowers-classifier              (or owner/slug)
 python -m nbkit scan notebooks build/kernels
 """
 
@@ -12,87 +14,132 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from nbkit.errors import NbkitError
-from nbkit.publish import scan
-from nbkit.publish.kernel_metadata import ACCELERATORS
+from nbkit.publish import kernel_metadata, scan
+from nbkit.publish.kernel_metadata import CURRENT, RETIRED
 from nbkit.publish.scan import redact
+
+ACCELERATOR_HELP = (
+    f"one of {', '.join(CURRENT)} (default tpu-v5e-8); retired on Kaggle, accepted with a warning: "
+    + ", ".join(name for name, (_, _, shape) in kernel_metadata.ACCELERATORS.items() if shape in RETIRED)
+)
+
+
+def _bundle_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", help="notebooks/NN_name.py or .ipynb")
+    parser.add_argument("--accelerator", default="tpu-v5e-8", help=ACCELERATOR_HELP)
+    parser.add_argument(
+        "--owner", help="your Kaggle user name, needed only to push (default: KAGGLE_USERNAME or kaggle.json)"
+    )
+    parser.add_argument("--title", help="kernel title, 5 to 50 characters (default: from the file name)")
+    parser.add_argument("--slug", help="kernel slug; must match the title (default: from the title)")
+    parser.add_argument(
+        "--competition", action="append", default=[], dest="competitions", help="competition slug (repeatable)"
+    )
+    parser.add_argument("--dataset", action="append", default=[], dest="datasets", help="owner/slug (repeatable)")
+    parser.add_argument("--kernel", action="append", default=[], dest="kernels", help="owner/slug (repeatable)")
+    parser.add_argument(
+        "--model", action="append", default=[], dest="models", help="owner/model/framework/variation/version"
+    )
+    parser.add_argument("--public", action="store_true", help="make the kernel public (default private)")
+    parser.add_argument("--no-internet", action="store_true", help="run with internet off (competitions often want it)")
+    parser.add_argument("--docker-image", help="pin a Docker image (default: none, Kaggle's current image)")
+    parser.add_argument("--out", default="build/kernels", help="parent folder of the bundle (default build/kernels)")
+
+
+def _follow_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--outputs", default="out/kaggle", help="outputs go to OUTPUTS/<slug>/ (default out/kaggle)")
+    parser.add_argument(
+        "--expect", action="append", default=[], help="an output file the run must produce, e.g. metrics.json"
+    )
+    parser.add_argument("--timeout", type=float, default=10 * 3600, help="seconds to follow (default 10 h)")
+    parser.add_argument("--interval", type=float, default=30, help="seconds between status checks (default 30)")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nbkit", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-
-    bundle = commands.add_parser(
-        "bundle", help="write build/kernels/<slug>/: the notebook with nbkit inside + kernel-metadata.json"
-    )
-    bundle.add_argument("notebook", help="notebooks/NN_name.py or .ipynb")
-    bundle.add_argument(
-        "--accelerator", default="tpu-v5e-8", help=f"one of {', '.join(ACCELERATORS)} (default tpu-v5e-8)"
-    )
-    bundle.add_argument("--owner", help="your Kaggle user name (default: KAGGLE_USERNAME or kaggle.json)")
-    bundle.add_argument("--title", help="kernel title, 5 to 50 characters (default: from the file name)")
-    bundle.add_argument("--slug", help="kernel slug; must match the title (default: from the title)")
-    bundle.add_argument(
-        "--competition", action="append", default=[], dest="competitions", help="competition slug (repeatable)"
-    )
-    bundle.add_argument("--dataset", action="append", default=[], dest="datasets", help="owner/slug (repeatable)")
-    bundle.add_argument("--kernel", action="append", default=[], dest="kernels", help="owner/slug (repeatable)")
-    bundle.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        dest="models",
-        help="owner/model/framework/variation/version (repeatable)",
-    )
-    bundle.add_argument("--public", action="store_true", help="make the kernel public (default private)")
-    bundle.add_argument(
-        "--no-internet", action="store_true", help="run with internet off (competitions often require it)"
-    )
-    bundle.add_argument("--docker-image", help="pin a Docker image (default: none, Kaggle's current image)")
-    bundle.add_argument("--out", default="build/kernels", help="parent folder of the bundle (default build/kernels)")
-
+    bundle = commands.add_parser("bundle", help="build/kernels/<slug>/: the notebook with nbkit inside + metadata")
+    _bundle_options(bundle)
     push = commands.add_parser("push", help="scan a bundle, then `kaggle kernels push -p` it and report URL and status")
     push.add_argument("folder", help="build/kernels/<slug>")
     push.add_argument("--no-status", action="store_true", help="do not ask the status after pushing")
-
+    run = commands.add_parser("run", help="bundle, push, follow the session, fetch its outputs into out/kaggle/<slug>/")
+    _bundle_options(run)
+    _follow_options(run)
+    follow = commands.add_parser("follow", help="follow a pushed kernel to its end and fetch its outputs")
+    follow.add_argument("kernel", help="build/kernels/<slug> or owner/slug")
+    _follow_options(follow)
     status = commands.add_parser("status", help="`kaggle kernels status` of a bundle folder or owner/slug")
     status.add_argument("kernel")
-
     scan = commands.add_parser("scan", help="fail if notebooks or bundles contain secrets (naming file and cell)")
     scan.add_argument("paths", nargs="+")
     return parser
 
 
+def _bundle_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "owner": args.owner,
+        "title": args.title,
+        "slug": args.slug,
+        "accelerator_name": args.accelerator,
+        "private": not args.public,
+        "internet": not args.no_internet,
+        "datasets": args.datasets,
+        "competitions": args.competitions,
+        "kernels": args.kernels,
+        "models": args.models,
+        "docker_image": args.docker_image,
+    }
+
+
+def _bundled(folder: Path) -> str:
+    from nbkit.inputs.account import PLACEHOLDER_OWNER
+    from nbkit.publish.push import read_metadata
+
+    files = ", ".join(sorted(p.name for p in folder.iterdir()))
+    metadata = read_metadata(folder)
+    done = (
+        f"wrote {folder}/ ({files}); import {folder / metadata['code_file']} into Kaggle with File -> Import Notebook"
+    )
+    if metadata["id"].startswith(PLACEHOLDER_OWNER + "/"):
+        return f"{done}. To push it, bundle again with --owner <your Kaggle user name> (or log in first)."
+    return f"{done}, or push it with: python -m nbkit push {folder}"
+
+
+def _kernel(name: str) -> str:
+    from nbkit.publish import push
+
+    return push.read_metadata(name)["id"] if Path(name).is_dir() else name
+
+
 def run(args: argparse.Namespace) -> str:
-    """Do what `args` asks; the line(s) to print."""
+    """Do what `args` asks; the line(s) to print last."""
+    if args.command in ("bundle", "run") and kernel_metadata.retired(args.accelerator):
+        print(f"warning: {kernel_metadata.retired(args.accelerator)}", file=sys.stderr)
     if args.command == "bundle":
         from nbkit.publish import bundle
 
-        folder = bundle.write(
-            args.notebook,
-            args.out,
-            owner=args.owner,
-            title=args.title,
-            slug=args.slug,
-            accelerator_name=args.accelerator,
-            private=not args.public,
-            internet=not args.no_internet,
-            datasets=args.datasets,
-            competitions=args.competitions,
-            kernels=args.kernels,
-            models=args.models,
-            docker_image=args.docker_image,
-        )
-        return f"wrote {folder}/ ({', '.join(sorted(p.name for p in folder.iterdir()))}); push it with: python -m nbkit push {folder}"
+        return _bundled(bundle.write(args.notebook, args.out, **_bundle_kwargs(args)))
     if args.command == "push":
         from nbkit.publish import push
 
         return push.push(args.folder, check_status=not args.no_status).describe()
+    if args.command in ("run", "follow"):
+        from nbkit.publish import remote
+
+        following = {"expect": args.expect, "timeout_s": args.timeout, "interval_s": args.interval}
+        if args.command == "run":
+            folder = remote.run(args.notebook, _bundle_kwargs(args), args.out, outputs_dir=args.outputs, **following)
+        else:
+            folder = remote.follow_and_fetch(_kernel(args.kernel), args.outputs, **following)
+        return f"done: outputs in {folder}"
     if args.command == "status":
         from nbkit.publish import push
 
-        kernel = push.read_metadata(args.kernel)["id"] if Path(args.kernel).is_dir() else args.kernel
+        kernel = _kernel(args.kernel)
         return f"{kernel}: {push.status(kernel)}"
     scan.check(args.paths)
     return f"no secrets found in {', '.join(args.paths)}"

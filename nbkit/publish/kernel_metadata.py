@@ -1,7 +1,8 @@
 """Kaggle's kernel-metadata.json: the documented fields, checked before anything is written.
 
 No `docker_image` is pinned unless asked: a pinned image (e.g. from `kaggle kernels pull -m`)
-once made TPU pushes silently run on the CPU image.
+once made TPU pushes silently run on the CPU image. Without a Kaggle user name the id's owner is a
+placeholder: the notebook imports into Kaggle as it is, and only a push needs the owner.
 """
 
 from __future__ import annotations
@@ -11,18 +12,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from nbkit.errors import ParameterError
+from nbkit.inputs.account import PLACEHOLDER_OWNER
 from nbkit.params import check_handle
 
-# Accelerator name -> (enable_gpu, enable_tpu, machine_shape). Raw machine shapes are accepted too.
+# Accelerator name -> (enable_gpu, enable_tpu, machine_shape): today's first. Raw machine shapes work too.
 ACCELERATORS: dict[str, tuple[bool, bool, str | None]] = {
-    "cpu": (False, False, None),
-    "gpu-p100": (True, False, "NvidiaTeslaP100"),
-    "gpu-t4x2": (True, False, "NvidiaTeslaT4"),
-    "tpu-v3-8": (False, True, "TpuV38"),
-    "tpu-vm-v3-8": (False, True, "Tpu1VmV38"),
     "tpu-v5e-8": (False, True, "TpuV5E8"),
     "tpu-v6e-8": (False, True, "TpuV6E8"),
+    "gpu-t4x2": (True, False, "NvidiaTeslaT4"),
+    "cpu": (False, False, None),
+    "tpu-v3-8": (False, True, "TpuV38"),
+    "tpu-vm-v3-8": (False, True, "Tpu1VmV38"),
+    "gpu-p100": (True, False, "NvidiaTeslaP100"),
 }
+# Machine shapes Kaggle retired (kaggle CLI 2.2.5's table): a push still goes through, and the
+# session runs on the replacement instead. Accepted, with a warning that says so.
+RETIRED = {"TpuV38": "tpu-v5e-8", "Tpu1VmV38": "tpu-v5e-8", "NvidiaTeslaP100": "gpu-t4x2"}
+CURRENT = [name for name, (_, _, shape) in ACCELERATORS.items() if shape not in RETIRED]
 TITLE_LENGTH = (5, 50)
 SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -37,10 +43,25 @@ def accelerator(name: str) -> tuple[bool, bool, str | None]:
     if name in ACCELERATORS:
         return ACCELERATORS[name]
     for gpu, tpu, shape in ACCELERATORS.values():
-        if name == shape:
+        if shape and name.lower() == shape.lower():
             return gpu, tpu, shape
-    known = ", ".join(ACCELERATORS)
-    raise ParameterError(f"Unknown accelerator {name!r}: use one of {known} (or a machine shape such as TpuV5E8).")
+    raise ParameterError(
+        f"Unknown accelerator {name!r}: use one of {', '.join(CURRENT)} (or a machine shape such as TpuV5E8)."
+    )
+
+
+def retired(name_or_shape: str | None) -> str | None:
+    """The warning for an accelerator (name or machine shape) Kaggle retired, naming what runs instead; else None."""
+    shape = ACCELERATORS[name_or_shape][2] if name_or_shape in ACCELERATORS else name_or_shape
+    shape = next((known for known in RETIRED if shape and shape.lower() == known.lower()), None)
+    if shape is None:
+        return None
+    instead = RETIRED[shape]
+    asked = f"{name_or_shape} (machine shape {shape})" if name_or_shape != shape else shape
+    return (
+        f"{asked} is retired on Kaggle: sessions that ask for it run on {instead} ({ACCELERATORS[instead][2]}) "
+        f"instead. Ask for --accelerator {instead}."
+    )
 
 
 def _check_sources(option: str, sources: Sequence[str], form: str, example: str) -> list[str]:
@@ -48,7 +69,7 @@ def _check_sources(option: str, sources: Sequence[str], form: str, example: str)
 
 
 def build(
-    owner: str,
+    owner: str | None,
     title: str,
     code_file: str,
     accelerator_name: str = "tpu-v5e-8",
@@ -62,14 +83,14 @@ def build(
     models: Sequence[str] = (),
     docker_image: str | None = None,
 ) -> dict[str, Any]:
-    """A checked kernel-metadata.json dict; a ParameterError says which option is wrong and how to fix it."""
+    """A checked kernel-metadata.json dict; a ParameterError says which option is wrong and how to fix it.
+    Without an owner the id is INSERT_USERNAME_HERE/<slug> (as `kaggle kernels init` writes it)."""
     low, high = TITLE_LENGTH
     if not low <= len(title.strip()) <= high:
         raise ParameterError(
             f"Title {title!r} has {len(title.strip())} characters; Kaggle needs {low} to {high} (--title)."
         )
-    if not owner:
-        raise ParameterError("No Kaggle user name: pass --owner, or set KAGGLE_USERNAME / kaggle.json.")
+    owner = owner or PLACEHOLDER_OWNER  # enough for File -> Import Notebook; `push` asks for the real one
     check_handle("--owner", owner, "a user name", example="alice")
     slug = slug or slugify(title)
     if not SLUG.match(slug) or slug != slugify(title):

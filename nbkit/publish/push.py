@@ -2,7 +2,10 @@
 
 The CLI runs as a subprocess of this interpreter (`python -m kaggle`): importing `kaggle` in-process
 prints a login help text, or exits, when no credentials are set up. Its output is passed on with
-every known secret value redacted. The bundle on disk is never changed.
+every known secret value redacted, every line of it: what nbkit does not recognise reaches the user
+as it was printed. The CLI exits 0 when Kaggle refuses a push ("Kernel push error: ...") or drops a
+source ("The following are not valid competition sources ..."); nbkit reports both as errors. The
+bundle on disk is never changed.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nbkit.errors import PushError
-from nbkit.publish import scan
+from nbkit.inputs.account import PLACEHOLDER_OWNER
+from nbkit.publish import kernel_metadata, scan
 from nbkit.publish.scan import redact
 
 TIMEOUT_S = 300
@@ -23,20 +27,26 @@ NOT_LOGGED_IN = (
     "Not logged in to Kaggle: run `kaggle auth login`, or save an API token from kaggle.com -> Settings -> API "
     "as ~/.kaggle/kaggle.json (chmod 600), or set KAGGLE_USERNAME and KAGGLE_KEY."
 )
+PUSHED = re.compile(r"Kernel version (\d+ )?successfully pushed\.\s+Please check progress at (\S+)")
+REJECTED = re.compile(r"The following are not valid (\w+) sources and could not be added to the kernel: (.*)")
+FINISHED = ("complete", "error", "cancel_requested", "cancel_acknowledged")
 
 
 @dataclass(frozen=True)
 class Pushed:
-    """What the server answered to a push."""
+    """What the server answered to a push, and every other line the CLI printed."""
 
     kernel: str  # owner/slug
     url: str
     version: int | None
-    status: str  # the session status right after the push, or why it is unknown
+    status: str | None  # the session status right after the push, or why it is unknown; None: not asked
+    messages: tuple[str, ...] = ()  # warnings (a retired accelerator) and lines nbkit does not know
 
     def describe(self) -> str:
         version = f" version {self.version}" if self.version else ""
-        return f"pushed {self.kernel}{version}: {self.url}\nstatus: {self.status}"
+        notes = "".join(f"\n{line}" for line in self.messages)
+        state = f"\nstatus: {self.status}" if self.status else ""
+        return f"pushed {self.kernel}{version}: {self.url}{state}{notes}"
 
 
 def run_kaggle(*args: str) -> str:
@@ -68,32 +78,69 @@ def read_metadata(folder: str | Path) -> dict:
         ) from None
 
 
-def status(kernel: str) -> str:
-    """The status of the kernel's latest session (e.g. queued, running, complete, error + message)."""
+def session_status(kernel: str) -> tuple[str, str | None, list[str]]:
+    """(state, failure message, other lines the CLI printed) of the kernel's latest session; states:
+    queued, running, complete, error, cancel_requested, cancel_acknowledged."""
     output = run_kaggle("kernels", "status", kernel)
     found = re.search(r'has status "([^"]*)"', output)
     if not found:
         raise PushError(f"Unexpected answer from `kaggle kernels status {kernel}`: {output}")
     state = found.group(1).rsplit(".", 1)[-1].lower()  # "KernelWorkerStatus.RUNNING" -> "running"
     failure = re.search(r'Failure message: "(.*)"', output)
-    return f"{state}: {failure.group(1)}" if failure else state
+    others = [line for line in output.splitlines() if line.strip() and "has status" not in line]
+    return state, failure.group(1) if failure else None, [line for line in others if not line.startswith("Failure")]
+
+
+def status(kernel: str) -> str:
+    """The status of the kernel's latest session as one phrase (e.g. "running", "error: <message>"),
+    then any other line the CLI printed."""
+    state, failure, others = session_status(kernel)
+    return "\n".join([f"{state}: {failure}" if failure else state, *others])
+
+
+def _check_owner(metadata: dict, folder: Path) -> str:
+    kernel = metadata.get("id", "?")
+    if kernel.split("/")[0] == PLACEHOLDER_OWNER:
+        raise PushError(
+            f"{folder}/kernel-metadata.json has no owner yet (id {kernel}): a kernel id needs your Kaggle user "
+            "name to push. Log in (kaggle.json or KAGGLE_USERNAME) or pass --owner <you> to "
+            "`python -m nbkit bundle`, then push again."
+        )
+    return kernel
+
+
+def read_push_output(output: str) -> tuple[str, int | None, list[str]]:
+    """(kernel URL, version, other lines) from what `kaggle kernels push` printed; a PushError when
+    Kaggle refused the push or dropped a source (the CLI exits 0 for both)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    rejected = [found.groups() for found in map(REJECTED.match, lines) if found]
+    pushed = next((found for found in map(PUSHED.search, lines) if found), None)
+    if rejected:
+        where = f" Kaggle made a version anyway ({pushed.group(2)}), which runs without them." if pushed else ""
+        dropped = "; ".join(f"{kind} {names}" for kind, names in rejected)
+        raise PushError(
+            f"Kaggle did not attach these sources: {dropped}.{where} Check each name as in its kaggle.com URL, "
+            f"accept the competition's rules on its page, and push again.\nThe CLI said:\n{output}"
+        )
+    if pushed is None or any(line.startswith("Kernel push error") for line in lines):
+        raise PushError(f"`kaggle kernels push` failed: {output}")
+    others = [line for line in lines if not PUSHED.search(line)]
+    return pushed.group(2), int(pushed.group(1)) if pushed.group(1) else None, others
 
 
 def push(folder: str | Path, check_status: bool = True) -> Pushed:
     """Scan the bundle for leaks, push it, and report the kernel's URL and status (or the server's error)."""
     folder = Path(folder)
-    kernel = read_metadata(folder).get("id", "?")
+    metadata = read_metadata(folder)
+    kernel = _check_owner(metadata, folder)
     scan.check([folder])
+    warning = kernel_metadata.retired(metadata.get("machine_shape"))
     try:
-        output = run_kaggle("kernels", "push", "-p", str(folder))
-        pushed = re.search(r"successfully pushed.*?(https?://\S+)", output, re.DOTALL)
-        if "Kernel push error" in output or not pushed:  # the CLI exits 0 on some server-side errors
-            raise PushError(f"`kaggle kernels push` failed: {output}")
+        url, version, others = read_push_output(run_kaggle("kernels", "push", "-p", str(folder)))
     except PushError as error:
         raise PushError(f"{error}\nThe bundle in {folder} is kept; fix the problem and push again.") from None
-    version = re.search(r"Kernel version (\d+)", output)
     try:
-        state = status(kernel) if check_status else "not asked"
+        state = status(kernel) if check_status else None
     except PushError as error:
         state = f"unknown ({error})"
-    return Pushed(kernel, pushed.group(1), int(version.group(1)) if version else None, state)
+    return Pushed(kernel, url, version, state, tuple(([f"warning: {warning}"] if warning else []) + others))

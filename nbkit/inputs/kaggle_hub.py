@@ -1,0 +1,109 @@
+"""Kaggle competitions, datasets, models and notebook outputs through kagglehub (Kaggle's library, 1.0.x).
+
+In a Kaggle notebook kagglehub attaches the source through Kaggle's data proxy (internet on or off)
+and returns its /kaggle/input path; in Colab it mounts datasets and models; elsewhere it downloads
+into its cache (KAGGLEHUB_CACHE, default ~/.cache/kagglehub) with the user's Kaggle credentials.
+Its errors come back as one DataError that says what to do: accept the rules, log in, fix the handle.
+NBKIT_KAGGLEHUB=off keeps nbkit from using it (`make test` sets it, so a machine with Kaggle
+credentials downloads nothing and prints what CI prints).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from nbkit.errors import DataError, ParameterError
+from nbkit.params import check_handle
+
+SWITCH = "NBKIT_KAGGLEHUB"
+KINDS = {  # kind -> (kagglehub function, how its handle is written)
+    "competition": ("competition_download", "slug"),
+    "dataset": ("dataset_download", "owner/slug[/versions/N]"),
+    "model": ("model_download", "owner/model/framework/variation[/version]"),
+    "notebook output": ("notebook_output_download", "owner/slug[/versions/N]"),
+}
+NOTEBOOK_OUTPUT = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(/versions/\d+)?$")
+LOGIN = "kaggle.json, KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_KEY"
+MODEL_LICENSE = "Apache 2.0"  # of a model nbkit publishes; change it on the model's Kaggle page
+
+
+def unavailable(platform: str) -> str | None:
+    """Why kagglehub cannot be used on `platform` ("kaggle", "colab", "local"); None when it can."""
+    if os.environ.get(SWITCH, "").lower() == "off":
+        return f"kagglehub is off ({SWITCH}=off)"
+    try:
+        from kagglehub import config
+    except ImportError:
+        return "kagglehub is not installed (pip install kagglehub)"
+    if platform != "local":  # a Kaggle notebook attaches without credentials; Colab has its own secrets
+        return None
+    try:
+        found = config.get_kaggle_credentials()
+    except ValueError as error:  # a kaggle.json it cannot read
+        return f"kagglehub cannot read the Kaggle credentials ({error})"
+    return None if found else f"no Kaggle credentials for kagglehub ({LOGIN})"
+
+
+def _why(kind: str, handle: str, error: Exception, doing: str = "get") -> str:
+    """What went wrong, in words that say what to do."""
+    name = type(error).__name__
+    code = getattr(getattr(error, "response", None), "status_code", None)
+    if name == "UnauthenticatedError":
+        return f"kagglehub has no Kaggle credentials: set up {LOGIN}"
+    if code in (401, 403) and kind == "competition":
+        return (
+            f"Kaggle refused {handle} ({code}): accept the competition's rules at "
+            f"https://www.kaggle.com/competitions/{handle}/rules with this Kaggle account, then run again"
+        )
+    if code in (401, 403):
+        return f"Kaggle refused the {kind} {handle} ({code}): it is private to another account, or needs consent"
+    if code == 404:
+        return f"Kaggle has no {kind} {handle} (404): check it against its kaggle.com URL"
+    if name in ("ConnectionError", "ProxyError", "Timeout", "ConnectTimeout"):
+        return f"kagglehub could not reach Kaggle for {handle} (internet off?)"
+    return f"kagglehub could not {doing} the {kind} {handle}: {name}: {error}"
+
+
+def fetch(kind: str, handle: str) -> str:
+    """The local folder of a Kaggle `kind` (see KINDS) with this handle: attached, mounted or downloaded
+    by kagglehub. A ParameterError for a handle of another form, a DataError when Kaggle refuses."""
+    function, form = KINDS[kind]
+    if kind == "competition":
+        check_handle("competition", handle, form, "flower-classification-with-tpus")
+    elif kind == "model":
+        check_handle("model", handle, form, "alice/flowers-model/keras/default")
+    elif not NOTEBOOK_OUTPUT.match(handle):
+        raise ParameterError(f"{kind} {handle!r} must be written {form}, for example 'alice/flowers-train'.")
+    import kagglehub
+
+    try:
+        return getattr(kagglehub, function)(handle)
+    except Exception as error:  # kagglehub raises requests' errors, its own, and ValueError
+        raise DataError(_why(kind, handle, error) + ".") from None
+
+
+def notebook_output(location: str, inside: str) -> str:
+    """`location` if it is a folder here; else a Kaggle notebook's output handle (owner/slug or
+    owner/slug/versions/N), fetched by kagglehub, and the folder `inside` it."""
+    if Path(location).exists() or not NOTEBOOK_OUTPUT.match(location):
+        return location
+    found = Path(fetch("notebook output", location)) / inside
+    if not found.is_dir():
+        raise DataError(f"The output of the Kaggle notebook {location} has no {inside}: is it the right notebook?")
+    return str(found)
+
+
+def upload_model(handle: str, folder: str | Path, version_notes: str = "", ignore: Any = None) -> str:
+    """Publish `folder` as a Kaggle Models variation (owner/model/framework/variation; a new version when it
+    exists, a private model when it does not); the model's URL."""
+    check_handle("model", handle, "owner/model/framework/variation", "alice/flowers-model/keras/default")
+    import kagglehub
+
+    try:
+        kagglehub.model_upload(handle, str(folder), MODEL_LICENSE, version_notes, ignore_patterns=ignore)
+    except Exception as error:  # as in fetch
+        raise DataError(_why("model", handle, error, "publish") + ".") from None
+    return f"https://www.kaggle.com/models/{handle}"

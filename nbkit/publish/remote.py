@@ -1,0 +1,219 @@
+"""A notebook run on Kaggle from this machine: bundle -> push -> follow the session -> fetch its outputs.
+
+All through the real kaggle CLI: `kernels status` (polled), `kernels logs --follow` (log lines as
+they come), `kernels output` (files and the session's log). A session that fails, is cancelled or
+runs past the time limit, and an expected output that is missing, are RunErrors that end with the
+log's last lines; the local bundle is always kept.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nbkit.errors import RunError
+from nbkit.publish import push
+from nbkit.publish.scan import redact
+
+TAIL_LINES = 20
+STREAM_GRACE_S = 10  # once the session ends (or time is up), how long its log stream may take to end by itself
+Echo = Callable[[str], None]
+
+
+def echo_line(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclass(frozen=True)
+class Session:
+    """How a followed session ended: state (complete, error, ..., or "timed out"), and the log's tail."""
+
+    state: str
+    failure: str | None
+    tail: tuple[str, ...]
+
+
+class LogStream:
+    """`kaggle kernels logs <kernel> --follow` in the background: each line echoed (redacted) as it comes."""
+
+    def __init__(self, kernel: str, echo: Echo) -> None:
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kaggle", "kernels", "logs", kernel, "--follow"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # lines as they are printed, not per 8 KB block
+        )
+        self.thread = threading.Thread(target=self._read, args=(echo,), daemon=True)
+        self.thread.start()
+
+    def _read(self, echo: Echo) -> None:
+        for line in self.process.stdout:  # type: ignore[union-attr]
+            line = redact(line.rstrip("\n"))
+            self.tail.append(line)
+            echo(line)
+
+    def stop(self, wait_s: float) -> None:
+        """Let the stream end by itself for up to `wait_s` seconds, then end it."""
+        self.thread.join(wait_s)
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait()
+        self.thread.join(1)
+
+
+def follow(kernel: str, timeout_s: float, interval_s: float = 30, echo: Echo = echo_line) -> Session:
+    """Poll the session's status every `interval_s` seconds until it ends or `timeout_s` pass; print
+    each new status and, once it runs, its log lines as they come."""
+    deadline = time.monotonic() + timeout_s
+    stream, last, said = None, None, set()
+    try:
+        while True:
+            state, failure, others = push.session_status(kernel)
+            for line in set(others) - said:  # a CLI warning once, not at every poll
+                echo(line)
+            said |= set(others)
+            if stream is None and state != "queued":
+                stream = LogStream(kernel, echo)
+            if state in push.FINISHED and stream:
+                stream.stop(STREAM_GRACE_S)  # the log's last lines before the final status
+            if state != last:
+                echo(f"status: {state}" + (f" ({failure})" if failure else ""))
+                last = state
+            if state in push.FINISHED:
+                return Session(state, failure, tuple(stream.tail if stream else ()))
+            if time.monotonic() >= deadline:
+                if stream:
+                    stream.stop(STREAM_GRACE_S)
+                return Session("timed out", None, tuple(stream.tail if stream else ()))
+            time.sleep(interval_s)
+    finally:
+        if stream:
+            stream.stop(wait_s=0)
+
+
+def log_tail(folder: Path, lines: int = TAIL_LINES) -> list[str]:
+    """The last lines of the session log `kaggle kernels output` saved (<slug>.log: a JSON list of
+    {"stream_name", "time", "data"}; read as plain text when it is not)."""
+    logs = sorted(folder.glob("*.log"))
+    if not logs:
+        return []
+    text = logs[0].read_text(encoding="utf-8", errors="replace")
+    try:
+        text = "".join(entry.get("data", "") for entry in json.loads(text))
+    except (ValueError, AttributeError, TypeError):
+        pass
+    return redact(text).splitlines()[-lines:]
+
+
+def fetch(kernel: str, folder: str | Path, echo: Echo = echo_line) -> Path:
+    """Download the session's output files and log into `folder`, replacing what an earlier fetch left
+    there only once the download is complete."""
+    from nbkit import atomic
+
+    folder = Path(folder)
+    with atomic.staged_dir(folder) as staging:
+        output = push.run_kaggle("kernels", "output", kernel, "-p", str(staging), "-q")
+        for line in output.splitlines():  # quiet: only what the CLI prints besides progress (warnings)
+            echo(line)
+    return folder
+
+
+def metrics(folder: Path) -> dict[str, Any]:
+    """Every metrics.json among the outputs, by its path inside `folder`."""
+    found = {}
+    for path in sorted(folder.rglob("metrics.json")):
+        try:
+            found[str(path.relative_to(folder))] = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            found[str(path.relative_to(folder))] = "(not valid JSON)"
+    return found
+
+
+def _tail_text(lines: Sequence[str]) -> str:
+    return "\n".join(["The log's last lines:", *lines]) if lines else "The session left no log."
+
+
+def check_outputs(session: Session, folder: Path, expect: Sequence[str], kernel: str) -> None:
+    """A RunError (with the log's tail) unless the session completed and every expected file came back."""
+    tail = log_tail(folder) or list(session.tail)
+    if session.state != "complete":
+        why = f": {session.failure}" if session.failure else ""
+        raise RunError(
+            f"{kernel} ended with status {session.state}{why}. Outputs so far: {folder}.\n{_tail_text(tail)}"
+        )
+    names = {p.name for p in folder.rglob("*") if p.is_file()} | {str(p.relative_to(folder)) for p in folder.rglob("*")}
+    missing = [name for name in expect if name not in names]
+    if missing:
+        raise RunError(
+            f"{kernel} completed but its outputs in {folder} lack {', '.join(missing)}: did the notebook write "
+            f"them under /kaggle/working?\n{_tail_text(tail)}"
+        )
+
+
+def follow_and_fetch(
+    kernel: str,
+    outputs_dir: str | Path = "out/kaggle",
+    expect: Sequence[str] = (),
+    timeout_s: float = 10 * 3600,
+    interval_s: float = 30,
+    echo: Echo = echo_line,
+) -> Path:
+    """Follow `kernel`'s session to its end, download its outputs into outputs_dir/<slug>/, and check them."""
+    try:
+        session = follow(kernel, timeout_s, interval_s, echo)
+    except push.PushError as error:  # e.g. the connection dropped: the session itself goes on
+        raise RunError(
+            f"Lost track of {kernel}: {error}\nFollow it again with `python -m nbkit follow {kernel}`."
+        ) from None
+    if session.state == "timed out":
+        raise RunError(
+            f"{kernel} had not finished after {timeout_s:g} s; it goes on on Kaggle. Follow it again with "
+            f"`python -m nbkit follow {kernel}`.\n{_tail_text(session.tail)}"
+        )
+    folder = Path(outputs_dir) / kernel.split("/")[1]
+    try:
+        fetch(kernel, folder, echo)
+    except push.PushError as error:
+        failed = f"{kernel} ended with status {session.state}; " if session.state != "complete" else ""
+        raise RunError(f"{failed}its outputs could not be downloaded: {error}\n{_tail_text(session.tail)}") from None
+    check_outputs(session, folder, expect, kernel)
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    echo(f"outputs in {folder}: {', '.join(files) or 'none'}")
+    for name, values in metrics(folder).items():
+        echo(f"{name}:\n{json.dumps(values, indent=2)}")
+    return folder
+
+
+def run(
+    notebook: str | Path,
+    bundle_options: dict[str, Any],
+    kernels_dir: str | Path = "build/kernels",
+    **follow_options: Any,
+) -> Path:
+    """Bundle `notebook` into kernels_dir, push it, follow its session, fetch its outputs, print its
+    metrics.json. `bundle_options` go to `bundle.write` (owner, accelerator_name, competitions, ...),
+    `follow_options` to `follow_and_fetch` (outputs_dir, expect, timeout_s, interval_s, echo)."""
+    from nbkit.publish import bundle
+
+    echo = follow_options.get("echo", echo_line)
+    folder = bundle.write(notebook, kernels_dir, **bundle_options)
+    echo(f"bundled {folder}")
+    pushed = push.push(folder, check_status=False)  # its errors say the bundle is kept
+    echo(pushed.describe())
+    try:
+        return follow_and_fetch(pushed.kernel, **follow_options)
+    except RunError as error:
+        raise RunError(
+            f"{error}\nThe bundle in {folder} is kept: `python -m nbkit push {folder}` pushes it again."
+        ) from None
