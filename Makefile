@@ -1,5 +1,8 @@
-# The README's two commands: `make demo` and `make test`. Both build .venv first.
+# The README's two commands: `make demo` and `make test`. Everything is installed by uv, pinned by the
+# lock files in envs/ (`make lock` regenerates them), into project-local virtual environments.
 PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV := .venv-uv/bin/uv
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -10,27 +13,51 @@ XLA_VENV := .venv-xla
 XLA_BIN := $(XLA_VENV)/bin
 XLA_STAMP := $(XLA_VENV)/.installed
 XLA_NOTEBOOK := notebooks/04_pytorch_xla
-XLA_TESTS := tests/xla tests/test_import.py $(XLA_NOTEBOOK).ipynb
+# The version matrix `make test` runs besides the current versions: Kaggle's TPU image, the oldest
+# versions nbkit declares, and Colab's runtime (Kaggle's GPU image); see envs/*.in.
+MATRIX := kaggle-tpu floor colab-gpu
+MATRIX_STAMPS := $(MATRIX:%=.venv-%/.installed)
+# The Python of each environment (a machine without it uses $(PYTHON), and says so).
+PYTHON_main := 3.11
+PYTHON_xla := 3.11
+PYTHON_kaggle-tpu := 3.12
+PYTHON_floor := 3.11
+PYTHON_colab-gpu := 3.12
+LOCK_PLATFORM := --python-platform x86_64-manylinux_2_28
 
-.PHONY: venv venv-xla demo test notebooks bench clean bundle push run bundle-sizes
+.PHONY: venv venv-xla demo test notebooks bench clean bundle push run bundle-sizes lock matrix
 
-$(STAMP): requirements.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements.txt
-	$(BIN)/python -m pip install -q --no-deps -e .
-	touch $(STAMP)
+$(UV):
+	$(PYTHON) -m venv .venv-uv
+	.venv-uv/bin/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+
+# $(call make_venv,FOLDER,LOCK,PYTHON VERSION): a fresh venv with exactly what LOCK pins, plus nbkit;
+# with this machine's Python of that version (tools/find_python.py), else $(PYTHON), and it says which.
+define make_venv
+	rm -rf $(1)
+	interpreter=$$($(PYTHON) tools/find_python.py $(3)) || { interpreter=$(PYTHON); echo "$(1): no Python $(3) here, using $(PYTHON)"; }; \
+		UV_PYTHON_DOWNLOADS=never $(UV) venv -q --python $$interpreter $(1)
+	$(UV) pip install -q --python $(1)/bin/python -r $(2)
+	$(UV) pip install -q --python $(1)/bin/python --no-deps -e .
+	@echo "$(1): $$($(1)/bin/python --version), $(2)"
+	touch $(1)/.installed
+endef
+
+$(STAMP): envs/main.lock pyproject.toml | $(UV)
+	$(call make_venv,$(VENV),envs/main.lock,$(PYTHON_main))
+
+.venv-%/.installed: envs/%.lock pyproject.toml | $(UV)
+	$(call make_venv,.venv-$*,envs/$*.lock,$(PYTHON_$*))
 
 venv: $(STAMP)
 
-$(XLA_STAMP): requirements-xla.txt pyproject.toml
-	$(PYTHON) -m venv $(XLA_VENV)
-	$(XLA_BIN)/python -m pip install -q --upgrade pip
-	$(XLA_BIN)/python -m pip install -q -r requirements-xla.txt
-	$(XLA_BIN)/python -m pip install -q --no-deps -e .
-	touch $(XLA_STAMP)
-
 venv-xla: $(XLA_STAMP)
+
+# The lock files, from requirements.txt, requirements-xla.txt and envs/*.in (for Linux x86_64).
+lock: | $(UV)
+	$(UV) pip compile -q requirements.txt --python-version $(PYTHON_main) $(LOCK_PLATFORM) -o envs/main.lock
+	$(UV) pip compile -q requirements-xla.txt --python-version $(PYTHON_xla) $(LOCK_PLATFORM) -o envs/xla.lock
+	$(foreach env,$(MATRIX),$(UV) pip compile -q envs/$(env).in --python-version $(PYTHON_$(env)) $(LOCK_PLATFORM) -o envs/$(env).lock;)
 
 # The main job: the flowers notebook on a generated sample in the competition format, into out/.
 demo: $(STAMP)
@@ -40,16 +67,18 @@ demo: $(STAMP)
 	@echo "Plots, model.keras, metrics.json and submission.csv: out/flowers/"
 	@ls out/flowers
 
-# Lint and format check (ruff), unit tests, notebook tests, and every committed .ipynb executed and
-# compared by nbval. nbval runs the notebooks with a fresh working folder, so what earlier runs left
-# in out/ (a finished checkpoint, an old model package) cannot change their outputs; 06 predicts with
-# the package 05 wrote just before it (pytest runs them in name order). Then notebook 04 and
-# nbkit.pytorch in .venv-xla, through torch_xla on the CPU (PJRT_DEVICE=CPU: one XLA device).
-test: $(STAMP) $(XLA_STAMP)
+# Lint and format check (ruff); then, environment by environment, each reported by name (tools/matrix.py):
+# the current versions (the unit tests, the notebook tests, every committed .ipynb executed and compared
+# by nbval, with a fresh working folder; then notebook 04 and nbkit.pytorch in .venv-xla through
+# torch_xla on the CPU), and every notebook's smoke run in each environment of MATRIX.
+test: $(STAMP) $(XLA_STAMP) $(MATRIX_STAMPS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	NBKIT_WORKING_DIR=$$(mktemp -d) $(BIN)/python -m pytest tests notebooks $(NBVAL) --ignore=tests/xla --ignore=$(XLA_NOTEBOOK).ipynb
-	NBKIT_WORKING_DIR=$$(mktemp -d) PJRT_DEVICE=CPU $(XLA_BIN)/python -m pytest $(XLA_TESTS) $(NBVAL)
+	$(BIN)/python tools/matrix.py current xla $(MATRIX)
+
+# One environment of the matrix, e.g. `make matrix ENVS=floor`.
+matrix: $(STAMP) $(ENVS:%=.venv-%/.installed)
+	$(BIN)/python tools/matrix.py $(ENVS)
 
 # Re-sync each .ipynb from its .py source and re-execute it (smoke profile) so nbval has outputs.
 notebooks: $(STAMP) $(XLA_STAMP)
@@ -58,7 +87,7 @@ notebooks: $(STAMP) $(XLA_STAMP)
 	PJRT_DEVICE=CPU $(XLA_BIN)/python tools/sync_notebooks.py $(XLA_NOTEBOOK).py
 
 clean:
-	rm -rf $(VENV) $(XLA_VENV) out build
+	rm -rf .venv-uv $(VENV) $(XLA_VENV) $(MATRIX:%=.venv-%) out build
 
 # Benchmarks (bench/README.md): input pipeline images/s, training steps/s, start-up and notebook
 # smoke-run wall times. Prints tables; writes them and a plot under out/bench/. Tests never time anything.

@@ -7,14 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 from unittest import mock
 
 import jupytext
 import papermill
 import pytest
-from nbclient.exceptions import DeadKernelError
 
 REPO = Path(__file__).resolve().parents[1]
 # No kagglehub in tests (the kagglehub tests turn it back on against a stub): a machine with Kaggle
@@ -63,30 +61,19 @@ BAD_DATA_CASES = [
 def execute(tmp_path: Path, notebook: str, output: str = "out.ipynb", **params: object) -> Path:
     """Run a notebook with papermill into tmp_path/output, with tmp_path/work as its working folder
     (NBKIT_WORKING_DIR: the generated sample, default outputs), from the repository root.
-
-    A kernel process that dies (no Python error: it vanishes) is retried once, with a warning in
-    the test report: seen about once in ten runs of the JAX-backend notebooks on the 2-core CI
-    machine, never reproduced outside a kernel. PYTHONFAULTHANDLER makes the kernel print a native
-    stack if it crashes, to find the cause.
-    """
+    PYTHONFAULTHANDLER makes a kernel that crashes print a native stack (there is no retry: a kernel
+    that dies fails the test)."""
     output_path = tmp_path / output
     kernel_env = {"PYTHONFAULTHANDLER": "1", "NBKIT_WORKING_DIR": str(tmp_path / "work")}
     with mock.patch.dict(os.environ, kernel_env):  # the kernel inherits this process's environment
-        for attempt in (1, 2):
-            try:
-                papermill.execute_notebook(
-                    str(REPO / "notebooks" / notebook),
-                    str(output_path),
-                    parameters=params,
-                    kernel_name="python3",
-                    cwd=str(REPO),
-                    progress_bar=False,
-                )
-                break
-            except DeadKernelError:
-                if attempt == 2:
-                    raise
-                warnings.warn(f"{notebook} {params}: the kernel died; running it once more", stacklevel=2)
+        papermill.execute_notebook(
+            str(REPO / "notebooks" / notebook),
+            str(output_path),
+            parameters=params,
+            kernel_name="python3",
+            cwd=str(REPO),
+            progress_bar=False,
+        )
     return output_path
 
 

@@ -138,3 +138,24 @@ def test_single_cpu_uses_the_default_strategy(run_python):
         "strategy": "_DefaultDistributionStrategy",
     }
     assert "cuda drivers" not in result.stderr  # known start-up noise is filtered
+
+
+def test_simulated_jax_devices_get_enough_xla_threads(run_python):
+    """nbkit sets PJRT_NPROC to twice the device count (the all-reduce deadlock, see
+    bench/jax_deadlock.py); this checks jaxlib still reads that undocumented knob: its intra-op pool
+    has that many threads."""
+    result = run_python(
+        """
+        import collections, glob, json, os
+        from nbkit import accel
+        acc = accel.setup("jax", simulate_devices=8)
+        import jax, jax.numpy as jnp
+        mesh = jax.sharding.Mesh(jax.devices(), ("d",))
+        x = jax.device_put(jnp.arange(8.0), jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d")))
+        jax.jit(lambda v: v.sum())(x).block_until_ready()  # starts the pools
+        names = collections.Counter(open(p).read().strip() for p in glob.glob("/proc/self/task/*/comm"))
+        print(json.dumps({"nproc": os.environ["PJRT_NPROC"], "eigen": names.get("tf_XLAEigen", 0)}))
+        """
+    )
+    report = last_json(result)
+    assert int(report["nproc"]) >= 16 and report["eigen"] == int(report["nproc"])

@@ -20,9 +20,15 @@ KINDS = {"tpu": "tpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu"}  # JAX platfo
 
 
 def request_cpu_devices(count: int) -> None:
-    """Ask XLA for `count` host devices; read when JAX starts its backends."""
+    """Ask XLA for `count` host devices, and enough threads to run them; read when JAX starts its backends."""
     flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", os.environ.get("XLA_FLAGS", ""))
     os.environ["XLA_FLAGS"] = f"{flags.strip()} --xla_force_host_platform_device_count={count}".strip()
+    # XLA:CPU's PjRt pool has max(cores, devices) threads. A multi-device launch holds one per device
+    # while that device has 32 computations queued (Keras' JAX fit dispatches ahead), and queued
+    # computations need pool threads to finish: with 8 devices on fewer than 16 cores, all-reduces
+    # deadlocked ("only 7 of them arrived"; 37 of 50 runs on 2 cores). Twice the device count leaves
+    # room (0 of 50; bench/jax_deadlock.py). jaxlib reads PJRT_NPROC when it creates the CPU client.
+    os.environ["PJRT_NPROC"] = str(max(os.cpu_count() or 1, 2 * count))
 
 
 def find_accelerator(simulate_devices: int, reason: str) -> Accelerator:

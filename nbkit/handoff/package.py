@@ -14,7 +14,7 @@ import json
 import platform
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -117,7 +117,7 @@ def write_package(
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "model_file": MODEL_FILE,
         "model_name": model.name,
         "classes": list(classes),

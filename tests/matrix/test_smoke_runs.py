@@ -1,0 +1,68 @@
+"""Every Keras notebook's smoke run, and the model hand-off both ways, in whatever environment runs this
+file: `make test` runs it in each environment of the version matrix (tools/matrix.py), so the versions
+of Kaggle's TPU image, the oldest declared ones and Colab's are each proven on the notebooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import check_submission, execute, text_outputs
+
+from nbkit.flowers import evaluate
+from nbkit.flowers import sample as flower_sample
+from nbkit.handoff import package
+
+JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}  # Kaggle's TPUs today: Keras on JAX, 8 cores
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    return flower_sample.make_sample(tmp_path_factory.mktemp("flowers"))
+
+
+def test_01_tpu_setup_on_eight_jax_devices(tmp_path):
+    out = " ".join(text_outputs(execute(tmp_path, "01_tpu_setup.ipynb", **JAX8)).split())
+    assert "Keras backend jax, 8 replica(s)" in out and out.count("[[22.0, 28.0], [49.0, 64.0]]") == 8
+    assert "learned (validation accuracy above 3x chance): True" in out
+
+
+def test_02_flowers_on_eight_jax_devices_learns_and_submits(made, tmp_path):
+    out = text_outputs(
+        execute(
+            tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(made), OUTPUT_DIR=str(tmp_path / "flowers"), **JAX8
+        )
+    )
+    assert "learned (validation accuracy above 3x chance): True" in out
+    check_submission(made, tmp_path / "flowers", ("model.keras", "confusion_matrix.png"))
+
+
+def test_03_private_dataset_reads_records(tmp_path):
+    assert "record 3: {'id': " in text_outputs(execute(tmp_path, "03_private_dataset.ipynb"))
+
+
+@pytest.mark.parametrize(
+    "trained, predicted",
+    [(JAX8, {"BACKEND": "tensorflow"}), ({"BACKEND": "tensorflow"}, {"BACKEND": "jax"})],
+    ids=["jax8-to-tensorflow", "tensorflow-to-jax"],
+)
+def test_05_package_predicts_the_same_in_06(made, tmp_path, trained, predicted):
+    execute(
+        tmp_path, "05_train_on_tpu.ipynb", DATA_ROOT=str(made), OUTPUT_DIR=str(tmp_path / "train"), EPOCHS=2, **trained
+    )
+    folder = tmp_path / "train" / "model-package"
+    assert package.read_manifest(folder)["trained_with"]["keras_backend"] == trained["BACKEND"]
+    out = text_outputs(
+        execute(
+            tmp_path,
+            "06_infer_on_gpu.ipynb",
+            output="06.ipynb",
+            DATA_ROOT=str(made),
+            PACKAGE=str(folder),
+            OUTPUT_DIR=str(tmp_path / "submit"),
+            **predicted,
+        )
+    )
+    assert "checked its outputs against the manifest" in out
+    rows = evaluate.read_submission(tmp_path / "submit" / "submission.csv")
+    assert rows == evaluate.read_submission(tmp_path / "train" / "submission.csv")
