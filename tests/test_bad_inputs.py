@@ -147,7 +147,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 def test_a_run_killed_late_leaves_the_previous_outputs_as_they_were(made, tmp_path):
     output_dir = tmp_path / "flowers"
-    execute(tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(made), OUTPUT_DIR=str(output_dir))
+    execute(tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(made), OUTPUT_DIR=str(output_dir), EPOCHS=1)
     before = snapshot(output_dir)
     assert {"submission.csv", "metrics.json", "model.keras", "confusion_matrix.png", "training_curves.png"} <= set(
         before
@@ -196,6 +196,7 @@ def test_a_run_killed_late_leaves_the_previous_outputs_as_they_were(made, tmp_pa
             output="third.ipynb",
             DATA_ROOT=str(made),
             OUTPUT_DIR=str(output_dir),
+            EPOCHS=1,
         )
     )
     assert f"An earlier run did not finish: its partial outputs are in {output_dir / '.failed-run'}" in out

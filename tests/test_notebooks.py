@@ -13,17 +13,9 @@ from pathlib import Path
 import jupytext
 import papermill
 import pytest
-from conftest import BAD_DATA_CASES, REPO, check_submission, execute, text_outputs
+from conftest import BAD_DATA_CASES, REPO, execute
 
 SOURCES = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
-FLOWERS_FILES = (
-    "model.keras",
-    "batch.png",
-    "training_curves.png",
-    "input_wait.png",
-    "confusion_matrix.png",
-    "predictions.png",
-)
 PARAMETER_LINE = re.compile(
     r"^(?P<name>[A-Z][A-Z0-9_]*): (?P<type>str|int|float|bool) = (?P<value>.+?)  # (?P<help>.+)$"
 )
@@ -79,15 +71,6 @@ def test_help_notebook_documents_every_parameter(source):
         assert " ".join(match["help"].split()) in text, f"help of {match['name']} missing:\n{result.stdout}"
 
 
-def test_tpu_setup_runs_on_jax_with_eight_replicas(tmp_path):
-    out = text_outputs(execute(tmp_path, "01_tpu_setup.ipynb", BACKEND="jax", SIMULATE_DEVICES=8))
-    assert "Keras backend jax, 8 replica(s)" in " ".join(out.split())
-    assert "keras.distribution.DataParallel" in out
-    assert out.count("[[22.0, 28.0], [49.0, 64.0]]") == 8
-    assert "global batch 128 (8 replicas)" in out
-    assert "learned (validation accuracy above 3x chance): True" in out
-
-
 @pytest.mark.parametrize(
     "notebook, params, named",
     [
@@ -109,20 +92,6 @@ def test_bad_parameter_stops_at_the_first_cell(tmp_path, notebook, params, named
     assert named in error.value.evalue
     assert error.value.source.startswith("from nbkit import accel")  # the first cell after parameters
     assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
-
-
-def test_flowers_on_jax_with_eight_replicas_learns_and_submits(tmp_path):
-
-    output_dir = tmp_path / "flowers"
-    out = text_outputs(
-        execute(tmp_path, "02_flowers_classifier.ipynb", BACKEND="jax", SIMULATE_DEVICES=8, OUTPUT_DIR=str(output_dir))
-    )
-    assert "Keras backend jax, 8 replica(s)" in " ".join(out.split())
-    assert "global batch 128" in out  # 8 x the per-replica 16
-    metrics = check_submission(tmp_path / "work" / "sample-data", output_dir, FLOWERS_FILES)
-    assert metrics["replicas"] == 8 and metrics["global_batch"] == 128
-    epochs = metrics["epochs"]
-    assert [f"input wait, epoch {e}:" in out for e in range(1, epochs + 1)] == [True] * epochs  # the monitor's lines
 
 
 @pytest.mark.parametrize("params, message", BAD_DATA_CASES)

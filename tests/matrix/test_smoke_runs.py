@@ -14,6 +14,14 @@ from nbkit.flowers import sample as flower_sample
 from nbkit.handoff import package
 
 JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}  # Kaggle's TPUs today: Keras on JAX, 8 cores
+FLOWERS_FILES = (
+    "model.keras",
+    "batch.png",
+    "training_curves.png",
+    "input_wait.png",
+    "confusion_matrix.png",
+    "predictions.png",
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +31,8 @@ def made(tmp_path_factory) -> Path:
 
 def test_01_tpu_setup_on_eight_jax_devices(tmp_path):
     out = " ".join(text_outputs(execute(tmp_path, "01_tpu_setup.ipynb", **JAX8)).split())
-    assert "Keras backend jax, 8 replica(s)" in out and out.count("[[22.0, 28.0], [49.0, 64.0]]") == 8
+    assert "Keras backend jax, 8 replica(s)" in out and "keras.distribution.DataParallel" in out
+    assert out.count("[[22.0, 28.0], [49.0, 64.0]]") == 8 and "global batch 128 (8 replicas)" in out
     assert "learned (validation accuracy above 3x chance): True" in out
 
 
@@ -34,7 +43,11 @@ def test_02_flowers_on_eight_jax_devices_learns_and_submits(made, tmp_path):
         )
     )
     assert "learned (validation accuracy above 3x chance): True" in out
-    check_submission(made, tmp_path / "flowers", ("model.keras", "confusion_matrix.png"))
+    assert "Keras backend jax, 8 replica(s)" in " ".join(out.split()) and "global batch 128" in out
+    metrics = check_submission(made, tmp_path / "flowers", FLOWERS_FILES)
+    assert metrics["replicas"] == 8 and metrics["global_batch"] == 128
+    epochs = metrics["epochs"]
+    assert [f"input wait, epoch {e}:" in out for e in range(1, epochs + 1)] == [True] * epochs  # the monitor's lines
 
 
 def test_03_private_dataset_reads_records(tmp_path):

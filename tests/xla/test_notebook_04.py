@@ -28,17 +28,6 @@ def check_learned_and_submitted(tmp_path, out: str, output_dir) -> dict:
     return check_submission(tmp_path / "work" / "sample-data", output_dir, files)
 
 
-def test_trains_through_torch_xla_on_an_xla_device_and_submits(tmp_path):
-    output_dir = tmp_path / "flowers"
-    with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
-        out = text_outputs(execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir)))
-    assert "PyTorch/XLA on CPU: torch_xla is installed, PJRT_DEVICE=CPU" in out
-    assert "core 0 of 1: xla:0" in out  # printed by the worker process torch_xla.launch forked
-    assert "trained on xla:0 x 1 core(s), global batch 16" in out
-    metrics = check_learned_and_submitted(tmp_path, out, output_dir)
-    assert (metrics["device"], metrics["hardware"], metrics["cores"], metrics["epochs"]) == ("xla", "CPU", 1, 8)
-
-
 def test_without_torch_xla_it_trains_on_the_cpu_and_says_so(tmp_path):
     output_dir = tmp_path / "flowers"
     with mock.patch.dict(os.environ, {"PYTHONPATH": WITHOUT_TORCH_XLA}):  # eager CPU is slower: 5 epochs suffice
@@ -78,11 +67,16 @@ def test_bad_data_stops_before_training(tmp_path, params, message):
     assert "xla.launch" not in error.value.source
 
 
-def test_trains_in_bfloat16_through_torch_xla(tmp_path):
+def test_trains_through_torch_xla_on_an_xla_device_in_bfloat16_and_submits(tmp_path):
+    # The float32 default through torch_xla is nbval's run of the committed notebook, and the matrix's
+    # (tests/matrix/test_pytorch_xla.py); this run adds bfloat16 autocast on the XLA device.
     output_dir = tmp_path / "flowers"
     with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
         out = text_outputs(execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir), PRECISION="mixed_bfloat16"))
+    assert "PyTorch/XLA on CPU: torch_xla is installed, PJRT_DEVICE=CPU" in out
     assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in out
-    assert "learned (validation accuracy above 3x chance): True" in out
-    files = ("model.pt", "submission.csv")
-    assert check_submission(tmp_path / "work" / "sample-data", output_dir, files)["precision"] == "mixed_bfloat16"
+    assert "core 0 of 1: xla:0" in out  # printed by the worker process torch_xla.launch forked
+    assert "trained on xla:0 x 1 core(s), global batch 16" in out
+    metrics = check_learned_and_submitted(tmp_path, out, output_dir)
+    assert (metrics["device"], metrics["hardware"], metrics["cores"], metrics["epochs"]) == ("xla", "CPU", 1, 8)
+    assert metrics["precision"] == "mixed_bfloat16"
