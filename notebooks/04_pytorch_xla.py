@@ -173,13 +173,16 @@ figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20
 # %% [markdown]
 # ## The saved weights
 # `model.pt` holds CPU tensors (the master moved them off the device), so it loads anywhere,
-# here on this process's CPU; it predicts what the cores predicted.
+# here on this process's CPU, in the run's precision; it predicts what the cores predicted.
 
 # %%
 cpu_model = torch_flowers.small_cnn(IMAGE_SIZE, len(layout.CLASSES))
 cpu_model.load_state_dict(runtime.load(outputs / "model.pt"))
-cpu_logits = torch_flowers.predict(runtime.select("cpu"), cpu_model, val_set, 64, torch.device("cpu"), "check")
-print(f"the saved weights predict the same classes on the CPU: {(cpu_logits.argmax(1) == val_predictions).all()}")
+cpu_logits = torch_flowers.predict(
+    runtime.select("cpu"), cpu_model, val_set, 64, torch.device("cpu"), "check", precision=precision
+)
+same = torch_flowers.same_logits(cpu_logits, result["val_logits"], precision)
+print(f"the saved weights predict the same on the CPU: {same}")
 
 # %% [markdown]
 # ## Predict and submit

@@ -211,6 +211,16 @@ def predict(
     return ordered
 
 
+def same_logits(logits: Any, reference: Any, precision: str) -> bool:
+    """Whether two predictions of the same images agree: to float32 round-off, or, in bfloat16
+    (8 significant bits, computed on other hardware), to within 5% of the largest logit."""
+    import numpy as np
+
+    scale = max(1.0, float(np.abs(reference).max()))
+    tolerance = (5e-2 if precision == "mixed_bfloat16" else 1e-4) * scale
+    return bool(np.abs(np.asarray(logits) - np.asarray(reference)).max() <= tolerance)
+
+
 def _sum_columns(rows: list[tuple[float, int, int]]) -> tuple[float, int, int]:
     return tuple(sum(column) for column in zip(*rows))  # type: ignore[return-value]
 

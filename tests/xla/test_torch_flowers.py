@@ -135,3 +135,11 @@ def test_precision_choices():
 
     with pytest.raises(ParameterError, match="PRECISION='mixed_float16' is not allowed"):
         xla.precision(cpu, "mixed_float16")
+
+
+def test_same_logits_allows_bfloat16_round_off_but_not_other_predictions():
+    reference = np.random.default_rng(0).normal(size=(20, 104)) * 5
+    assert torch_flowers.same_logits(reference + 1e-5, reference, "float32")
+    assert not torch_flowers.same_logits(reference + 0.1, reference, "float32")
+    assert torch_flowers.same_logits(reference + 0.1, reference, "mixed_bfloat16")
+    assert not torch_flowers.same_logits(reference[::-1], reference, "mixed_bfloat16")  # rows of other images
