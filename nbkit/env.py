@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,3 +112,16 @@ def available_memory() -> int | None:
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
     except (OSError, StopIteration, ValueError, IndexError):
         return None
+
+
+def installed_versions(names: Iterable[str]) -> dict[str, str]:
+    """{distribution: version} for those of `names` that are installed, read without importing them."""
+    from importlib import metadata
+
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found

@@ -4,9 +4,12 @@ can be chosen only once per process)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
 
@@ -75,6 +78,41 @@ def execute(tmp_path: Path, notebook: str, output: str = "out.ipynb", **params: 
             progress_bar=False,
         )
     return output_path
+
+
+def kill_notebook_when(
+    tmp_path: Path,
+    notebook: str,
+    ready: Callable[[], bool],
+    within_s: float,
+    what: str,
+    after_s: float = 0,
+    **params: object,
+) -> None:
+    """Run a notebook with the papermill CLI (a process session of its own, working folder as in
+    `execute`) and SIGKILL it and its kernel, a real unannounced end, `after_s` seconds after
+    `ready()` is true. Fails the test if the run ends first, or `what` has not happened within
+    `within_s` seconds."""
+    arguments = [item for name, value in params.items() for item in ("-p", name, str(value))]
+    papermill_cli = str(Path(sys.executable).with_name("papermill"))
+    process = subprocess.Popen(
+        [papermill_cli, str(REPO / "notebooks" / notebook), str(tmp_path / "killed.ipynb"), *arguments]
+        + ["--cwd", str(REPO), "-k", "python3"],
+        env={**os.environ, "NBKIT_WORKING_DIR": str(tmp_path / "work")},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + within_s
+    try:
+        while not ready():
+            assert process.poll() is None, f"{notebook} ended before it could be killed"
+            assert time.monotonic() < deadline, f"{what} within {within_s:.0f} s"
+            time.sleep(0.1)
+        time.sleep(after_s)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def text_outputs(path: Path) -> str:

@@ -4,17 +4,12 @@ previous run's outputs exactly as they were."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import papermill
 import pytest
-from conftest import REPO, execute, text_outputs
+from conftest import execute, kill_notebook_when, text_outputs
 
 from nbkit.flowers import checks, layout, writer
 from nbkit.flowers import sample as flower_sample
@@ -152,42 +147,18 @@ def test_a_run_killed_late_leaves_the_previous_outputs_as_they_were(made, tmp_pa
     assert {"submission.csv", "metrics.json", "model.keras", "confusion_matrix.png", "training_curves.png"} <= set(
         before
     )
-    papermill_cli = str(Path(sys.executable).with_name("papermill"))
-    process = subprocess.Popen(
-        [
-            papermill_cli,
-            str(REPO / "notebooks" / "02_flowers_classifier.ipynb"),
-            str(tmp_path / "killed.ipynb"),
-            "-p",
-            "DATA_ROOT",
-            str(made),
-            "-p",
-            "OUTPUT_DIR",
-            str(output_dir),
-            "-p",
-            "EPOCHS",
-            "30",
-            "--cwd",
-            str(REPO),
-            "-k",
-            "python3",
-        ],
-        env={**os.environ, "NBKIT_WORKING_DIR": str(tmp_path / "work")},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     staged = output_dir / ".incomplete-run" / "learning_rate.png"  # written just before training starts
-    deadline = time.monotonic() + 300
-    try:
-        while not staged.exists():
-            assert process.poll() is None, "the second run ended before it could be killed"
-            assert time.monotonic() < deadline, "the second run wrote no outputs within 300 s"
-            time.sleep(0.1)
-        time.sleep(3)  # well into training
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    kill_notebook_when(
+        tmp_path,
+        "02_flowers_classifier.ipynb",
+        staged.exists,
+        within_s=300,
+        what="the second run wrote no outputs",
+        after_s=3,  # well into training
+        DATA_ROOT=str(made),
+        OUTPUT_DIR=str(output_dir),
+        EPOCHS=30,
+    )
     assert snapshot(output_dir) == before  # not one byte of the earlier run's outputs changed
     out = text_outputs(
         execute(

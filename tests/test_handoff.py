@@ -4,18 +4,13 @@ TensorFlow from the package; and a training run killed mid-way that resumes."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import papermill
 import pytest
-from conftest import REPO, execute, text_outputs
+from conftest import execute, kill_notebook_when, text_outputs
 
 from nbkit.flowers import checks, evaluate, layout
 from nbkit.flowers import sample as flower_sample
@@ -67,37 +62,15 @@ def test_06_predicts_with_tensorflow_what_05_trained_with_jax(trained, sample, t
 
 def test_training_killed_mid_way_resumes_and_ends_like_an_uninterrupted_run(trained, sample, tmp_path):
     output_dir = tmp_path / "train"
-    arguments = []  # papermill CLI: -p NAME VALUE per parameter
-    for name, value in {**TRAIN, "DATA_ROOT": str(sample), "OUTPUT_DIR": str(output_dir)}.items():
-        arguments += ["-p", name, str(value)]
-    papermill_cli = str(Path(sys.executable).with_name("papermill"))
-    env = {**os.environ, "NBKIT_WORKING_DIR": str(tmp_path / "work")}
-    process = subprocess.Popen(
-        [
-            papermill_cli,
-            str(REPO / "notebooks" / "05_train_on_tpu.ipynb"),
-            str(tmp_path / "killed.ipynb"),
-            *arguments,
-            "--cwd",
-            str(REPO),
-            "-k",
-            "python3",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     state_file = output_dir / "checkpoints" / resume.STATE_FILE
-    deadline = time.monotonic() + 400
-    try:
-        while not (state_file.exists() and state(output_dir)["epochs_done"] >= 2):
-            assert process.poll() is None, "notebook 05 ended before it could be killed"
-            assert time.monotonic() < deadline, "no checkpoint of epoch 2 within 400 s"
-            time.sleep(0.1)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)  # papermill and its kernel: a real, unannounced end
-        process.wait()
+    kill_notebook_when(
+        tmp_path,
+        "05_train_on_tpu.ipynb",
+        lambda: state_file.exists() and state(output_dir)["epochs_done"] >= 2,
+        within_s=400,
+        what="no checkpoint of epoch 2",
+        **{**TRAIN, "DATA_ROOT": str(sample), "OUTPUT_DIR": str(output_dir)},
+    )
     killed_at = state(output_dir)["epochs_done"]
     assert 2 <= killed_at < EPOCHS, f"the kill came too late ({killed_at} epochs done)"
 

@@ -71,14 +71,9 @@ ENVIRONMENTS = {
 MINUTES = {"current": 12, "kaggle-tpu": 8, "xla": 3.5, "floor": 2, "colab-gpu": 1.5}
 VERSIONS = """
 import platform
-from importlib import metadata
-found = [f"Python {platform.python_version()}"]
-for name in ("tensorflow", "tensorflow-cpu", "keras", "jax", "numpy", "torch", "torch_xla"):
-    try:
-        found.append(f"{name} {metadata.version(name)}")
-    except metadata.PackageNotFoundError:
-        pass
-print(", ".join(found))
+from nbkit.env import installed_versions
+names = ("tensorflow", "tensorflow-cpu", "keras", "jax", "numpy", "torch", "torch_xla")
+print(", ".join([f"Python {platform.python_version()}", *(f"{n} {v}" for n, v in installed_versions(names).items())]))
 """
 
 

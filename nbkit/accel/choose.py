@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -33,7 +32,7 @@ def setup(backend: str = "auto", *, tpu: str | None = None, simulate_devices: in
         loaded=loaded_keras_backend(),
         env_backend=os.environ.get("KERAS_BACKEND"),
         tpu_vm=tpu_vm,
-        tf_tpu_capable=_installed("tensorflow-tpu"),
+        tf_tpu_capable=bool(nbenv.installed_versions(["tensorflow-tpu"])),
         jax_installed=importlib.util.find_spec("jax") is not None,
     )
     os.environ["KERAS_BACKEND"] = chosen
@@ -118,11 +117,3 @@ def tpu_addresses(tpu: str | None, advertised: str | None, tpu_vm: bool, platfor
         return [""]
     # Elsewhere TPUClusterResolver would ask the GCE metadata server: slow, and pointless.
     return []
-
-
-def _installed(distribution: str) -> bool:
-    try:
-        importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True

@@ -8,11 +8,11 @@ keras 3.8 + jax 0.4.35 under DataParallel on 8 devices returned rows that belong
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Any
 
 import numpy as np
 
+from nbkit.env import installed_versions
 from nbkit.errors import PredictionError
 
 CHECKED_ROWS = 8
@@ -60,10 +60,5 @@ def _computes_in_16_bits(model: Any) -> bool:
 
 def _versions() -> str:
     """keras 3.8.0 + jax 0.4.35 (+ tensorflow ...): what computed the predictions."""
-    found = []
-    for name in ("keras", "jax", "jaxlib", "tensorflow", "tensorflow-cpu"):
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            pass
-    return " + ".join(found)
+    found = installed_versions(("keras", "jax", "jaxlib", "tensorflow", "tensorflow-cpu"))
+    return " + ".join(f"{name} {version}" for name, version in found.items())

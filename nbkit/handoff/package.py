@@ -15,13 +15,13 @@ import platform
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nbkit import atomic
+from nbkit.env import installed_versions
 from nbkit.errors import PackageError, ParameterError
 from nbkit.inputs.account import PLACEHOLDER_OWNER
 from nbkit.params import check_handle
@@ -49,13 +49,8 @@ DATASET_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{4,48}[a-z0-9]$")  # Kaggle: 6-50 
 
 def versions(backend: str) -> dict[str, str]:
     """What a model was trained with: Keras backend and library versions (read without importing them)."""
-    found = {"keras_backend": backend, "python": platform.python_version()}
-    for name in ("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib", "numpy", "nbkit"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return found
+    names = ("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib", "numpy", "nbkit")
+    return {"keras_backend": backend, "python": platform.python_version(), **installed_versions(names)}
 
 
 def default_dataset_id(slug: str) -> str:
