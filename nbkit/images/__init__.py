@@ -1,0 +1,1 @@
+"""Image classification from TFRecords: the generic part of the kit (any competition's images)."""

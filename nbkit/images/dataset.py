@@ -1,0 +1,139 @@
+"""The dataset description: what a notebook needs to know about a dataset besides its records.
+
+`nbkit-dataset.json` sits beside the `tfrecords-jpeg-<s>x<s>/` folders (`python -m nbkit tfrecords`
+writes it): the classes in label order, the label values and the columns `submission.csv` must use,
+the image sizes there are, the competition's metric, and the folds when the data was split into
+some. A folder without one is read as Kaggle's flowers competition, whose facts are built in
+(`nbkit.competitions.flowers`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbkit import atomic, storage
+from nbkit.errors import DataError
+
+DESCRIPTION_FILE = "nbkit-dataset.json"
+FORMAT = "nbkit-dataset"
+FORMAT_VERSION = 1
+METRICS = ("accuracy", "f1_macro", "qwk")  # qwk: quadratic weighted kappa (ordinal labels)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset's facts. Label i (the `class` feature of a record) is `classes[i]`, and
+    submission.csv writes it as `label_values[i]`."""
+
+    title: str
+    classes: tuple[str, ...]  # class names, in label order
+    label_values: tuple[int | str, ...]  # what submission.csv writes for each label
+    image_sizes: tuple[int, ...]  # the sizes of the tfrecords-jpeg-<s>x<s> folders
+    id_column: str = "id"  # submission.csv's header: id_column,label_column
+    label_column: str = "label"
+    metric: str = "accuracy"  # one of METRICS: how the competition scores
+    competition: str | None = None  # its Kaggle slug, when it is one
+    folds: tuple[tuple[str, ...], ...] = ()  # names of the train/ files of each fold; () = a train/val split
+    counts: dict[str, int] = field(default_factory=dict)  # records per split, as converted (informational)
+    converted_with: dict[str, Any] = field(default_factory=dict)  # the converter's options (informational)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The description as written to nbkit-dataset.json."""
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "title": self.title,
+            "competition": self.competition,
+            "classes": list(self.classes),
+            "label_values": list(self.label_values),
+            "image_sizes": list(self.image_sizes),
+            "submission": {"id_column": self.id_column, "label_column": self.label_column},
+            "metric": self.metric,
+            "folds": [list(files) for files in self.folds],
+            "counts": self.counts,
+            "converted_with": self.converted_with,
+        }
+
+
+def check(dataset: Dataset, where: str = "the dataset description") -> Dataset:
+    """The description itself, or a DataError saying what is wrong with it."""
+    problems = []
+    if not dataset.classes:
+        problems.append("it names no classes")
+    if len(dataset.label_values) != len(dataset.classes):
+        problems.append(f"{len(dataset.classes)} classes but {len(dataset.label_values)} label values")
+    if len(set(map(str, dataset.label_values))) != len(dataset.label_values):
+        problems.append("a label value repeats")
+    if not dataset.image_sizes or not all(isinstance(s, int) and s > 0 for s in dataset.image_sizes):
+        problems.append(f"image_sizes {list(dataset.image_sizes)} are not positive whole numbers")
+    if dataset.metric not in METRICS:
+        problems.append(f"metric {dataset.metric!r} is not one of {', '.join(METRICS)}")
+    if dataset.folds and sum(map(len, dataset.folds)) != len({f for files in dataset.folds for f in files}):
+        problems.append("a file is in two folds")
+    if problems:
+        raise DataError(f"{where}: {'; '.join(problems)}. Convert the data again (python -m nbkit tfrecords).")
+    return dataset
+
+
+def from_json(values: dict[str, Any], where: str) -> Dataset:
+    """A Dataset from the contents of nbkit-dataset.json (checked)."""
+    if values.get("format") != FORMAT:
+        raise DataError(f"{where} is not an nbkit dataset description (format should be {FORMAT!r}).")
+    if values.get("format_version") != FORMAT_VERSION:
+        raise DataError(
+            f"{where} has format_version {values.get('format_version')!r}; this nbkit reads {FORMAT_VERSION}. "
+            "Convert the data again with this nbkit."
+        )
+    try:
+        submission = values["submission"]
+        dataset = Dataset(
+            title=str(values["title"]),
+            classes=tuple(str(c) for c in values["classes"]),
+            label_values=tuple(values["label_values"]),
+            image_sizes=tuple(values["image_sizes"]),
+            id_column=str(submission["id_column"]),
+            label_column=str(submission["label_column"]),
+            metric=str(values["metric"]),
+            competition=values.get("competition"),
+            folds=tuple(tuple(files) for files in values.get("folds") or ()),
+            counts=dict(values.get("counts") or {}),
+            converted_with=dict(values.get("converted_with") or {}),
+        )
+    except (KeyError, TypeError) as error:
+        raise DataError(f"{where} lacks {error} or has it in another form: convert the data again.") from None
+    return check(dataset, where)
+
+
+def write(folder: str | Path, dataset: Dataset) -> Path:
+    """Write `folder`/nbkit-dataset.json (sorted keys: the same description gives the same bytes)."""
+    check(dataset)
+    text = json.dumps(dataset.to_json(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    return atomic.write_text(Path(folder) / DESCRIPTION_FILE, text)
+
+
+def read(data_root: str | Path) -> Dataset | None:
+    """The description in `data_root` (a folder or gs:// URL), or None when there is none."""
+    path = storage.join(data_root, DESCRIPTION_FILE)
+    if not storage.exists(path):
+        return None
+    try:
+        with storage.open_binary(path) as f:
+            values = json.loads(f.read().decode("utf-8"))
+    except ValueError as error:
+        raise DataError(f"{path} is not valid JSON ({error}): convert the data again.") from None
+    if not isinstance(values, dict):
+        raise DataError(f"{path} is not an nbkit dataset description: convert the data again.")
+    return from_json(values, path)
+
+
+def label_names(dataset: Dataset, labels: Sequence[int]) -> list[str]:
+    """The submission's label values of `labels` (indices into the classes), as text."""
+    return [str(dataset.label_values[int(label)]) for label in labels]
