@@ -31,16 +31,16 @@ COUNTS = {"train": 12_753, "val": 3_712, "test": 7_382}
 
 GENERATE = """
 import sys
-from nbkit.flowers import sample, writer
+from nbkit.images import sample, writer
 size, root = int(sys.argv[1]), sys.argv[2]
 per_class = {"train": 123, "val": 36}  # 104 classes: then cut to the competition's exact counts
-for split, records in sample.sample_splits(size, per_class["train"], per_class["val"], test_images=7382):
+for split, records in sample.sample_splits(size, 104, per_class["train"], per_class["val"], test_images=7382):
     writer.write_split(records[: {counts}[split]], root, size, split)
 """
 
 CHECK = """
 import json, resource, sys, time
-from nbkit.flowers import checks
+from nbkit.images import checks
 start = time.perf_counter()
 splits = checks.checked_splits(sys.argv[2], int(sys.argv[1]))
 seconds = time.perf_counter() - start
@@ -50,7 +50,7 @@ print(json.dumps({"seconds": seconds, "images": images, "rss_gib": resource.getr
 
 PIPELINE = """
 import json, resource, sys, time
-from nbkit.flowers import layout, pipeline
+from nbkit.images import layout, pipeline
 size, root = int(sys.argv[1]), sys.argv[2]
 files = layout.find_files(root, size, "train")
 start = time.perf_counter()

@@ -22,7 +22,7 @@ def main(precision: str = "auto") -> None:
     import keras
 
     from nbkit import models
-    from nbkit.flowers import predict
+    from nbkit.images import predict
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 255, (512, 192, 192, 3), dtype=np.uint8)

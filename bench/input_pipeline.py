@@ -3,7 +3,7 @@ way the flower starter notebooks write it, and against the host's JPEG-decode ce
 
     .venv/bin/python bench/input_pipeline.py [--seconds 4] [--rounds 3] [--batch 128]
 
-(a) kit: `nbkit.flowers.pipeline.train_dataset` (shuffled, flipped, uint8 batches) as notebook 02 calls it: the
+(a) kit: `nbkit.images.pipeline.train_dataset` (shuffled, flipped, uint8 batches) as notebook 02 calls it: the
     decoded images fit in memory, so they are decoded once (untimed) and every epoch comes from the cache;
     "(a) no cache" is data too large to cache: every image decoded every epoch;
     "(a) seeded, no cache" is notebook 05's resumable path (files read in a fixed order).
@@ -35,11 +35,11 @@ CASES = [(192, 192), (512, 512), (512, 192)]  # (image size in the files, traini
 
 def sample_files(size: int) -> list[str]:
     """The benchmark's training files at `size`, generated once (same images at every size)."""
-    from nbkit.flowers import layout, sample
+    from nbkit.images import layout, sample
 
     if not Path(layout.split_folder(DATA, 512, "test")).is_dir():
         print(f"generating benchmark data in {DATA} (once, about a minute)...", flush=True)
-        sample.make_sample(DATA, image_sizes=(192, 512), train_per_class=12, val_per_class=1, test_images=8)
+        sample.make_sample(DATA, 104, image_sizes=(192, 512), train_per_class=12, val_per_class=1, test_images=8)
     return layout.find_files(DATA, size, "train")
 
 
@@ -124,7 +124,7 @@ def plot(rows: list[list[Any]], path: Path) -> None:
 
 def contenders(files: list[str], stored: int, size: int, batch: int) -> dict[str, Callable[[], Any]]:
     """Each pipeline of the comparison, made anew for every timed round."""
-    from nbkit.flowers import checks, pipeline
+    from nbkit.images import checks, pipeline
 
     jpegs = [jpeg for jpeg, _ in checks.read_items(files, labeled=True)]
     return {
@@ -143,7 +143,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128, help="global batch (16 per replica x 8)")
     args = parser.parse_args()
 
-    from nbkit.flowers import layout, pipeline
+    from nbkit.images import layout, pipeline
 
     rows = []
     for stored, size in CASES:

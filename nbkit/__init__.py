@@ -2,10 +2,12 @@
 
 The package tree says what runs where:
 
-    errors, params, env, atomic, logs, storage, tfrecord, models, accel/   shared by the notebooks (core)
-    flowers/    the flowers competition: layout, checks, sample, source, recipe, tf.data pipeline, ...
+    errors, params, env, atomic, logs, storage, tfrecord, batching, models, accel/   shared by the notebooks (core)
+    images/     image classification from TFRecords, for any competition: description, layout, checks,
+                recipe, tf.data pipeline, predictions, scores, plots
+    competitions/   what is one competition's: flowers (the worked example and default)
     handoff/    training that resumes, model packages (train on TPU, predict on GPU)
-    pytorch/    PyTorch/XLA: the runtime helpers and the flowers model in PyTorch
+    pytorch/    PyTorch/XLA: the runtime helpers and the image classifier in PyTorch
     inputs/     what a notebook reads: secrets, datasets, records
     guide/      notebook 01's MNIST and custom training loop
     publish/    bundle, kernel metadata, push, the command line (never bundled into a notebook)

@@ -71,6 +71,19 @@ def _family(constructor: Any) -> str:
     return constructor.__module__.rsplit(".", 1)[-1]
 
 
+def check_name(name: str) -> str:
+    """`name` if `build_classifier` builds it ("small_cnn" or an offered keras.applications name), else a
+    ParameterError listing them (and the name in its right letter case, when only that was wrong)."""
+    if name == "small_cnn":
+        return name
+    offered = application_names()
+    if name in offered:
+        return name
+    same = [n for n in ["small_cnn", *offered] if n.lower() == str(name).lower()]
+    hint = f"Did you mean {same[0]!r}? " if same else ""
+    raise ParameterError(f"MODEL={name!r} is not offered. {hint}Use 'small_cnn' or one of {offered}.")
+
+
 def build_classifier(
     name: str,
     image_size: int,
@@ -94,9 +107,7 @@ def build_classifier(
             raise ParameterError(f"WEIGHTS={weights!r}: small_cnn has no pretrained weights; use WEIGHTS='none'.")
         # Pooled to about 48x48 first: a baseline, not a competitor of the pretrained backbones.
         return small_cnn(input_shape, num_classes, filters=(16, 32, 64), dense=128, downsample=max(1, image_size // 48))
-    constructor = getattr(keras.applications, name, None)
-    if constructor is None or _family(constructor) not in INPUT_SCALING:
-        raise ParameterError(f"MODEL={name!r} is not offered: use 'small_cnn' or one of {application_names()}.")
+    constructor = getattr(keras.applications, check_name(name))
     if weights == "none":
         backbone = constructor(include_top=False, weights=None, input_shape=input_shape, pooling="avg")
     else:

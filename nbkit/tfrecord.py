@@ -1,6 +1,6 @@
 """TFRecord files read without TensorFlow: framing, checksums, `tf.train.Example`. The flowers
 notebooks of both stacks (tf.data and PyTorch) check their files through this reader, notebook 03
-peeks into any dataset with it; `nbkit.flowers.writer` writes such files.
+peeks into any dataset with it; `nbkit.images.writer` writes such files.
 
 A TFRecord file is a series of `uint64 length | uint32 masked crc32c(length) | data | uint32 masked
 crc32c(data)`, little-endian; each `data` is a serialized `tf.train.Example`.

@@ -56,9 +56,9 @@ settings = {
     "smoke": dict(epochs=2, per_replica_batch=16, train_images=4096, test_images=1024),
     "full": dict(epochs=5, per_replica_batch=128, train_images=60000, test_images=10000),
 }[profile]
-epochs = params.or_default(EPOCHS, settings["epochs"])
-global_batch = acc.global_batch(params.or_default(PER_REPLICA_BATCH, settings["per_replica_batch"]))
-print(f"profile={profile}: {epochs} epochs, global batch {global_batch} ({acc.num_replicas} replicas)")
+epochs = EPOCHS or settings["epochs"]
+per_replica_batch = PER_REPLICA_BATCH or settings["per_replica_batch"]
+print(f"profile={profile}: {epochs} epochs, {per_replica_batch} images per replica ({acc.num_replicas} replicas)")
 
 # %% [markdown]
 # ## Devices
@@ -100,25 +100,35 @@ for name, z in zip(acc.device_names, acc.run(keras.ops.matmul, a, b)):
 #
 # MNIST when it can be loaded (full profile); otherwise, and always in CI, a generated
 # MNIST-shaped dataset of 10 learnable classes. Images stay `uint8` until the model rescales
-# them, so the host sends a quarter of the bytes.
+# them, so the host sends a quarter of the bytes. The plan says how the run steps through them:
+# the global batch is the per-replica batch times the replicas, and `steps_per_execution` runs
+# several steps per compiled call (lowered, and said so, where a known bug needs it).
 
 # %%
+from nbkit import batching
 from nbkit.guide import mnist
 
 data = mnist.load(prefer_real=profile == "full", num_train=settings["train_images"], num_test=settings["test_images"])
+print(f"{data.source}: {len(data.x_train)} training and {len(data.x_test)} test images")
+plan = batching.plan(
+    len(data.x_train),
+    len(data.x_test),
+    per_replica_batch,
+    acc.num_replicas,
+    item_bytes=28 * 28,
+    steps_per_execution=STEPS_PER_EXECUTION,
+    execution_limit=acc.execution_limit,
+)
+print(plan.describe())
+global_batch = plan.global_batch
 train_dataset = mnist.to_dataset(data.x_train, data.y_train, global_batch, training=True)
 test_dataset = mnist.to_dataset(data.x_test, data.y_test, global_batch, training=False)
-steps_per_epoch = len(data.x_train) // global_batch
-print(
-    f"{data.source}: {len(data.x_train)} training and {len(data.x_test)} test images, {steps_per_epoch} steps per epoch"
-)
 
 # %% [markdown]
 # ## Train with Keras `fit`
 #
 # The model and optimizer are created inside `acc.scope()` so their variables are placed on (or
-# mirrored across) every replica. `steps_per_execution` runs several steps per compiled call;
-# `acc.steps_per_execution` lowers it, and says so, where a known bug needs it.
+# mirrored across) every replica.
 
 # %%
 from nbkit import models
@@ -129,12 +139,12 @@ with acc.scope():
         optimizer="adam",
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["sparse_categorical_accuracy"],
-        steps_per_execution=acc.steps_per_execution(STEPS_PER_EXECUTION),
+        steps_per_execution=plan.steps_per_execution,
     )
 
 # %% tags=["nbval-ignore-output"]
 history = model.fit(
-    train_dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=test_dataset, verbose=2
+    train_dataset, epochs=epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=test_dataset, verbose=2
 )
 
 # %%
@@ -170,7 +180,7 @@ else:
 loop_history = []
 for epoch in range(epochs if acc.backend == "tensorflow" else 0):
     loop.reset_metrics()
-    loop_history.append(loop.train_steps(train_iterator, steps_per_epoch))
+    loop_history.append(loop.train_steps(train_iterator, plan.steps_per_epoch))
     print(f"epoch {epoch + 1}/{epochs}: step {int(loop.optimizer.iterations.numpy())}, {loop_history[-1]}")
 
 # %%

@@ -9,31 +9,33 @@
 # ---
 
 # %% [markdown]
-# # Flowers classifier on TPU: Kaggle's "Flower Classification with TPUs", end to end
+# # Image classifier on TPU: Kaggle's "Flower Classification with TPUs", or your own competition
 #
-# Config -> data -> model -> train -> evaluate -> submit, in the exact format of the competition
-# (`tfrecords-jpeg-<size>x<size>/{train,val,test}/*.tfrec`, 104 classes, `submission.csv` with
-# `id,label`). On Kaggle, attach the competition data and pick a TPU; anywhere else the notebook
-# generates a small learnable sample in the same format and runs on the CPU. The same code reads
-# either. CI also runs it with `BACKEND="jax"` and `SIMULATE_DEVICES=8`, the core count of a
-# TPU v5e-8 (TensorFlow's 8 logical CPUs are much slower here: see the README).
+# Config -> data -> model -> train -> evaluate -> submit, on TFRecords in the layout of Kaggle's TPU
+# competitions (`tfrecords-jpeg-<size>x<size>/{train,val,test}/*.tfrec`). The worked example is the
+# flowers competition (104 classes, `submission.csv` with `id,label`): on Kaggle, attach it and pick
+# a TPU; anywhere else the notebook generates a small learnable sample in the same format and runs on
+# the CPU. For another competition, convert its pictures (`python -m nbkit tfrecords`, or notebook
+# 07) and point `DATA_ROOT` at the result: the classes, the image size and the submission's form come
+# from its `nbkit-dataset.json`. CI also runs it with `BACKEND="jax"` and `SIMULATE_DEVICES=8`, the
+# core count of a TPU v5e-8 (TensorFlow's 8 logical CPUs are much slower here: see the README).
 #
 # `papermill notebooks/02_flowers_classifier.ipynb out/02.ipynb -p BACKEND jax -p SIMULATE_DEVICES 8`
 
 # %% tags=["parameters"]
-DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/; "auto" (Kaggle input, else a generated sample) or "sample"
-IMAGE_SIZE: int = 192  # image size of the folder to read: 192, 224, 331 or 512
+DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
+IMAGE_SIZE: int = 0  # size of the tfrecords-jpeg-<size>x<size> folder to read; 0: the smallest there (192 for flowers)
 MODEL: str = "auto"  # "small_cnn" or a keras.applications name like "EfficientNetB0"; "auto" picks by profile
 WEIGHTS: str = "auto"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none", or that file; "auto" picks by profile
-EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 8, full 12)
-PER_REPLICA_BATCH: int = 0  # images per replica per step; 0 means the profile's default (16)
+EPOCHS: int = 0  # training epochs; 0 means the profile's (smoke 8, full 12)
+PER_REPLICA_BATCH: int = 16  # images per replica per step (the global batch is this times the replicas)
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the training images (a cap keeps a trial run short)
 PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
-OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder
+OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder's classifier/
 
 # %% [markdown]
 # ## Setup
@@ -42,12 +44,11 @@ OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv 
 
 # %%
 from nbkit import accel, params
-from nbkit.flowers import layout
 
 params.check_names(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
 params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
-params.check_choice("IMAGE_SIZE", IMAGE_SIZE, layout.IMAGE_SIZES)
+params.check_int("IMAGE_SIZE", IMAGE_SIZE)
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
 print(acc.describe())
@@ -55,50 +56,61 @@ print(acc.set_precision(PRECISION))  # before any model is built
 
 # %% [markdown]
 # ## Configuration
-# The "smoke" profile trains a small CNN from scratch on the sample; "full" fine-tunes a pretrained
-# EfficientNetB0 with the starter notebooks' learning-rate schedule (max 5e-5 x replicas). Outputs
-# are written aside and moved into `OUTPUT_DIR` only when the run ends: a run that fails or is
-# stopped leaves the previous run's outputs as they were.
+# The "smoke" profile trains a small CNN from scratch; "full" fine-tunes a pretrained EfficientNetB0
+# with the starter notebooks' learning-rate schedule (max 5e-5 x replicas). Outputs are written
+# aside and moved into `OUTPUT_DIR` only when the run ends: a run that fails or is stopped leaves the
+# previous run's outputs as they were.
 
 # %%
-from nbkit import atomic, env
-from nbkit.flowers import recipe
+from nbkit import atomic, env, models
+from nbkit.images import recipe
 
-config = recipe.profile(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
-schedule = config.schedule(acc.num_replicas)
+profile = recipe.profile(PROFILE, acc.kind, MODEL, WEIGHTS, EPOCHS)
+models.check_name(profile.model)  # a misspelt MODEL stops here, before any data is read
+schedule = profile.schedule(acc.num_replicas)
 environment = env.detect()
-outputs = atomic.RunOutputs(environment.working_dir / "flowers" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+outputs = atomic.RunOutputs(environment.working_dir / "classifier" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+print(profile.describe())
 print(outputs.describe())
 
 # %% [markdown]
 # ## Data
-# Every record is read and every image decoded once before training, so a damaged file, a label
-# out of range, a repeated test id or the wrong `IMAGE_SIZE` stops here with the file and record,
-# not halfway through training. The global batch is checked against the splits and the memory.
+# The dataset's description says its classes and the form of its submission. Every record is read
+# and every image decoded once before training, so a damaged file, a label out of range, a repeated
+# test id or an image of the wrong size stops here with the file and record, not halfway through
+# training. The global batch is checked against the splits and the memory.
 
 # %%
-from nbkit.flowers import checks, source
+from nbkit import batching
+from nbkit.competitions import flowers
+from nbkit.images import checks, description, layout
 
-data = source.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
+data = flowers.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
 print(f"data: {data.reason}")
-splits = checks.checked_splits(data.path, IMAGE_SIZE)
-global_batch = recipe.check_batch(config.per_replica_batch, acc.num_replicas, IMAGE_SIZE, checks.counts(splits))
-print(config.describe(global_batch))
-steps_per_execution = acc.steps_per_execution(STEPS_PER_EXECUTION)
-steps_per_epoch, steps_per_execution = recipe.epoch_plan(
-    splits["train"].count, global_batch, steps_per_execution, STEPS_PER_EPOCH
+dataset = description.load(data.path)
+print(f"dataset: {dataset.describe()}")
+image_size = layout.choose_size(data.path, IMAGE_SIZE)
+splits = checks.check_splits(data.path, image_size, dataset.num_classes)
+print(f"{image_size}x{image_size} images: {checks.describe(splits)}")
+plan = batching.plan(
+    splits["train"].count,
+    splits["val"].count,
+    PER_REPLICA_BATCH,
+    acc.num_replicas,
+    item_bytes=image_size * image_size * 3,
+    steps_per_execution=STEPS_PER_EXECUTION,
+    max_steps_per_epoch=STEPS_PER_EPOCH,
+    execution_limit=acc.execution_limit,
 )
-print(f"{checks.describe(splits)}; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
+print(plan.describe())
 
 # %%
-from nbkit.flowers import pipeline, plots
+from nbkit.images import pipeline, plots
 
-train_dataset = pipeline.train_dataset(
-    splits["train"].files, IMAGE_SIZE, global_batch, batches_per_epoch=steps_per_epoch
-)
-val_dataset = pipeline.val_dataset(splits["val"].files, IMAGE_SIZE, global_batch)
-images, labels = next(iter(train_dataset))
-figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], layout.CLASSES, path=outputs / "batch.png")
+train_batches = pipeline.train_batches(splits["train"].files, image_size, plan)
+val_batches = pipeline.val_batches(splits["val"].files, image_size, plan.global_batch)
+images, labels = next(iter(train_batches))
+figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs / "batch.png")
 
 # %% [markdown]
 # ## Model
@@ -109,22 +121,20 @@ figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], layout.CLASSES, p
 # %%
 import keras
 
-from nbkit import models
-
 with acc.scope():
     model = models.build_classifier(
-        config.model, IMAGE_SIZE, len(layout.CLASSES), weights=config.weights, search=[environment.input_dir]
+        profile.model, image_size, dataset.num_classes, weights=profile.weights, search=[environment.input_dir]
     )
     model.compile(
         optimizer=keras.optimizers.Adam(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["sparse_categorical_accuracy"],
-        steps_per_execution=steps_per_execution,
+        steps_per_execution=plan.steps_per_execution,
     )
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %%
-figure = plots.learning_rate(schedule.values(config.epochs), path=outputs / "learning_rate.png")
+figure = plots.learning_rate(schedule.values(profile.epochs), path=outputs / "learning_rate.png")
 
 # %% [markdown]
 # ## Train
@@ -132,14 +142,14 @@ figure = plots.learning_rate(schedule.values(config.epochs), path=outputs / "lea
 # each epoch the accelerator waited for the next batch, and warns when training is data-bound.
 
 # %% tags=["nbval-ignore-output"]
-from nbkit.flowers import monitor
+from nbkit.images import monitor
 
 input_monitor = monitor.input_monitor()
 history = model.fit(
-    input_monitor.watch(train_dataset),
-    epochs=config.epochs,
-    steps_per_epoch=steps_per_epoch,
-    validation_data=val_dataset,
+    input_monitor.watch(train_batches),
+    epochs=profile.epochs,
+    steps_per_epoch=plan.steps_per_epoch,
+    validation_data=val_batches,
     callbacks=[keras.callbacks.LearningRateScheduler(schedule), input_monitor],
     verbose=2,
 )
@@ -154,40 +164,41 @@ figure = plots.input_wait(input_monitor.epochs, path=outputs / "input_wait.png")
 # macro F1 / precision / recall, and a batch titled OK or, in red, NO -> the true class.
 
 # %%
-from nbkit.flowers import evaluate, predict
+from nbkit.images import evaluate, predict
 
 val_logits, val_labels = predict.predict_in_order(
-    model, splits["val"].files, IMAGE_SIZE, labeled=True, global_batch=global_batch
+    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch
 )
 val_predictions = val_logits.argmax(axis=1)
-confusion = evaluate.confusion_matrix(val_labels, val_predictions, len(layout.CLASSES))
+confusion = evaluate.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
 scores = evaluate.scores(confusion)
-print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(layout.CLASSES)}")
-figure = plots.confusion(confusion, layout.CLASSES, scores, path=outputs / "confusion_matrix.png")
+print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
+figure = plots.confusion(confusion, dataset.classes, scores, path=outputs / "confusion_matrix.png")
 
 # %%
-shown = next(iter(pipeline.images_in_order(splits["val"].files, IMAGE_SIZE, labeled=True, global_batch=20)[0])).numpy()
-figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20], path=outputs / "predictions.png")
+shown = next(iter(pipeline.images_in_order(splits["val"].files, image_size, labeled=True, global_batch=20)[0])).numpy()
+figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs / "predictions.png")
 
 # %% [markdown]
 # ## Predict and submit
-# `submission.csv` has one row per test id, in the test files' order; `metrics.json` keeps the scores.
+# `submission.csv` in the dataset's form, one row per test id in the test files' order;
+# `metrics.json` keeps the scores.
 
 # %%
 test_logits, test_ids = predict.predict_in_order(
-    model, splits["test"].files, IMAGE_SIZE, labeled=False, global_batch=global_batch
+    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch
 )
-submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), outputs / "submission.csv")
+submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), dataset, outputs / "submission.csv")
 metrics = evaluate.write_metrics(
     {
         **scores,
-        "epochs": config.epochs,
-        "global_batch": global_batch,
+        "epochs": profile.epochs,
+        "global_batch": plan.global_batch,
         "replicas": acc.num_replicas,
         "backend": acc.backend,
         "precision": acc.precision,
-        "model": config.model,
-        "image_size": IMAGE_SIZE,
+        "model": profile.model,
+        "image_size": image_size,
         "test_rows": len(test_ids),
     },
     outputs / "metrics.json",

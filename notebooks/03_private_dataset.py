@@ -60,14 +60,14 @@ print(token.describe())
 # kernels read `/kaggle/input/<slug>` directly. Outside Kaggle the flowers sample stands in.
 
 # %%
-from nbkit.flowers import source
+from nbkit.competitions import flowers
 
 where = datasets.locate(
     DATA_ROOT,
     DATASET,
     use_gcs=USE_GCS,
     credential=secrets.use_gcloud_credential,
-    fallback=source.sample_source,
+    fallback=flowers.sample_source,
     environment=environment,
 )
 print(f"reading {DATASET} from {where.describe()}")

@@ -9,9 +9,9 @@
 # ---
 
 # %% [markdown]
-# # Flowers classifier with PyTorch/XLA
+# # Image classifier with PyTorch/XLA
 #
-# The flowers classifier of notebook 02 in PyTorch, for the TPUs of Kaggle's image (torch 2.8 with
+# The classifier of notebook 02 (the flowers competition, or your converted data) in PyTorch, for the TPUs of Kaggle's image (torch 2.8 with
 # torch_xla): the same competition TFRecords (read without TensorFlow), one process per TPU core
 # started from the notebook, each training on its share of every batch, the gradients averaged over
 # the cores, and the master saving the weights and writing `submission.csv` and `metrics.json`.
@@ -21,15 +21,15 @@
 # `papermill notebooks/04_pytorch_xla.ipynb out/04.ipynb -p EPOCHS 12 -p PER_CORE_BATCH 32`
 
 # %% tags=["parameters"]
-DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/; "auto" (Kaggle input, else a generated sample) or "sample"
-IMAGE_SIZE: int = 192  # image size of the folder to read: 192, 224, 331 or 512
-EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 8, full 12)
-PER_CORE_BATCH: int = 0  # images per core per step; 0 means the profile's default (16)
+DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
+IMAGE_SIZE: int = 0  # size of the tfrecords-jpeg-<size>x<size> folder to read; 0: the smallest there (192 for flowers)
+EPOCHS: int = 0  # training epochs; 0 means the profile's (smoke 8, full 12)
+PER_CORE_BATCH: int = 16  # images per core per step (the global batch is this times the cores)
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
 DEVICE: str = "auto"  # "auto" (XLA if torch_xla imports, else CUDA, else CPU), "xla", "cuda" or "cpu"
 SEED: int = 0  # seeds the weights, the shuffles and the augmentation
 PRECISION: str = "auto"  # "auto" (bfloat16 on a TPU, else float32), "float32" or "mixed_bfloat16" (torch.autocast)
-OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.csv go; "auto": the working folder
+OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.csv go; "auto": the working folder's classifier-torch/
 
 # %% [markdown]
 # ## Setup
@@ -38,14 +38,13 @@ OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.c
 
 # %%
 from nbkit import params
-from nbkit.flowers import layout
 from nbkit.pytorch import runtime
 
 params.check_names(globals())
 params.check_choice("PROFILE", PROFILE, params.PROFILES)
-params.check_choice("IMAGE_SIZE", IMAGE_SIZE, layout.IMAGE_SIZES)
-for name, value in {"EPOCHS": EPOCHS, "PER_CORE_BATCH": PER_CORE_BATCH, "SEED": SEED}.items():
+for name, value in {"IMAGE_SIZE": IMAGE_SIZE, "EPOCHS": EPOCHS, "SEED": SEED}.items():
     params.check_int(name, value)
+params.check_int("PER_CORE_BATCH", PER_CORE_BATCH, minimum=1)
 acc = runtime.select(DEVICE)
 print(acc.describe())
 precision, line = runtime.precision(acc, PRECISION)
@@ -59,44 +58,48 @@ print(line)
 
 # %%
 from nbkit import atomic, env
-from nbkit.flowers import recipe
+from nbkit.images import recipe
 
-config = recipe.profile(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_CORE_BATCH, "small_cnn", "none")
+profile = recipe.profile(PROFILE, acc.kind, "small_cnn", "none", EPOCHS)
 working_dir = env.detect().working_dir
-outputs = atomic.RunOutputs(working_dir / "flowers-torch" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+outputs = atomic.RunOutputs(working_dir / "classifier-torch" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(outputs.describe())
 print(
-    f"profile={config.profile}: {config.epochs} epochs, {config.per_replica_batch} images per core per step, "
-    f"peak learning rate {config.max_lr_per_replica:g} x cores"
+    f"profile={profile.name}: {profile.epochs} epochs, {PER_CORE_BATCH} images per core per step, "
+    f"peak learning rate {profile.max_lr_per_replica:g} x cores"
 )
 
 # %% [markdown]
 # ## Data
-# The competition's TFRecords, read and checked as in notebook 02 (`nbkit.flowers.checks` needs no
-# TensorFlow): every record once, here, so a corrupt file or the wrong `IMAGE_SIZE` stops now, with
-# the file's name. Without the competition data, notebook 02's sample is generated. Training flips
-# images exactly as notebook 02 does: the same images in the same epoch for the same seed.
+# The TFRecords and their description, read and checked as in notebook 02 (`nbkit.images.checks`
+# needs no TensorFlow): every record once, here, so a corrupt file or an image of the wrong size
+# stops now, with the file's name. Without the competition data, notebook 02's sample is generated.
+# Training flips images exactly as notebook 02 does: the same images in the same epoch for the same seed.
 
 # %%
-from nbkit.flowers import checks, source
+from nbkit.competitions import flowers
+from nbkit.images import checks, description, layout
 
-data = source.locate_data(DATA_ROOT)
+data = flowers.locate_data(DATA_ROOT)
 print(f"data: {data.reason}")
-splits = checks.checked_splits(data.path, IMAGE_SIZE, keep_items=True)
-print(checks.describe(splits))
+dataset = description.load(data.path)
+print(f"dataset: {dataset.describe()}")
+image_size = layout.choose_size(data.path, IMAGE_SIZE)
+splits = checks.check_splits(data.path, image_size, dataset.num_classes, keep_items=True)
+print(f"{image_size}x{image_size} images: {checks.describe(splits)}")
 
 # %%
 import numpy as np
 
-from nbkit.flowers import plots
-from nbkit.pytorch import flowers as torch_flowers
+from nbkit.images import plots
+from nbkit.pytorch import classifier
 
-train_set = torch_flowers.FlowerImages(splits["train"].items, IMAGE_SIZE, augment=True, seed=SEED)
-val_set = torch_flowers.FlowerImages(splits["val"].items, IMAGE_SIZE)
-test_set = torch_flowers.FlowerImages(splits["test"].items, IMAGE_SIZE)
+train_set = classifier.ImageRecords(splits["train"].items, image_size, augment=True, seed=SEED)
+val_set = classifier.ImageRecords(splits["val"].items, image_size)
+test_set = classifier.ImageRecords(splits["test"].items, image_size)
 shown = np.stack([train_set.image(i) for i in range(20)])
 figure = plots.batch(
-    shown, [label for _, label in splits["train"].items[:20]], layout.CLASSES, path=outputs / "batch.png"
+    shown, [label for _, label in splits["train"].items[:20]], dataset.classes, path=outputs / "batch.png"
 )
 
 # %% [markdown]
@@ -108,7 +111,7 @@ figure = plots.batch(
 import torch
 
 torch.manual_seed(SEED)
-model = torch_flowers.small_cnn(IMAGE_SIZE, len(layout.CLASSES))
+model = classifier.small_cnn(image_size, dataset.num_classes)
 print(f"small_cnn: {sum(p.numel() for p in model.parameters()):,} parameters")
 
 # %% [markdown]
@@ -127,11 +130,11 @@ def train_on_core(index: int) -> dict:
     device = runtime.device(acc)
     runtime.master_print(acc, f"core {index} of {runtime.world_size(acc)}: {device}")
     core_model = copy.deepcopy(model).to(device)  # its own copy: on a TPU v3 two cores share a process
-    history = torch_flowers.fit(acc, core_model, train_set, val_set, config, device, seed=SEED, precision=precision)
-    runtime.save(acc, core_model.state_dict(), outputs / "model.pt")
-    predict = lambda dataset, tag: torch_flowers.predict(
-        acc, core_model, dataset, config.per_replica_batch, device, tag, precision=precision
+    history = classifier.fit(
+        acc, core_model, train_set, val_set, profile, PER_CORE_BATCH, device, seed=SEED, precision=precision
     )
+    runtime.save(acc, core_model.state_dict(), outputs / "model.pt")
+    predict = lambda images, tag: classifier.predict(acc, core_model, images, PER_CORE_BATCH, device, tag, precision=precision)
     return {
         "history": history,
         "val_logits": predict(val_set, "val"),
@@ -146,7 +149,7 @@ result = runtime.launch(acc, train_on_core)
 # %%
 history = result["history"]
 print(
-    f"trained on {result['device']} x {result['cores']} core(s), global batch {result['cores'] * config.per_replica_batch}"
+    f"trained on {result['device']} x {result['cores']} core(s), global batch {result['cores'] * PER_CORE_BATCH}"
 )
 figure = plots.training_curves(history, path=outputs / "training_curves.png")
 figure = plots.learning_rate(history["learning_rate"], path=outputs / "learning_rate.png")
@@ -157,18 +160,18 @@ figure = plots.learning_rate(history["learning_rate"], path=outputs / "learning_
 # or, in red, NO -> the true class.
 
 # %%
-from nbkit.flowers import evaluate
+from nbkit.images import evaluate
 
 val_labels = np.array([label for _, label in splits["val"].items])
 val_predictions = result["val_logits"].argmax(axis=1)
-confusion = evaluate.confusion_matrix(val_labels, val_predictions, len(layout.CLASSES))
+confusion = evaluate.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
 scores = evaluate.scores(confusion)
-print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(layout.CLASSES)}")
-figure = plots.confusion(confusion, layout.CLASSES, scores, path=outputs / "confusion_matrix.png")
+print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
+figure = plots.confusion(confusion, dataset.classes, scores, path=outputs / "confusion_matrix.png")
 
 # %%
 shown = np.stack([val_set.image(i) for i in range(20)])
-figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20], path=outputs / "predictions.png")
+figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs / "predictions.png")
 
 # %% [markdown]
 # ## The saved weights
@@ -176,12 +179,12 @@ figure = plots.batch(shown, val_labels[:20], layout.CLASSES, val_predictions[:20
 # here on this process's CPU, in the run's precision; it predicts what the cores predicted.
 
 # %%
-cpu_model = torch_flowers.small_cnn(IMAGE_SIZE, len(layout.CLASSES))
+cpu_model = classifier.small_cnn(image_size, dataset.num_classes)
 cpu_model.load_state_dict(runtime.load(outputs / "model.pt"))
-cpu_logits = torch_flowers.predict(
+cpu_logits = classifier.predict(
     runtime.select("cpu"), cpu_model, val_set, 64, torch.device("cpu"), "check", precision=precision
 )
-same = torch_flowers.same_logits(cpu_logits, result["val_logits"], precision)
+same = classifier.same_logits(cpu_logits, result["val_logits"], precision)
 print(f"the saved weights predict the same on the CPU: {same}")
 
 # %% [markdown]
@@ -190,19 +193,21 @@ print(f"the saved weights predict the same on the CPU: {same}")
 
 # %%
 test_ids = [test_id for _, test_id in splits["test"].items]
-submission = evaluate.write_submission(test_ids, result["test_logits"].argmax(axis=1), outputs / "submission.csv")
+submission = evaluate.write_submission(
+    test_ids, result["test_logits"].argmax(axis=1), dataset, outputs / "submission.csv"
+)
 metrics = evaluate.write_metrics(
     {
         **scores,
-        "epochs": config.epochs,
-        "per_core_batch": config.per_replica_batch,
+        "epochs": profile.epochs,
+        "per_core_batch": PER_CORE_BATCH,
         "cores": result["cores"],
-        "global_batch": result["cores"] * config.per_replica_batch,
+        "global_batch": result["cores"] * PER_CORE_BATCH,
         "device": acc.runtime,
         "hardware": acc.device_kind,
         "precision": precision,
         "model": "small_cnn",
-        "image_size": IMAGE_SIZE,
+        "image_size": image_size,
         "test_rows": len(test_ids),
     },
     outputs / "metrics.json",

@@ -12,9 +12,10 @@
 # # Train on TPU, hand the model on: resumable training and a model package
 #
 # Code competitions do not accept TPU notebooks, so the model is trained here and predicted with
-# in `06_infer_on_gpu` (GPU or CPU, internet off). This notebook trains the flowers classifier of
-# `02_flowers_classifier` and writes a **model package**: `model.keras`, a `manifest.json` (classes,
-# image size, input format, versions, metrics, data fingerprint) and a `dataset-metadata.json`, so
+# in `06_infer_on_gpu` (GPU or CPU, internet off). This notebook trains the classifier of
+# `02_flowers_classifier` (the flowers competition, or your converted data) and writes a **model
+# package**: `model.keras`, a `manifest.json` (classes, label values, the submission's form, image
+# size, input format, versions, metrics, data fingerprint) and a `dataset-metadata.json`, so
 # `kaggle datasets create -p <package>` uploads it as a dataset for notebook 06 to attach.
 #
 # Kaggle ends sessions after 9 hours. A checkpoint is written after every epoch; run the notebook
@@ -24,12 +25,12 @@
 # `papermill notebooks/05_train_on_tpu.ipynb out/05.ipynb -p BACKEND jax -p SIMULATE_DEVICES 8`
 
 # %% tags=["parameters"]
-DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/; "auto" (Kaggle input, else a generated sample) or "sample"
-IMAGE_SIZE: int = 192  # image size of the folder to read: 192, 224, 331 or 512
+DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
+IMAGE_SIZE: int = 0  # size of the tfrecords-jpeg-<size>x<size> folder to read; 0: the smallest there (192 for flowers)
 MODEL: str = "auto"  # "small_cnn" or a keras.applications name like "EfficientNetB0"; "auto" picks by profile
 WEIGHTS: str = "auto"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none", or that file; "auto" picks by profile
-EPOCHS: int = 0  # training epochs; 0 means the profile's default (smoke 8, full 12); more than done continues
-PER_REPLICA_BATCH: int = 0  # images per replica per step; 0 means the profile's default (16)
+EPOCHS: int = 0  # training epochs; 0 means the profile's (smoke 8, full 12); more than done continues
+PER_REPLICA_BATCH: int = 16  # images per replica per step (the global batch is this times the replicas)
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax)
@@ -39,23 +40,26 @@ PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, floa
 SEED: int = 42  # fixes the initial weights, the shuffling and the augmentation of every epoch
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
 RESUME_FROM: str = "none"  # an earlier run's checkpoints folder, or that Kaggle notebook's output as "owner/slug" (kagglehub)
-DATASET_ID: str = "auto"  # Kaggle dataset of the package, "owner/slug"; "auto": your user name + /flowers-model
+DATASET_ID: str = "auto"  # Kaggle dataset of the package, "owner/slug"; "auto": your user name + /<the data's name>-model
 MODEL_HANDLE: str = "none"  # also publish the package to Kaggle Models as "owner/model/keras/variation" (kagglehub)
-OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the package; "auto": working folder/flowers-train
+OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the package; "auto": the working folder's train-on-tpu/
 
 # %% [markdown]
 # ## Setup
 
 # %%
 from nbkit import accel, params
-from nbkit.flowers import layout
 
 params.check_names(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
 params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
-params.check_choice("IMAGE_SIZE", IMAGE_SIZE, layout.IMAGE_SIZES)
+params.check_int("IMAGE_SIZE", IMAGE_SIZE)
 params.check_choice("RESUME", RESUME, ("auto", "restart"))
 params.check_int("SEED", SEED)
+if DATASET_ID != "auto":
+    params.check_handle("DATASET_ID", DATASET_ID, example="alice/flowers-model")
+if MODEL_HANDLE != "none":
+    params.check_handle("MODEL_HANDLE", MODEL_HANDLE, "owner/model/framework/variation", "alice/flowers/keras/default")
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
 print(acc.describe())
@@ -63,34 +67,42 @@ print(acc.set_precision(PRECISION))  # before any model is built
 
 # %% [markdown]
 # ## Configuration and data
-# The same profiles, schedule, checked TFRecords and batch checks as notebook 02. Checkpoints are
-# written into `OUTPUT_DIR/checkpoints` after every epoch; the other outputs are moved into
-# `OUTPUT_DIR` only when the run ends.
+# The same profiles, dataset description, checked TFRecords and batch plan as notebook 02.
+# Checkpoints are written into `OUTPUT_DIR/checkpoints` after every epoch; the other outputs are
+# moved into `OUTPUT_DIR` only when the run ends.
 
 # %%
-from nbkit import atomic, env
-from nbkit.flowers import checks, recipe, source
+from nbkit import atomic, batching, env, models
+from nbkit.competitions import flowers
+from nbkit.images import checks, description, layout, recipe
 
-config = recipe.profile(params.resolve_profile(PROFILE, acc.kind), EPOCHS, PER_REPLICA_BATCH, MODEL, WEIGHTS)
-schedule = config.schedule(acc.num_replicas)
+profile = recipe.profile(PROFILE, acc.kind, MODEL, WEIGHTS, EPOCHS)
+models.check_name(profile.model)  # a misspelt MODEL stops here, before any data is read
+schedule = profile.schedule(acc.num_replicas)
 environment = env.detect()
-outputs = atomic.RunOutputs(environment.working_dir / "flowers-train" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+outputs = atomic.RunOutputs(environment.working_dir / "train-on-tpu" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+print(profile.describe())
 print(outputs.describe())
 
-data = source.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
+data = flowers.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
 print(f"data: {data.reason}")
-splits = checks.checked_splits(data.path, IMAGE_SIZE)
-global_batch = recipe.check_batch(config.per_replica_batch, acc.num_replicas, IMAGE_SIZE, checks.counts(splits))
-print(config.describe(global_batch))
-steps_per_execution = acc.steps_per_execution(STEPS_PER_EXECUTION)
-steps_per_epoch, steps_per_execution = recipe.epoch_plan(
-    splits["train"].count, global_batch, steps_per_execution, STEPS_PER_EPOCH
-)
+dataset = description.load(data.path)
+print(f"dataset: {dataset.describe()}")
+image_size = layout.choose_size(data.path, IMAGE_SIZE)
+splits = checks.check_splits(data.path, image_size, dataset.num_classes)
 fingerprint = checks.fingerprint(splits["train"].files + splits["val"].files)
-print(
-    f"{checks.describe(splits)}; {steps_per_epoch} steps per epoch, {steps_per_execution} per execution; "
-    f"data fingerprint {fingerprint}"
+print(f"{image_size}x{image_size} images: {checks.describe(splits)}; data fingerprint {fingerprint}")
+plan = batching.plan(
+    splits["train"].count,
+    splits["val"].count,
+    PER_REPLICA_BATCH,
+    acc.num_replicas,
+    item_bytes=image_size * image_size * 3,
+    steps_per_execution=STEPS_PER_EXECUTION,
+    max_steps_per_epoch=STEPS_PER_EPOCH,
+    execution_limit=acc.execution_limit,
 )
+print(plan.describe())
 
 # %% [markdown]
 # ## Resume or start
@@ -103,20 +115,20 @@ from nbkit.inputs import kaggle_hub
 
 checkpoints = outputs.folder / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto":
-    print(resume.copy_checkpoint(kaggle_hub.notebook_output(RESUME_FROM, "flowers-train/checkpoints"), checkpoints))
+    print(resume.copy_checkpoint(kaggle_hub.notebook_output(RESUME_FROM, "train-on-tpu/checkpoints"), checkpoints))
 settings = {
-    "model": config.model,
-    "weights": config.weights,
-    "image_size": IMAGE_SIZE,
-    "global_batch": global_batch,
-    "steps_per_epoch": steps_per_epoch,
+    "model": profile.model,
+    "weights": profile.weights,
+    "image_size": image_size,
+    "global_batch": plan.global_batch,
+    "steps_per_epoch": plan.steps_per_epoch,
     "precision": acc.precision,
     "max_lr": schedule.max_lr,
     "seed": SEED,
     "data": fingerprint,
 }
 run = resume.TrainingRun(checkpoints, settings, restart=RESUME == "restart")
-print(run.describe(config.epochs))
+print(run.describe(profile.epochs))
 
 # %% [markdown]
 # ## Model
@@ -126,18 +138,16 @@ print(run.describe(config.epochs))
 # %%
 import keras
 
-from nbkit import models
-
 keras.utils.set_random_seed(SEED)
 with acc.scope():
     model = models.build_classifier(
-        config.model, IMAGE_SIZE, len(layout.CLASSES), weights=config.weights, search=[environment.input_dir]
+        profile.model, image_size, dataset.num_classes, weights=profile.weights, search=[environment.input_dir]
     )
     model.compile(
         optimizer=keras.optimizers.Adam(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["sparse_categorical_accuracy"],
-        steps_per_execution=steps_per_execution,
+        steps_per_execution=plan.steps_per_execution,
     )
 run.restore(model, acc)
 print(f"{model.name}: {model.count_params():,} parameters")
@@ -148,30 +158,23 @@ print(f"{model.name}: {model.count_params():,} parameters")
 # `run.fit` is `model.fit` from the first epoch not done yet, with a checkpoint after each.
 
 # %% tags=["nbval-ignore-output"]
-from nbkit.flowers import pipeline
+from nbkit.images import pipeline
 
-train_dataset = pipeline.train_dataset(
-    splits["train"].files,
-    IMAGE_SIZE,
-    global_batch,
-    seed=SEED,
-    first_epoch=run.epochs_done,
-    batches_per_epoch=steps_per_epoch,
-)
-val_dataset = pipeline.val_dataset(splits["val"].files, IMAGE_SIZE, global_batch)
+train_batches = pipeline.train_batches(splits["train"].files, image_size, plan, seed=SEED, first_epoch=run.epochs_done)
+val_batches = pipeline.val_batches(splits["val"].files, image_size, plan.global_batch)
 history = run.fit(
     model,
-    train_dataset,
-    config.epochs,
-    steps_per_epoch=steps_per_epoch,
-    validation_data=val_dataset,
+    train_batches,
+    profile.epochs,
+    steps_per_epoch=plan.steps_per_epoch,
+    validation_data=val_batches,
     callbacks=[keras.callbacks.LearningRateScheduler(schedule)],
     verbose=2,
 )
 print(f"epochs done: {run.epochs_done}")
 
 # %%
-from nbkit.flowers import plots
+from nbkit.images import plots
 
 figure = plots.training_curves(history, path=outputs / "training_curves.png")
 
@@ -180,20 +183,20 @@ figure = plots.training_curves(history, path=outputs / "training_curves.png")
 # Scores on the validation set; `submission.csv` from this model, which notebook 06 must reproduce.
 
 # %%
-from nbkit.flowers import evaluate, predict
+from nbkit.images import evaluate, predict
 
 val_logits, val_labels = predict.predict_in_order(
-    model, splits["val"].files, IMAGE_SIZE, labeled=True, global_batch=global_batch
+    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch
 )
-confusion = evaluate.confusion_matrix(val_labels, val_logits.argmax(axis=1), len(layout.CLASSES))
+confusion = evaluate.confusion_matrix(val_labels, val_logits.argmax(axis=1), dataset.num_classes)
 scores = evaluate.scores(confusion)
-print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / len(layout.CLASSES)}")
-figure = plots.confusion(confusion, layout.CLASSES, scores, path=outputs / "confusion_matrix.png")
+print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
+figure = plots.confusion(confusion, dataset.classes, scores, path=outputs / "confusion_matrix.png")
 
 test_logits, test_ids = predict.predict_in_order(
-    model, splits["test"].files, IMAGE_SIZE, labeled=False, global_batch=global_batch
+    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch
 )
-submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), outputs / "submission.csv")
+submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), dataset, outputs / "submission.csv")
 
 # %% [markdown]
 # ## Model package
@@ -204,33 +207,21 @@ submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), out
 # %%
 from nbkit.handoff import package
 
-dataset_id = package.default_dataset_id("flowers-model") if DATASET_ID == "auto" else DATASET_ID
-training = {
-    "epochs": run.epochs_done,
-    "global_batch": global_batch,
-    "replicas": acc.num_replicas,
-    "seed": SEED,
-    "accelerator": acc.kind,
-    "model": config.model,
-    "weights": config.weights,
-    "steps_per_epoch": steps_per_epoch,
-    "precision": acc.precision,
-}
+dataset_id = package.default_dataset_id(dataset) if DATASET_ID == "auto" else DATASET_ID
+training = {**settings, "epochs": run.epochs_done, "replicas": acc.num_replicas, "accelerator": acc.kind}
 folder = package.write_package(
     outputs / "model-package",
     model,
-    classes=layout.CLASSES,
-    image_size=IMAGE_SIZE,
+    dataset=dataset,
+    image_size=image_size,
     backend=acc.backend,
     metrics=scores,
     training=training,
-    data_fingerprint=fingerprint,
     dataset_id=dataset_id,
-    title="Flowers model (nbkit)",
 )
 print(f"wrote the model package {folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
 if dataset_id.startswith(package.PLACEHOLDER_OWNER):
-    print("No Kaggle user name here: set DATASET_ID='<you>/flowers-model' (or KAGGLE_USERNAME) before uploading.")
+    print("No Kaggle user name here: set DATASET_ID='<you>/<slug>' (or KAGGLE_USERNAME) before uploading.")
 
 # %% [markdown]
 # The run ended well: its outputs replace the previous run's, all at once.

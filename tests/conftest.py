@@ -57,7 +57,7 @@ def run_python():
 # Data mistakes every flowers notebook must stop on before training: (parameters, DataError text).
 BAD_DATA_CASES = [
     ({"DATA_ROOT": "/nonexistent/flowers"}, "DATA_ROOT='/nonexistent/flowers' does not exist"),
-    ({"IMAGE_SIZE": 224, "DATA_ROOT": "sample"}, "No .tfrec files"),
+    ({"IMAGE_SIZE": 224, "DATA_ROOT": "sample"}, "No tfrecords-jpeg-224x224 folder in"),
 ]
 
 
@@ -120,19 +120,39 @@ def text_outputs(path: Path) -> str:
     return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
 
 
+def record_items(files: list, labeled: bool) -> list:
+    """(JPEG bytes, class or id) of every record of `files`, each checked as the notebooks check it."""
+    from nbkit import tfrecord
+    from nbkit.images import checks
+
+    return [
+        checks.flower_record(raw, labeled, f"{name}: record {index}")
+        for name in map(str, files)
+        for index, raw in enumerate(tfrecord.read_records(name))
+    ]
+
+
+def split_keys(root: Path, split: str, image_size: int = 192, num_classes: int = 104) -> list:
+    """The labels (or, for test, the ids) of a split's records, in file order."""
+    from nbkit.images import checks
+
+    found = checks.check_splits(root, image_size, num_classes, names=[split], keep_items=True)[split]
+    return [key for _, key in found.items]
+
+
 def check_submission(sample_dir: Path, output_dir: Path, files: tuple[str, ...]) -> dict:
     """A run's outputs: metrics.json (accuracy above 3x chance on the learnable sample), submission.csv
-    with one row per test record in file order and valid labels, and the non-empty `files`."""
+    (`id,label`) with one row per test record in file order and valid labels, and the non-empty `files`."""
     import json
 
-    from nbkit.flowers import checks, evaluate, layout
+    from nbkit.images import evaluate
 
     metrics = json.loads((output_dir / "metrics.json").read_text())
-    assert metrics["accuracy"] >= 3 / len(layout.CLASSES), metrics
-    test_files = layout.find_files(sample_dir, 192, "test")
-    rows = evaluate.read_submission(output_dir / "submission.csv")
-    assert [i for i, _ in rows] == [key for _, key in checks.read_items(test_files, labeled=False)]
-    assert all(0 <= label < len(layout.CLASSES) for _, label in rows)
+    assert metrics["accuracy"] >= 3 / 104, metrics
+    header, rows = evaluate.read_submission(output_dir / "submission.csv")
+    assert header == ["id", "label"]
+    assert [i for i, _ in rows] == split_keys(sample_dir, "test")
+    assert all(0 <= int(label) < 104 for _, label in rows)
     for name in files:
         assert (output_dir / name).stat().st_size > 0, name
     return metrics

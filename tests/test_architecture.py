@@ -15,7 +15,7 @@ from nbkit.publish import bundle
 
 PACKAGE = REPO / "nbkit"
 MODULES = sorted(str(p.relative_to(PACKAGE).with_suffix("")) for p in PACKAGE.rglob("*.py"))
-CORE = {"errors", "params", "env", "atomic", "logs", "storage", "tfrecord"}
+CORE = {"errors", "params", "env", "atomic", "logs", "storage", "tfrecord", "batching"}
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 
 
@@ -48,7 +48,7 @@ def under(folder: str) -> list[str]:
 
 def test_the_tree_has_the_documented_parts():
     folders = {m.split("/")[0] for m in MODULES if "/" in m}
-    assert folders == {"accel", "flowers", "handoff", "pytorch", "inputs", "publish", "guide"}
+    assert folders == {"accel", "images", "competitions", "handoff", "pytorch", "inputs", "publish", "guide"}
     assert CORE <= set(MODULES)
 
 
@@ -60,7 +60,7 @@ def test_core_imports_only_core(module):
 @pytest.mark.parametrize("module", under("pytorch"))
 def test_nothing_under_pytorch_reaches_keras_jax_or_tensorflow_code(module):
     modules = reachable(module)
-    assert not modules & {"models", "flowers/pipeline", "flowers/predict", "flowers/monitor"} and not any(
+    assert not modules & {"models", "images/pipeline", "images/predict", "images/monitor"} and not any(
         m.startswith("accel/") for m in modules
     )
     for other in modules:
@@ -85,10 +85,11 @@ def test_handoff_does_not_reach_secrets(module):
 @pytest.mark.parametrize(
     "folder, never",
     [
-        ("flowers", ("handoff/", "pytorch/", "publish/", "guide/", "accel/")),
-        ("inputs", ("flowers/", "handoff/", "pytorch/", "publish/", "guide/", "accel/", "models")),
-        ("accel", ("flowers/", "handoff/", "inputs/", "pytorch/", "publish/", "guide/", "models")),
-        ("guide", ("flowers/", "handoff/", "inputs/", "pytorch/", "publish/")),
+        ("images", ("handoff/", "pytorch/", "publish/", "guide/", "accel/")),
+        ("competitions", ("handoff/", "pytorch/", "publish/", "guide/", "accel/")),
+        ("inputs", ("images/", "competitions/", "handoff/", "pytorch/", "publish/", "guide/", "accel/", "models")),
+        ("accel", ("images/", "competitions/", "handoff/", "inputs/", "pytorch/", "publish/", "guide/", "models")),
+        ("guide", ("images/", "competitions/", "handoff/", "inputs/", "pytorch/", "publish/")),
     ],
 )
 def test_folders_do_not_reach_across_concerns(folder, never):
@@ -110,7 +111,7 @@ def test_each_bundle_carries_only_what_its_notebook_reaches(notebook):
     direct = set().union(*(bundle.imported_modules(c) for c in code))
     assert set(modules) == set().union(*(reachable(m, bundle.LEFT_OUT) for m in direct))
     if notebook.name.startswith("04"):  # PyTorch: nothing of Keras' side of the kit
-        assert not [m for m in modules if m.startswith("accel/") or m in ("models", "flowers/pipeline")]
+        assert not [m for m in modules if m.startswith("accel/") or m in ("models", "images/pipeline")]
 
 
 @pytest.mark.parametrize("module", MODULES)

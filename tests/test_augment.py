@@ -1,13 +1,14 @@
 """One augmentation for both stacks: notebook 02's tf.data pipeline and notebook 04's PyTorch dataset
-flip the same images in the same epoch for the same seed (nbkit.flowers.augment)."""
+flip the same images in the same epoch for the same seed (nbkit.images.augment)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nbkit.flowers import augment, checks, layout, pipeline, sample
-from nbkit.pytorch.flowers import FlowerImages
+from nbkit import batching
+from nbkit.images import augment, checks, layout, pipeline, sample
+from nbkit.pytorch.classifier import ImageRecords
 
 
 def test_flips_are_balanced_unrelated_to_position_and_the_same_on_numpy_and_tensorflow():
@@ -47,12 +48,13 @@ def test_notebook_02_and_04_flip_the_same_images(asymmetric, epoch):
     import tensorflow as tf
 
     files = layout.find_files(asymmetric, 64, "train")
-    items = checks.read_items(files, labeled=True)
+    items = checks.check_splits(asymmetric, 64, 6, names=["train"], keep_items=True)["train"].items
     originals = [tf.io.decode_jpeg(jpeg).numpy().astype(np.int32) for jpeg, _ in items]
-    dataset = pipeline.train_dataset(files, 64, 4, seed=11, first_epoch=epoch, batches_per_epoch=6)
+    plan = batching.Plan(per_replica_batch=4, replicas=1, steps_per_epoch=6, steps_per_execution=1)
+    dataset = pipeline.train_batches(files, 64, plan, seed=11, first_epoch=epoch)
     images = np.concatenate([x.numpy() for x, _ in dataset.take(6)])
     keras_flips = flips_seen(images, originals)
-    torch_images = FlowerImages(items, 64, augment=True, seed=11)
+    torch_images = ImageRecords(items, 64, augment=True, seed=11)
     torch_images.set_epoch(epoch)
     torch_flips = flips_seen(np.stack([torch_images.image(p) for p in range(len(items))]), originals)
     assert len(keras_flips) == len(items) == 24  # every record seen once in the epoch

@@ -11,15 +11,15 @@ import papermill
 import pytest
 from conftest import execute, kill_notebook_when, text_outputs
 
-from nbkit.flowers import checks, layout, writer
-from nbkit.flowers import sample as flower_sample
+from nbkit.images import checks, layout, writer
+from nbkit.images import sample as flower_sample
 
 JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> Path:
-    return flower_sample.make_sample(tmp_path_factory.mktemp("flowers"))
+    return flower_sample.make_sample(tmp_path_factory.mktemp("flowers"), 104)
 
 
 def rewrite(root: Path, split: str, change) -> None:

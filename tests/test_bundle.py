@@ -46,14 +46,14 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def test_imports_are_followed_through_nbkit_and_its_sub_packages():
-    code = "from nbkit import env, accel as a\nimport nbkit.flowers.layout\nfrom nbkit.flowers import checks\nimport os"
+    code = "from nbkit import env, accel as a\nimport nbkit.images.layout\nfrom nbkit.images import checks\nimport os"
     assert bundle.imported_modules(code) == {
         "__init__",
         "env",
         "accel/__init__",
-        "flowers/__init__",
-        "flowers/layout",
-        "flowers/checks",
+        "images/__init__",
+        "images/layout",
+        "images/checks",
     }
     assert bundle.imported_modules("from nbkit.errors import DataError") == {"__init__", "errors"}
     assert bundle.imported_modules("from nbkit import __version__") == {"__init__"}  # an attribute, not a module
@@ -72,9 +72,9 @@ def test_imports_are_followed_through_nbkit_and_its_sub_packages():
 
 
 def test_the_stand_in_sample_stays_out_unless_the_notebook_imports_it():
-    needed = bundle.modules_needed(["from nbkit.flowers import source"])
-    assert "flowers/source" in needed and not set(bundle.LEFT_OUT) & set(needed)
-    assert {"flowers/sample", "flowers/writer"} <= set(bundle.modules_needed(["from nbkit.flowers import sample"]))
+    needed = bundle.modules_needed(["from nbkit.competitions import flowers"])
+    assert "competitions/flowers" in needed and not set(bundle.LEFT_OUT) & set(needed)
+    assert {"images/sample", "images/writer"} <= set(bundle.modules_needed(["from nbkit.images import sample"]))
     with pytest.raises(BundleError, match="nbkit.publish"):
         bundle.modules_needed(["from nbkit.publish import scan"])
 
@@ -113,14 +113,14 @@ def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked
     cell = bundled[0]
     assert cell.metadata["_kg_hide-input"] is True and cell.metadata["jupyter"] == {"source_hidden": True}
     files = bundled_files(cell)
-    assert {"nbkit/accel/choose.py", "nbkit/flowers/pipeline.py", "nbkit/models.py", "nbkit/flowers/plots.py"} <= set(
+    assert {"nbkit/accel/choose.py", "nbkit/images/pipeline.py", "nbkit/models.py", "nbkit/images/plots.py"} <= set(
         files
     )
-    assert files["nbkit/flowers/pipeline.py"] == (REPO / "nbkit" / "flowers" / "pipeline.py").read_text()  # verbatim
+    assert files["nbkit/images/pipeline.py"] == (REPO / "nbkit" / "images" / "pipeline.py").read_text()  # verbatim
     assert not [name for name in files if name.startswith(("nbkit/publish/", "nbkit/pytorch/", "nbkit/guide/"))]
     parameters = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])][0]
     assert notebook.cells.index(cell) == notebook.cells.index(parameters) + 1  # title, intro, parameters first
-    assert notebook.cells[0].source.startswith("# Flowers classifier")
+    assert notebook.cells[0].source.startswith("# Image classifier on TPU")
     assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code")
 
 

@@ -1,4 +1,4 @@
-"""Every record read once before training (nbkit.flowers.checks): counts, features, image size, names
+"""Every record read once before training (nbkit.images.checks): counts, features, image size, names
 that lie, missing splits and sizes; and the data fingerprint."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nbkit.errors import DataError, ParameterError
-from nbkit.flowers import checks, layout, sample
+from nbkit.images import checks, layout, sample
 
 
 @pytest.fixture(scope="module")
@@ -18,13 +18,19 @@ def made(tmp_path_factory):
     return sample.make_sample(root, image_sizes=(64,), train_per_class=3, val_per_class=1, test_images=7, num_classes=5)
 
 
-def test_checked_splits_count_every_record_and_keep_them_when_asked(made):
-    splits = checks.checked_splits(made, 64)
+def items_of(root, split: str, size: int = 64) -> list:
+    return checks.check_splits(root, size, 5, names=[split], keep_items=True)[split].items
+
+
+def test_check_splits_count_every_record_and_keep_them_when_asked(made):
+    splits = checks.check_splits(made, 64, 5)
     assert {s.name: s.count for s in splits.values()} == {"train": 15, "val": 5, "test": 7}
     assert splits["test"].files == layout.find_files(made, 64, "test") and splits["test"].items is None
     assert checks.describe(splits) == "train 15, val 5, test 7 images"
-    kept = checks.check_split(made, 64, "test", keep_items=True)
-    assert kept.items == checks.read_items(kept.files, labeled=False) and not kept.labeled
+    kept = checks.check_splits(made, 64, 5, names=["test"], keep_items=True)["test"]
+    assert len(kept.items) == 7 and all(isinstance(key, str) for _, key in kept.items) and not kept.labeled
+    train = items_of(made, "train")
+    assert sorted(label for _, label in train) == sorted(list(range(5)) * 3)
 
 
 def test_a_file_whose_name_lies_is_named(made, tmp_path):
@@ -32,25 +38,30 @@ def test_a_file_whose_name_lies_is_named(made, tmp_path):
     lying.mkdir(parents=True)
     shutil.copy(layout.find_files(made, 64, "test")[0], lying / "00-64x64-99.tfrec")
     with pytest.raises(DataError, match=r"00-64x64-99.tfrec: its name promises 99 records but it holds \d"):
-        checks.check_split(tmp_path, 64, "test")
+        checks.check_splits(tmp_path, 64, 5, names=["test"])
 
 
 def test_wrong_image_size_and_wrong_record_kind(made, tmp_path):
     shutil.copytree(made / "tfrecords-jpeg-64x64", tmp_path / "tfrecords-jpeg-192x192")
-    with pytest.raises(DataError, match="record 0: the image is 64x64, not 192x192.*IMAGE_SIZE"):
-        checks.check_split(tmp_path, 192, "train")
+    with pytest.raises(DataError, match="record 0: the image is 64x64, but every image in the 192x192 folder"):
+        checks.check_splits(tmp_path, 192, 5, names=["train"])
     val = tmp_path / "tfrecords-jpeg-192x192" / "val"
     shutil.rmtree(val)
     shutil.copytree(tmp_path / "tfrecords-jpeg-192x192" / "test", val)
     with pytest.raises(DataError, match="record 0 is not a labeled record"):
-        checks.check_split(tmp_path, 192, "val")
+        checks.check_splits(tmp_path, 192, 5, names=["val"])
 
 
 def test_missing_root_size_and_split_are_clear(made, tmp_path):
     with pytest.raises(DataError, match="does not exist"):
         layout.find_files(tmp_path / "nowhere", 192, "train")
-    with pytest.raises(DataError, match=r"No \.tfrec files .*tfrecords-jpeg-64x64.*pick IMAGE_SIZE"):
+    with pytest.raises(
+        DataError, match=r"No tfrecords-jpeg-512x512 folder in .*set IMAGE_SIZE to one of the sizes there, 64"
+    ):
         layout.find_files(made, 512, "train")
+    assert layout.choose_size(made, 0) == 64 and layout.choose_size(made, 64) == 64
+    with pytest.raises(DataError, match=r"No tfrecords-jpeg-<size>x<size> folder in"):
+        layout.choose_size(tmp_path, 0)
     shutil.copytree(made / "tfrecords-jpeg-64x64" / "train", tmp_path / "tfrecords-jpeg-64x64" / "train")
     with pytest.raises(DataError, match="the val split is missing or empty") as error:
         layout.find_files(tmp_path, 64, "val")
@@ -64,7 +75,7 @@ def test_hidden_partial_files_are_not_data(made, tmp_path):
     shutil.copytree(layout.split_folder(made, 64, "train"), folder)
     (folder / ".partial-09-64x64-5.tfrec").write_bytes(b"half written")
     assert all(not Path(f).name.startswith(".") for f in layout.find_files(tmp_path, 64, "train"))
-    assert checks.check_split(tmp_path, 64, "train").count == 15
+    assert checks.check_splits(tmp_path, 64, 5, names=["train"])["train"].count == 15
 
 
 def test_name_without_count_is_an_error():
@@ -88,12 +99,12 @@ def test_fingerprint_changes_with_the_files(made, tmp_path):
 
 def rewritten(made, tmp_path, split, change):
     """A copy of the sample whose `split` records went through `change(items) -> items`."""
-    from nbkit.flowers import writer
+    from nbkit.images import writer
 
     root = tmp_path / "copy"
     shutil.copytree(made, root)
     folder = Path(layout.split_folder(root, 64, split))
-    items = checks.read_items(layout.find_files(root, 64, split), labeled=split != "test")
+    items = items_of(root, split)
     shutil.rmtree(folder)
     key = "class" if split != "test" else "id"
     writer.write_split([{"image": jpeg, key: value} for jpeg, value in change(items)], root, 64, split, shards=2)
@@ -126,14 +137,14 @@ def damaged_middle(jpeg: bytes) -> bytes:
 def test_every_record_is_checked_not_only_each_files_first(made, tmp_path, split, change, message):
     root = rewritten(made, tmp_path, split, change)
     with pytest.raises(DataError, match=message) as error:
-        checks.check_split(root, 64, split, num_classes=5)
+        checks.check_splits(root, 64, 5, names=[split])
     assert f"tfrecords-jpeg-64x64/{split}/0" in str(error.value)  # names the file
 
 
 def test_tensorflow_refuses_the_jpegs_the_check_refuses(made):
     import tensorflow as tf
 
-    jpeg = checks.read_items(layout.find_files(made, 64, "train"), labeled=True)[0][0]
+    jpeg = items_of(made, "train")[0][0]
     for bad in (damaged_middle(jpeg), jpeg[:-300]):
         with pytest.raises(DataError):
             checks.check_image(bad, 64, "x")
@@ -142,7 +153,7 @@ def test_tensorflow_refuses_the_jpegs_the_check_refuses(made):
 
 
 def test_a_split_without_records_is_refused(made, tmp_path):
-    from nbkit.flowers import writer
+    from nbkit.images import writer
 
     shutil.copytree(made, tmp_path / "copy")
     folder = Path(layout.split_folder(tmp_path / "copy", 64, "val"))
@@ -150,4 +161,10 @@ def test_a_split_without_records_is_refused(made, tmp_path):
     folder.mkdir()
     writer.write_records(folder / "00-64x64-0.tfrec", [])
     with pytest.raises(DataError, match="The val split .* holds no records"):
-        checks.check_split(tmp_path / "copy", 64, "val")
+        checks.check_splits(tmp_path / "copy", 64, 5, names=["val"])
+
+
+@pytest.mark.parametrize("inside", ["tfrecords-jpeg-64x64", "tfrecords-jpeg-64x64/train"])
+def test_a_data_root_one_level_too_deep_names_the_folder_to_give(made, inside):
+    with pytest.raises(DataError, match=f"is inside the data's layout: set DATA_ROOT='{made}'"):
+        layout.choose_size(made / inside, 0)

@@ -1,5 +1,5 @@
 """Where data is read from (nbkit.inputs.datasets, and the flowers notebooks' DATA_ROOT in
-nbkit.flowers.source): a given folder, the attached Kaggle input, its GCS copy with the credential
+nbkit.competitions.flowers): a given folder, the attached Kaggle input, its GCS copy with the credential
 flow of Kaggle's TPU docs, or the generated sample outside Kaggle."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from test_secrets import SECRETS_ENDPOINT, fake_value, on_kaggle  # noqa: F401  (fixture)
 
+from nbkit.competitions import flowers
 from nbkit.env import Environment
 from nbkit.errors import DataError, ParameterError, SecretError
-from nbkit.flowers import source
 from nbkit.inputs import datasets
 from nbkit.inputs import secrets as kaggle_secrets
 from nbkit.publish import scan
@@ -106,26 +106,26 @@ def test_public_data_for_a_remote_tpu_needs_no_credential(tmp_path, monkeypatch)
     fake = types.ModuleType("kaggle_datasets")
     fake.KaggleDatasets = lambda: types.SimpleNamespace(get_gcs_path=lambda slug: f"gs://kds-fake/{slug}")
     monkeypatch.setitem(sys.modules, "kaggle_datasets", fake)
-    found = source.locate_data("auto", remote_tpu=True, environment=kaggle_env(tmp_path))
-    assert found.path == f"gs://kds-fake/{source.COMPETITION}" and "GCS" in found.reason and not found.credentials
+    found = flowers.locate_data("auto", remote_tpu=True, environment=kaggle_env(tmp_path))
+    assert found.path == f"gs://kds-fake/{flowers.COMPETITION}" and "GCS" in found.reason and not found.credentials
 
 
-@pytest.mark.parametrize("mount", [source.COMPETITION, f"competitions/{source.COMPETITION}"])
+@pytest.mark.parametrize("mount", [flowers.COMPETITION, f"competitions/{flowers.COMPETITION}"])
 def test_flowers_data_on_kaggle_is_the_attached_competition(tmp_path, mount):
     (tmp_path / "input" / mount).mkdir(parents=True)
-    found = source.locate_data("auto", environment=kaggle_env(tmp_path, tpu_vm=True))
+    found = flowers.locate_data("auto", environment=kaggle_env(tmp_path, tpu_vm=True))
     assert found.path == str(tmp_path / "input" / mount) and "is attached" in found.reason
     with pytest.raises(DataError, match="Add Input"):
-        source.locate_data("auto", environment=kaggle_env(tmp_path / "elsewhere"))
+        flowers.locate_data("auto", environment=kaggle_env(tmp_path / "elsewhere"))
 
 
 def test_flowers_sample_is_generated_once_outside_kaggle(tmp_path, monkeypatch):
-    from nbkit.flowers import sample
+    from nbkit.images import sample
 
     made = []
-    monkeypatch.setattr(sample, "make_sample", lambda root: made.append(root) or (root / "written").touch())
-    first = source.locate_data("auto", environment=local_env(tmp_path))
-    second = source.locate_data("sample", environment=local_env(tmp_path))
+    monkeypatch.setattr(sample, "make_sample", lambda root, num_classes: made.append(root) or (root / "written").touch())
+    first = flowers.locate_data("auto", environment=local_env(tmp_path))
+    second = flowers.locate_data("sample", environment=local_env(tmp_path))
     assert len(made) == 1 and first.path == second.path == str(tmp_path / "out" / "sample-data")
     assert "generated sample" in first.reason and second.reason.startswith(
         "DATA_ROOT='sample', so the generated sample"

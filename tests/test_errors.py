@@ -5,16 +5,17 @@ row is a bad input, the error type it must raise, and words its message must con
 from __future__ import annotations
 
 import pytest
+from conftest import record_items
 from test_accel_detect import PLAIN, fake_tf
 
 from nbkit import errors, params
 from nbkit.accel import choose, precision, tf_devices
-from nbkit.flowers import checks, layout, sample, writer
 from nbkit.guide import mnist
 from nbkit.handoff import package, resume
+from nbkit.images import layout, sample, writer
 from nbkit.inputs import datasets, secrets
 from nbkit.publish import bundle, kernel_metadata, push, remote, scan
-from nbkit.pytorch.flowers import FlowerImages
+from nbkit.pytorch.classifier import ImageRecords
 
 
 def bad_state(tmp_path):
@@ -23,7 +24,7 @@ def bad_state(tmp_path):
 
 
 def wrong_size_image(tmp_path):
-    return FlowerImages(
+    return ImageRecords(
         [(sample.encode_jpeg(sample.sample_image(0, 32, __import__("numpy").random.default_rng(0))), 0)], 64
     ).image(0)
 
@@ -31,7 +32,7 @@ def wrong_size_image(tmp_path):
 def mixed_rows(tmp_path):
     import numpy as np
 
-    from nbkit.flowers import predict
+    from nbkit.images import predict
 
     images = np.arange(4, dtype="float32").reshape(4, 1)
     honest = lambda x, training=False: x * 2.0  # noqa: E731  (a "model": one logit per row)
@@ -45,7 +46,7 @@ def leaking_file(tmp_path):
 
 def tfrecord_of_garbage(tmp_path):
     path = writer.write_records(tmp_path / "00-8x8-1.tfrec", [b"\x0a\xff"])
-    checks.read_items([str(path)], labeled=True)
+    record_items([str(path)], labeled=True)
 
 
 def a_bad_weights_file(tmp_path):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from nbkit.errors import DataError
-from nbkit.flowers import evaluate
+from nbkit.images import evaluate
+from nbkit.images.description import Description
 
 
 def test_confusion_and_macro_scores_by_hand():
@@ -19,25 +20,27 @@ def test_confusion_and_macro_scores_by_hand():
     assert got["f1_macro"] == pytest.approx((0.5 + 0.8 + 0) / 3)
 
 
-def test_submission_has_header_and_one_row_per_id(tmp_path):
-    path = evaluate.write_submission(["b", "a", "c"], np.array([3, 1, 103]), tmp_path / "submission.csv")
-    assert path.read_text() == "id,label\nb,3\na,1\nc,103\n"
-    assert evaluate.read_submission(path) == [("b", 3), ("a", 1), ("c", 103)]
+FLOWERS_LIKE = Description(title="t", classes=tuple("abcd"), label_values=(0, 1, 2, 103), image_sizes=(64,))
+CASSAVA_LIKE = Description(
+    title="c", classes=("healthy", "sick"), label_values=("H", "S"), image_sizes=(64,), id_column="image_id"
+)
+
+
+def test_submission_has_the_datasets_header_and_label_values(tmp_path):
+    path = evaluate.write_submission(["b", "a", "c"], np.array([3, 1, 0]), FLOWERS_LIKE, tmp_path / "submission.csv")
+    assert path.read_text() == "id,label\nb,103\na,1\nc,0\n"
+    assert evaluate.read_submission(path) == (["id", "label"], [("b", "103"), ("a", "1"), ("c", "0")])
+    other = evaluate.write_submission(["x.jpg", "y.jpg"], [1, 0], CASSAVA_LIKE, tmp_path / "other.csv")
+    assert other.read_text() == "image_id,label\nx.jpg,S\ny.jpg,H\n"
 
 
 def test_submission_refuses_mismatch_and_keeps_the_old_file(tmp_path):
-    path = evaluate.write_submission(["a"], [1], tmp_path / "submission.csv")
+    path = evaluate.write_submission(["a"], [1], FLOWERS_LIKE, tmp_path / "submission.csv")
     with pytest.raises(DataError, match="2 test ids but 1 predictions"):
-        evaluate.write_submission(["a", "b"], [1], path)
+        evaluate.write_submission(["a", "b"], [1], FLOWERS_LIKE, path)
     with pytest.raises(DataError, match="repeat"):
-        evaluate.write_submission(["a", "a"], [1, 2], path)
+        evaluate.write_submission(["a", "a"], [1, 2], FLOWERS_LIKE, path)
     assert path.read_text() == "id,label\na,1\n"
-
-
-def test_read_submission_checks_the_header(tmp_path):
-    (tmp_path / "s.csv").write_text("image,label\n")
-    with pytest.raises(DataError, match="header"):
-        evaluate.read_submission(tmp_path / "s.csv")
 
 
 def test_metrics_json_holds_plain_numbers(tmp_path):
@@ -52,7 +55,7 @@ def test_predictions_are_checked_against_the_same_rows_on_one_device(tmp_path):
 
     from nbkit import models
     from nbkit.errors import PredictionError
-    from nbkit.flowers import layout, predict, sample
+    from nbkit.images import layout, predict, sample
 
     root = sample.make_sample(tmp_path / "data", image_sizes=(64,), train_per_class=1, val_per_class=2, num_classes=6)
     files = layout.find_files(root, 64, "val")

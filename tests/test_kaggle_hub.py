@@ -15,13 +15,13 @@ import pytest
 from kaggle_stub import StubServer
 from test_datasets import kaggle_env, local_env
 
+from nbkit.competitions import flowers
 from nbkit.errors import DataError, PackageError, ParameterError
-from nbkit.flowers import source
 from nbkit.handoff import package
 from nbkit.inputs import datasets, kaggle_hub
 
 API = "/api/v1"
-COMPETITION = source.COMPETITION
+COMPETITION = flowers.COMPETITION
 STORAGE = "http://storage.example.invalid"  # where Kaggle's 302s point: reached through the stub as proxy
 MODEL = "alice/flowers-model/keras/default"
 ATTACH = "/kaggle-jwt-handler/AttachDatasourceUsingJwtRequest"
@@ -94,7 +94,7 @@ def test_a_competition_is_downloaded_outside_kaggle_with_credentials(credentials
     stub, authorization, key = credentials
     stub.routes[f"{API}/competitions.CompetitionApiService/DownloadDataFiles"] = redirect("/c.zip")
     stub.routes["GET /c.zip"] = served(zipped({"tfrecords-jpeg-192x192/train/00-192x192-8.tfrec": b"records"}))
-    found = source.locate_data("auto", environment=local_env(tmp_path))
+    found = flowers.locate_data("auto", environment=local_env(tmp_path))
     folder = tmp_path / "cache" / "competitions" / COMPETITION
     assert found.path == str(folder) and (folder / "tfrecords-jpeg-192x192/train/00-192x192-8.tfrec").is_file()
     assert found.reason == f"not on Kaggle (local), so kagglehub fetched {COMPETITION} into {folder}"
@@ -109,10 +109,10 @@ def test_rules_not_accepted_say_where_to_accept_them(credentials, tmp_path, monk
         403,
         {"code": 403, "message": "Permission 'competitions.participate' was denied"},
     )
-    from nbkit.flowers import sample
+    from nbkit.images import sample
 
-    monkeypatch.setattr(sample, "make_sample", lambda root: root.mkdir(parents=True, exist_ok=True))
-    found = source.locate_data("auto", environment=local_env(tmp_path))
+    monkeypatch.setattr(sample, "make_sample", lambda root, num_classes: root.mkdir(parents=True, exist_ok=True))
+    found = flowers.locate_data("auto", environment=local_env(tmp_path))
     assert found.path == str(tmp_path / "out" / "sample-data")
     assert (
         f"not on Kaggle (local) and Kaggle refused {COMPETITION} (403): accept the competition's rules at "
@@ -156,20 +156,29 @@ def test_in_a_kaggle_notebook_a_refused_competition_names_its_rules(in_kaggle_no
     stub, _ = in_kaggle_notebook
     stub.routes[ATTACH] = lambda body, headers: (403, {})
     with pytest.raises(DataError) as error:
-        source.locate_data("auto", environment=kaggle_env(tmp_path))
+        flowers.locate_data("auto", environment=kaggle_env(tmp_path))
     assert f"https://www.kaggle.com/competitions/{COMPETITION}/rules" in str(error.value)
     assert f"attach {COMPETITION} with 'Add Input'" in str(error.value)
 
 
 def write_package(folder: Path) -> Path:
     """A package as far as read_manifest checks it (the model file's bytes are not loaded here)."""
-    manifest = {key: None for key in package.REQUIRED_KEYS} | {
-        "format": package.FORMAT,
-        "format_version": package.FORMAT_VERSION,
+    from nbkit.competitions import flowers
+    from nbkit.handoff import manifest as manifest_schema
+
+    manifest = {
+        "format": manifest_schema.FORMAT,
+        "format_version": manifest_schema.FORMAT_VERSION,
         "model_file": package.MODEL_FILE,
         "model_name": "small_cnn",
         "image_size": 192,
+        "input": package.INPUT_FORMAT,
+        "dataset": manifest_schema.dataset_fields(flowers.DATASET),
+        "trained_with": {"keras": "3", "keras_backend": "jax"},
+        "training": {},
         "metrics": {"f1_macro": 0.5},
+        "data": {"fingerprint": "sha256:0"},
+        "check": {"logits": []},
     }
     folder.mkdir(parents=True)
     (folder / package.MANIFEST_FILE).write_text(json.dumps(manifest))

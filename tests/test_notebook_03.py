@@ -21,7 +21,7 @@ DATASET = "alice/my-private-tfrecords"
 @pytest.fixture(scope="module")
 def attached_dataset(tmp_path_factory):
     """A Kaggle input folder with DATASET attached: a few TFRecords in the competition layout."""
-    from nbkit.flowers import sample
+    from nbkit.images import sample
 
     input_dir = tmp_path_factory.mktemp("kaggle-input")
     sample.make_sample(

@@ -78,7 +78,7 @@ def test_help_notebook_documents_every_parameter(source):
         ("01_tpu_setup.ipynb", {"EPOCHS": -1}, "EPOCHS=-1"),
         ("01_tpu_setup.ipynb", {"BACKEND": "pytorch"}, "BACKEND='pytorch'"),
         ("01_tpu_setup.ipynb", {"SIMULATE_DEVICES": "eight"}, "SIMULATE_DEVICES='eight'"),
-        ("02_flowers_classifier.ipynb", {"IMAGE_SIZE": 200}, "IMAGE_SIZE=200"),
+        ("02_flowers_classifier.ipynb", {"IMAGE_SIZE": -1}, "IMAGE_SIZE=-1"),
         ("05_train_on_tpu.ipynb", {"RESUME": "maybe"}, "RESUME='maybe'"),
         ("05_train_on_tpu.ipynb", {"SEED": -1}, "SEED=-1"),
         ("06_infer_on_gpu.ipynb", {"PER_REPLICA_BATCH": 0}, "PER_REPLICA_BATCH=0"),

@@ -8,9 +8,11 @@ import pytest
 
 from nbkit.errors import PackageError, ParameterError
 from nbkit.handoff import package
+from nbkit.images.description import Description
 
-CLASSES = ["daisy", "rose", "tulip"]
+CLASSES = ("daisy", "rose", "tulip")
 SIZE = 16
+DATASET = Description(title="Flowers (test)", classes=CLASSES, label_values=(0, 1, 2), image_sizes=(SIZE,))
 
 
 def tiny_model(seed=0):
@@ -24,14 +26,12 @@ def tiny_model(seed=0):
 
 def write(folder, model=None, **overrides):
     arguments = dict(
-        classes=CLASSES,
+        dataset=DATASET,
         image_size=SIZE,
         backend="tensorflow",
         metrics={"accuracy": np.float32(0.5)},
-        training={"epochs": 1},
-        data_fingerprint="sha256:0123",
+        training={"epochs": 1, "data": "sha256:0123"},
         dataset_id="alice/flowers-model",
-        title="Flowers model (test)",
     )
     arguments.update(overrides)
     return package.write_package(folder, model or tiny_model(), **arguments)
@@ -45,7 +45,8 @@ def written(tmp_path):
 def test_package_holds_model_manifest_and_kaggle_metadata(written):
     assert sorted(p.name for p in written.iterdir()) == ["dataset-metadata.json", "manifest.json", "model.keras"]
     manifest = package.read_manifest(written)
-    assert manifest["classes"] == CLASSES and manifest["image_size"] == SIZE
+    assert manifest["dataset"]["classes"] == list(CLASSES) and manifest["image_size"] == SIZE
+    assert manifest["dataset"]["label_values"] == [0, 1, 2] and manifest["dataset"]["metric"] == "accuracy"
     assert manifest["trained_with"]["keras_backend"] == "tensorflow" and "keras" in manifest["trained_with"]
     assert manifest["metrics"] == {"accuracy": 0.5} and manifest["data"]["fingerprint"] == "sha256:0123"
     assert np.asarray(manifest["check"]["logits"]).shape == (2, len(CLASSES))
@@ -65,12 +66,12 @@ def test_rewriting_replaces_the_package_whole(written):
     package.load_package(written)  # model and manifest belong together
 
 
-def test_bad_dataset_id_or_title_writes_nothing_and_keeps_the_old_package(written):
+def test_bad_dataset_id_writes_nothing_and_keeps_the_old_package(written):
     before = (written / "manifest.json").read_text()
     with pytest.raises(ParameterError, match="owner/slug"):
         write(written, dataset_id="Flowers Model")
     with pytest.raises(ParameterError, match="6 to 50"):
-        write(written, title="tiny")
+        package.dataset_metadata("alice/flowers-model", "tiny")
     assert (written / "manifest.json").read_text() == before
     assert not list(written.parent.glob("*.partial"))
 
@@ -90,21 +91,25 @@ def test_invalid_dataset_ids(dataset_id):
 
 def test_dataset_owner_comes_from_kaggle_username_or_kaggle_json(tmp_path, monkeypatch):
     monkeypatch.setenv("KAGGLE_USERNAME", "alice")
-    assert package.default_dataset_id("flowers-model") == "alice/flowers-model"
+    assert package.default_dataset_id(DATASET) == "alice/flowers-test-model"
     monkeypatch.delenv("KAGGLE_USERNAME")
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert package.default_dataset_id("flowers-model") == f"{package.PLACEHOLDER_OWNER}/flowers-model"
+    assert package.default_dataset_id(DATASET) == f"{package.PLACEHOLDER_OWNER}/flowers-test-model"
     (tmp_path / "kaggle.json").write_text(json.dumps({"username": "bob", "key": "not-read"}))
-    assert package.default_dataset_id("flowers-model") == "bob/flowers-model"
+    assert package.default_dataset_id(DATASET) == "bob/flowers-test-model"
 
 
 def edit_manifest(folder, **changes):
+    """Change keys of manifest.json (`dataset__classes` is dataset.classes); None deletes one."""
     path = folder / "manifest.json"
     manifest = json.loads(path.read_text())
-    manifest.update(changes)
-    for key in [k for k, v in changes.items() if v is None]:
-        del manifest[key]
+    for name, value in changes.items():
+        *parents, key = name.split("__")
+        where = manifest
+        for parent in parents:
+            where = where[parent]
+        where.pop(key) if value is None else where.update({key: value})
     path.write_text(json.dumps(manifest))
 
 
@@ -115,9 +120,13 @@ def edit_manifest(folder, **changes):
         (lambda f: (f / "manifest.json").unlink(), "has no manifest.json"),
         (lambda f: (f / "manifest.json").write_text("{"), "not valid JSON"),
         (lambda f: (f / "model.keras").unlink(), "lacks model.keras"),
-        (lambda f: edit_manifest(f, format_version=2), "format_version 2; this nbkit reads version 1"),
+        (lambda f: edit_manifest(f, format_version=1), "format_version 1; this nbkit reads version 2"),
         (lambda f: edit_manifest(f, format="something-else"), "not an nbkit model manifest"),
-        (lambda f: edit_manifest(f, classes=None), "lacks classes"),
+        (lambda f: edit_manifest(f, dataset__classes=None), "dataset.classes is missing"),
+        (lambda f: edit_manifest(f, model_name=None), "model_name is missing"),
+        (lambda f: edit_manifest(f, metrics__accuracy=None), r"metrics.accuracy \(the dataset's metric\) is missing"),
+        (lambda f: edit_manifest(f, image_size="16"), "image_size is str, not int"),
+        (lambda f: edit_manifest(f, trained_with__keras=None), "trained_with.keras is missing"),
     ],
 )
 def test_damaged_package_names_what_is_wrong(written, damage, message):
@@ -133,7 +142,7 @@ def test_model_that_is_not_the_one_recorded_is_caught(written):
 
 
 def test_model_of_another_class_count_is_caught(written):
-    edit_manifest(written, classes=CLASSES + ["lily"])
+    edit_manifest(written, dataset__classes=[*CLASSES, "lily"], dataset__label_values=[0, 1, 2, 3])
     with pytest.raises(PackageError, match="do not belong together"):
         package.load_package(written)
 
@@ -145,16 +154,23 @@ def test_corrupt_model_file_is_reported(written):
 
 
 def test_compatibility_with_the_data(written):
+    from dataclasses import replace
+
     manifest = package.read_manifest(written)
-    package.check_compatible(manifest, SIZE, CLASSES)
+    package.check_compatible(manifest, SIZE, DATASET)
     with pytest.raises(
         PackageError, match=f"takes {SIZE}x{SIZE} images but the data given is 32x32.*IMAGE_SIZE={SIZE}"
     ):
-        package.check_compatible(manifest, 32, CLASSES)
+        package.check_compatible(manifest, 32, DATASET)
+    flowers = replace(DATASET, classes=tuple(map(str, range(104))), label_values=tuple(range(104)))
     with pytest.raises(PackageError, match="knows 3 classes but this data has 104"):
-        package.check_compatible(manifest, SIZE, [str(i) for i in range(104)])
-    with pytest.raises(PackageError, match="class names differ"):
-        package.check_compatible(manifest, SIZE, list(reversed(CLASSES)))
+        package.check_compatible(manifest, SIZE, flowers)
+    with pytest.raises(PackageError, match="classes or label values differ"):
+        package.check_compatible(manifest, SIZE, replace(DATASET, classes=tuple(reversed(CLASSES))))
+    with pytest.raises(PackageError, match="classes or label values differ"):
+        package.check_compatible(manifest, SIZE, replace(DATASET, label_values=("a", "b", "c")))
+    with pytest.raises(PackageError, match="writes submissions as id,label but this data's are image_id,label"):
+        package.check_compatible(manifest, SIZE, replace(DATASET, id_column="image_id"))
 
 
 def test_find_package_on_kaggle_input(tmp_path, written):
@@ -184,8 +200,9 @@ with acc.scope():
 rng = np.random.default_rng(0)
 images = rng.integers(0, 256, (32, 96, 96, 3), dtype=np.uint8)
 model.fit(images, rng.integers(0, 104, 32), batch_size=16, epochs=1, verbose=0)
-package.write_package({folder!r}, model, classes=[str(i) for i in range(104)], image_size=96, backend=acc.backend,
-    metrics={{}}, training={{}}, data_fingerprint="none", dataset_id="alice/flowers-model", title="Cross backend")
+from nbkit.competitions import flowers
+package.write_package({folder!r}, model, dataset=flowers.DATASET, image_size=96, backend=acc.backend,
+    metrics={{"f1_macro": 0.0}}, training={{}}, dataset_id="alice/flowers-model")
 np.save({folder!r} + "-logits.npy", model.predict(images, batch_size=16, verbose=0))
 """
 

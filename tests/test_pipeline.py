@@ -5,10 +5,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, record_items
 
-from nbkit.flowers import checks, layout, pipeline
-from nbkit.flowers import sample as flower_sample
+from nbkit import batching
+from nbkit.images import layout, pipeline
+from nbkit.images import sample as flower_sample
 
 sys.path.insert(0, str(REPO / "bench"))
 import input_pipeline as bench  # noqa: E402  (the starter-style pipeline the benchmark compares with)
@@ -21,6 +22,17 @@ def sample(tmp_path_factory):
     return flower_sample.make_sample(
         root, image_sizes=(64, 128), train_per_class=4, val_per_class=1, test_images=3, num_classes=5
     )
+
+
+def plan(global_batch, steps_per_epoch):
+    return batching.Plan(global_batch, 1, steps_per_epoch, 1)
+
+
+def train(files, size, global_batch, steps, *, cached=True, monkeypatch=None, **options):
+    """`pipeline.train_batches`, with the decoded cache or (monkeypatching the memory rule) without."""
+    if not cached:
+        monkeypatch.setattr(pipeline, "fits_in_memory", lambda num_bytes: False)
+    return pipeline.train_batches(files, size, plan(global_batch, steps), **options)
 
 
 def one_epoch(dataset, steps):
@@ -37,12 +49,12 @@ def as_multiset(images, labels):
     return sorted(zip(labels.tolist(), unflipped(images)))
 
 
-def plain_decode(files, size, stored=None):
+def plain_decode(files, size):
     """The simplest reading: one record at a time, in file order, `decode_image` on each."""
     import tensorflow as tf
 
-    items = checks.read_items(files, labeled=True)
-    images = np.stack([pipeline.decode_image(tf.constant(jpeg), size, stored).numpy() for jpeg, _ in items])
+    items = record_items(files, labeled=True)
+    images = np.stack([pipeline.decode_image(tf.constant(jpeg), size).numpy() for jpeg, _ in items])
     return images, np.array([label for _, label in items])
 
 
@@ -52,10 +64,10 @@ def flipped_share(images, reference):
     return np.mean([image.tobytes() not in originals for image in images])
 
 
-@pytest.mark.parametrize("cache", [False, True])
-def test_fast_pipeline_gives_the_starter_pipelines_images_and_labels(sample, cache):
+@pytest.mark.parametrize("cached", [False, True])
+def test_fast_pipeline_gives_the_starter_pipelines_images_and_labels(sample, cached, monkeypatch):
     files = layout.find_files(sample, 64, "train")
-    images, labels = one_epoch(pipeline.train_dataset(files, 64, 5, seed=3, batches_per_epoch=4, cache=cache), 4)
+    images, labels = one_epoch(train(files, 64, 5, 4, cached=cached, monkeypatch=monkeypatch, seed=3), 4)
     starter = [(x.numpy(), y.numpy()) for x, y in bench.starter_records(files, 64, 64)]
     starter_images = np.stack([np.round(x * 255).astype(np.uint8) for x, _ in starter])  # it divides by 255
     starter_labels = np.array([y for _, y in starter])
@@ -66,20 +78,15 @@ def test_fast_pipeline_gives_the_starter_pipelines_images_and_labels(sample, cac
 def test_fast_pipeline_flips_about_half_and_keeps_each_label_with_its_image(sample):
     files = layout.find_files(sample, 64, "train")
     reference, reference_labels = plain_decode(files, 64)
-    images, labels = one_epoch(pipeline.train_dataset(files, 64, 5, seed=3, batches_per_epoch=4), 4)
+    images, labels = one_epoch(train(files, 64, 5, 4, seed=3), 4)
     assert as_multiset(images, labels) == as_multiset(reference, reference_labels)
     assert 0.2 <= flipped_share(images, reference) <= 0.8
-    plain, plain_labels = one_epoch(
-        pipeline.train_dataset(files, 64, 5, seed=3, batches_per_epoch=4, augmented=False), 4
-    )
-    assert flipped_share(plain, reference) == 0
-    assert sorted(map(bytes, plain.reshape(20, -1))) == sorted(map(bytes, reference.reshape(20, -1)))
 
 
-def test_cached_and_uncached_give_the_same_batches_every_epoch(sample):
+def test_cached_and_uncached_give_the_same_batches_every_epoch(sample, monkeypatch):
     files = layout.find_files(sample, 64, "train")
-    cached = one_epoch(pipeline.train_dataset(files, 64, 4, seed=7, batches_per_epoch=5, cache=True), 15)
-    uncached = one_epoch(pipeline.train_dataset(files, 64, 4, seed=7, batches_per_epoch=5, cache=False), 15)
+    cached = one_epoch(train(files, 64, 4, 5, seed=7), 15)
+    uncached = one_epoch(train(files, 64, 4, 5, cached=False, monkeypatch=monkeypatch, seed=7), 15)
     assert np.array_equal(cached[0], uncached[0]) and np.array_equal(cached[1], uncached[1])
     epochs = cached[0].reshape(3, 20, -1)
     assert not np.array_equal(epochs[0], epochs[1])  # a new order and new flips every epoch
@@ -87,41 +94,9 @@ def test_cached_and_uncached_give_the_same_batches_every_epoch(sample):
 
 def test_resumed_cached_run_sees_what_the_uninterrupted_run_saw(sample):
     files = layout.find_files(sample, 64, "train")
-    whole = one_epoch(pipeline.train_dataset(files, 64, 4, seed=7, batches_per_epoch=5, cache=True), 15)
-    resumed = one_epoch(pipeline.train_dataset(files, 64, 4, seed=7, batches_per_epoch=5, first_epoch=2, cache=True), 5)
+    whole = one_epoch(train(files, 64, 4, 5, seed=7), 15)
+    resumed = one_epoch(train(files, 64, 4, 5, seed=7, first_epoch=2), 5)
     assert np.array_equal(whole[0][40:], resumed[0]) and np.array_equal(whole[1][40:], resumed[1])
-
-
-@pytest.mark.parametrize("size", [64, 48])
-def test_training_at_a_smaller_size_than_stored(sample, size):
-    # 128 files: decoded at half scale (64), then area-averaged to 48 where asked.
-    assert (
-        pipeline.decode_ratio(128, size) == 2
-        and pipeline.decode_ratio(512, 192) == 2
-        and pipeline.decode_ratio(512, 64) == 8
-    )
-    files = layout.find_files(sample, 128, "train")
-    reference, reference_labels = plain_decode(files, size, stored=128)
-    images, labels = one_epoch(pipeline.train_dataset(files, size, 5, seed=1, batches_per_epoch=4, stored_size=128), 4)
-    assert images.shape == (20, size, size, 3)
-    assert as_multiset(images, labels) == as_multiset(reference, reference_labels)
-    # And the picture is the full-size decode scaled down, within JPEG's own error.
-    import tensorflow as tf
-
-    full = [tf.io.decode_jpeg(jpeg) for jpeg, _ in checks.read_items(files, labeled=True)]
-    scaled = np.stack([tf.image.resize(image, [size, size], method="area").numpy() for image in full])
-    assert np.abs(scaled - reference).mean() < 3.0
-
-
-def test_val_and_prediction_batches_at_a_smaller_size(sample):
-    files = layout.find_files(sample, 128, "val")
-    reference, labels = plain_decode(files, 64, stored=128)
-    val = [(x.numpy(), y.numpy()) for x, y in pipeline.val_dataset(files, 64, 5, stored_size=128)]
-    assert np.array_equal(val[0][0], reference) and np.array_equal(val[0][1], labels)
-    images, keys = pipeline.images_in_order(files, 64, labeled=True, global_batch=4, stored_size=128)
-    padded = np.concatenate([batch.numpy() for batch in images])
-    assert padded.shape == (8, 64, 64, 3) and np.array_equal(padded[:5], reference) and not padded[5:].any()
-    assert keys.tolist() == labels.tolist()
 
 
 def test_cache_is_chosen_by_free_memory():
@@ -132,25 +107,29 @@ def test_cache_is_chosen_by_free_memory():
 SEEDED_BATCHES = """
     import hashlib
     import keras
-    from nbkit.flowers import layout, pipeline
+    from nbkit import batching
+    from nbkit.images import layout, pipeline
 
     for global_seed in (None, 0, 5):  # no global seed, then two: none may change the order
         if global_seed is not None:
             keras.utils.set_random_seed(global_seed)
-        dataset = pipeline.train_dataset(layout.find_files({root!r}, 64, "train"), 64, 5, seed=3, cache={cache})
+        if not {cached}:
+            pipeline.fits_in_memory = lambda num_bytes: False
+        files = layout.find_files({root!r}, 64, "train")
+        dataset = pipeline.train_batches(files, 64, batching.Plan(5, 1, 4, 1), seed=3)
         print(hashlib.sha256(b"".join(x.numpy().tobytes() + y.numpy().tobytes() for x, y in dataset.take(6))).hexdigest())
 """
 
 
-@pytest.mark.parametrize("cache", [False, True])
-def test_the_order_follows_the_pipeline_seed_not_a_global_seed(sample, run_python, cache):
+@pytest.mark.parametrize("cached", [False, True])
+def test_the_order_follows_the_pipeline_seed_not_a_global_seed(sample, run_python, cached):
     # keras.utils.set_random_seed(0) used to break the trace; any global seed used to change the order.
-    digests = run_python(SEEDED_BATCHES.format(root=str(sample), cache=cache)).stdout.split()[-3:]
+    digests = run_python(SEEDED_BATCHES.format(root=str(sample), cached=cached)).stdout.split()[-3:]
     assert len(digests) == 3 and len(set(digests)) == 1, digests
 
 
-def test_train_dataset_gives_full_uint8_batches(sample):
-    images, labels = next(iter(pipeline.train_dataset(layout.find_files(sample, 64, "train"), 64, global_batch=4)))
+def test_train_batches_are_full_uint8_batches(sample):
+    images, labels = next(iter(train(layout.find_files(sample, 64, "train"), 64, 4, 5)))
     assert tuple(images.shape) == (4, 64, 64, 3) and images.dtype.name == "uint8"
     assert set(labels.numpy()) <= set(range(5))
 
@@ -163,45 +142,45 @@ def epochs_of(dataset, epochs, steps):
 def test_seeded_train_dataset_repeats_exactly_and_resumes_at_any_epoch(sample):
     files = layout.find_files(sample, 64, "train")  # 20 images: 5 batches of 4 per epoch
     steps = 5
-    whole = epochs_of(pipeline.train_dataset(files, 64, 4, seed=5), 4, steps)
-    again = epochs_of(pipeline.train_dataset(files, 64, 4, seed=5), 4, steps)
-    resumed = epochs_of(pipeline.train_dataset(files, 64, 4, seed=5, first_epoch=2), 2, steps)
+    whole = epochs_of(train(files, 64, 4, steps, seed=5), 4, steps)
+    again = epochs_of(train(files, 64, 4, steps, seed=5), 4, steps)
+    resumed = epochs_of(train(files, 64, 4, steps, seed=5, first_epoch=2), 2, steps)
     for a, b in zip(sum(whole, []), sum(again, [])):
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     for a, b in zip(sum(whole[2:], []), sum(resumed, [])):
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     # Epochs differ from each other (new order and augmentation), and another seed differs.
     assert not np.array_equal(whole[0][0][0], whole[1][0][0])
-    other = epochs_of(pipeline.train_dataset(files, 64, 4, seed=6), 1, steps)
+    other = epochs_of(train(files, 64, 4, steps, seed=6), 1, steps)
     assert not np.array_equal(whole[0][0][0], other[0][0][0])
 
 
 def test_batches_per_epoch_cuts_each_epoch_so_the_next_starts_on_time(sample):
     files = layout.find_files(sample, 64, "train")
-    whole = epochs_of(pipeline.train_dataset(files, 64, 4, seed=5, batches_per_epoch=2), 2, 2)
-    second = epochs_of(pipeline.train_dataset(files, 64, 4, seed=5, first_epoch=1, batches_per_epoch=2), 1, 2)
+    whole = epochs_of(train(files, 64, 4, 2, seed=5), 2, 2)
+    second = epochs_of(train(files, 64, 4, 2, seed=5, first_epoch=1), 1, 2)
     assert all(np.array_equal(a[0], b[0]) for a, b in zip(whole[1], second[0]))
 
 
 def test_an_epoch_is_one_pass_over_the_training_images(sample):
     files = layout.find_files(sample, 64, "train")
-    labels = [label for _, label in checks.read_items(files, labeled=True)]
-    first_epoch = epochs_of(pipeline.train_dataset(files, 64, 5, seed=1, augmented=False), 1, 4)[0]
+    labels = [label for _, label in record_items(files, labeled=True)]
+    first_epoch = epochs_of(train(files, 64, 5, 4, seed=1), 1, 4)[0]
     assert sorted(np.concatenate([y for _, y in first_epoch]).tolist()) == sorted(labels)
 
 
-def test_val_dataset_is_in_file_order_with_known_length(sample):
+def test_val_batches_are_in_file_order_with_known_length(sample):
     files = layout.find_files(sample, 64, "val")  # 5 images
-    val = pipeline.val_dataset(files, 64, global_batch=2)
+    val = pipeline.val_batches(files, 64, global_batch=2)
     assert len(val) == 2  # whole batches only, length known to Keras
     labels = np.concatenate([y.numpy() for _, y in val])
-    assert labels.tolist() == [label for _, label in checks.read_items(files, labeled=True)][:4]
+    assert labels.tolist() == [label for _, label in record_items(files, labeled=True)][:4]
 
 
 def test_images_in_order_pads_and_keeps_each_image_with_its_key(tmp_path):
     import tensorflow as tf
 
-    from nbkit.flowers import writer
+    from nbkit.images import writer
 
     # Three files: each image's brightness encodes its id, so pairing and order can be checked.
     records = [

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nbkit.competitions import flowers
 from nbkit.errors import ParameterError
-from nbkit.flowers import checks, layout, sample
+from nbkit.images import checks, description, layout, sample
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +19,11 @@ def made(tmp_path_factory):
     )
 
 
-def test_there_are_104_distinct_classes():
-    assert len(layout.CLASSES) == 104 == len(set(layout.CLASSES))
+def test_the_flowers_competition_has_104_distinct_classes_and_no_description_file(made):
+    assert len(flowers.CLASSES) == 104 == len(set(flowers.CLASSES)) == flowers.DATASET.num_classes
+    assert flowers.DATASET.label_values == tuple(range(104)) and flowers.DATASET.metric == "f1_macro"
+    read = description.load(made)
+    assert read == flowers.DATASET and "read as Kaggle's flowers competition" in read.describe()
 
 
 def test_sample_has_the_competition_layout_and_names(made):
@@ -35,10 +39,12 @@ def test_sample_is_deterministic_and_the_same_at_every_size(made, tmp_path):
     again = sample.make_sample(
         tmp_path, image_sizes=(64,), train_per_class=3, val_per_class=1, test_images=7, num_classes=5
     )
-    first = checks.read_items(layout.find_files(made, 64, "train"), labeled=True)
-    assert first == checks.read_items(layout.find_files(again, 64, "train"), labeled=True)
-    ids = [key for _, key in checks.read_items(layout.find_files(made, 96, "test"), labeled=False)]
-    assert ids == [key for _, key in checks.read_items(layout.find_files(made, 64, "test"), labeled=False)]
+    first = checks.check_splits(made, 64, 5, keep_items=True)
+    assert [s.items for s in first.values()] == [
+        s.items for s in checks.check_splits(again, 64, 5, keep_items=True).values()
+    ]
+    ids = [key for _, key in checks.check_splits(made, 96, 5, names=["test"], keep_items=True)["test"].items]
+    assert ids == [key for _, key in first["test"].items] and len(set(ids)) == 7
 
 
 def test_sample_images_are_told_apart_by_class():
@@ -48,8 +54,8 @@ def test_sample_images_are_told_apart_by_class():
 
 
 def test_num_classes_out_of_range_is_a_parameter_error(tmp_path):
-    with pytest.raises(ParameterError, match="num_classes=105"):
-        sample.make_sample(tmp_path, num_classes=105)
+    with pytest.raises(ParameterError, match="num_classes=0 must be at least 1"):
+        sample.make_sample(tmp_path, num_classes=0)
 
 
 def test_ensure_sample_writes_once_and_never_half(tmp_path, monkeypatch):
@@ -63,8 +69,8 @@ def test_ensure_sample_writes_once_and_never_half(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sample, "make_sample", failing)
     with pytest.raises(KeyboardInterrupt):
-        sample.ensure_sample(folder)
+        sample.ensure_sample(folder, 3)
     assert not folder.exists() and list(tmp_path.iterdir()) == []  # nothing half written stays
     monkeypatch.setattr(sample, "make_sample", lambda root, *a, **k: calls.append(root) or (root / "done").touch())
-    assert sample.ensure_sample(folder) == folder and (folder / "done").exists()
-    assert sample.ensure_sample(folder) == folder and len(calls) == 2  # the second call reuses it
+    assert sample.ensure_sample(folder, 3) == folder and (folder / "done").exists()
+    assert sample.ensure_sample(folder, 3) == folder and len(calls) == 2  # the second call reuses it

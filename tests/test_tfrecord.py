@@ -1,4 +1,4 @@
-"""The TFRecord reader and writer without TensorFlow (nbkit.tfrecord, nbkit.flowers.writer), checked against
+"""The TFRecord reader and writer without TensorFlow (nbkit.tfrecord, nbkit.images.writer), checked against
 TensorFlow itself: same bytes, same records, and every kind of damage named with file and record."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import struct
 
 import numpy as np
 import pytest
+from conftest import record_items
 
 from nbkit import tfrecord as codec
 from nbkit.errors import DataError, ParameterError
-from nbkit.flowers import checks, layout, sample, writer
+from nbkit.images import layout, sample, writer
 
 
 def test_crc32c_of_the_standard_check_string():
@@ -54,7 +55,7 @@ def test_tensorflow_reads_the_written_files_and_would_write_the_same_bytes(tmp_p
     theirs = tmp_path / "tf.tfrec"
     with tf.io.TFRecordWriter(str(theirs)) as tf_writer:
         for record in records[:3]:
-            example = tf.train.Example.FromString(writer.flower_example(record))
+            example = tf.train.Example.FromString(writer.encode_record(record))
             tf_writer.write(example.SerializeToString(deterministic=True))
     assert theirs.read_bytes() == written[0].read_bytes()
 
@@ -67,7 +68,9 @@ def test_pillow_jpegs_are_tensorflows_jpegs():
 
 
 def test_written_files_are_byte_identical_in_every_process(tmp_path, run_python):
-    write = "from nbkit.flowers import writer; writer.write_split([{{'image': b'jpeg', 'class': 3}}], {root!r}, 32, 'train')"
+    write = (
+        "from nbkit.images import writer; writer.write_split([{{'image': b'jpeg', 'class': 3}}], {root!r}, 32, 'train')"
+    )
     roots = [tmp_path / str(i) for i in range(3)]
     for root in roots:
         run_python(write.format(root=str(root)))
@@ -81,11 +84,11 @@ def test_round_trip_keeps_images_labels_and_ids_in_order(tmp_path):
     records = [{"image": bytes([i]) * 10, "id": f"id{i:03d}"} for i in range(10)]
     written = writer.write_split(records, tmp_path, 32, "test", shards=3)
     assert [p.name for p in written] == ["00-32x32-4.tfrec", "01-32x32-4.tfrec", "02-32x32-2.tfrec"]
-    assert checks.read_items(layout.find_files(tmp_path, 32, "test"), labeled=False) == [
+    assert record_items(layout.find_files(tmp_path, 32, "test"), labeled=False) == [
         (r["image"], r["id"]) for r in records
     ]
     assert sorted(p.name for p in written[0].parent.iterdir()) == [p.name for p in written]  # no partial files left
-    assert struct.unpack("<Q", written[1].read_bytes()[:8])[0] == len(writer.flower_example(records[4]))
+    assert struct.unpack("<Q", written[1].read_bytes()[:8])[0] == len(writer.encode_record(records[4]))
 
 
 def test_shard_count_rule():
@@ -119,7 +122,7 @@ def damage(path, offset: int, replacement: bytes | None = None, cut: bool = Fals
 def test_a_damaged_file_is_named(val_file, offset, replacement, cut, problem):
     damage(val_file, offset, replacement, cut)
     with pytest.raises(DataError, match="re-download or regenerate it") as error:
-        checks.read_items([str(val_file)], labeled=True)
+        record_items([str(val_file)], labeled=True)
     assert str(error.value).startswith(f"{val_file}: {problem}")
 
 
@@ -131,9 +134,9 @@ def test_crc_checks_can_be_skipped(val_file):
 def test_records_that_are_not_examples_or_lack_features_are_named(tmp_path):
     garbage = writer.write_records(tmp_path / "garbage.tfrec", [b"\x0a\xff"])
     with pytest.raises(DataError, match="garbage.tfrec: record 0 is not a tf.train.Example"):
-        checks.read_items([str(garbage)], labeled=True)
-    test_file = writer.write_records(tmp_path / "test.tfrec", [writer.flower_example({"image": b"x", "id": "a"})])
+        record_items([str(garbage)], labeled=True)
+    test_file = writer.write_records(tmp_path / "test.tfrec", [writer.encode_record({"image": b"x", "id": "a"})])
     with pytest.raises(
         DataError, match=r"record 0 is not a labeled record \(needs one image and one class; has \['id', 'image'\]\)"
     ):
-        checks.read_items([str(test_file)], labeled=True)
+        record_items([str(test_file)], labeled=True)

@@ -67,17 +67,12 @@ class Accelerator:
         check_int("per_replica_batch", per_replica_batch, minimum=1)
         return per_replica_batch * self.num_replicas
 
-    def steps_per_execution(self, requested: int) -> int:
-        """A `steps_per_execution` that works here; says so when it must lower the request."""
-        check_int("steps_per_execution", requested, minimum=1)
-        limit = self.max_steps_per_execution
-        if limit is not None and requested > limit:
-            print(
-                f"steps_per_execution={requested} lowered to {limit}: {MIRRORED_CPU_BUG}. "
-                "Real TPUs and GPUs keep the requested value."
-            )
-            return limit
-        return requested
+    @property
+    def execution_limit(self) -> tuple[int, str] | None:
+        """(the most training steps one compiled call may run here, why), or None: no known limit."""
+        if self.max_steps_per_execution is None:
+            return None
+        return self.max_steps_per_execution, MIRRORED_CPU_BUG + "; real TPUs and GPUs keep the requested value"
 
     def device(self, index: int = 0) -> contextlib.AbstractContextManager[Any]:
         """Manual placement: ops inside `with acc.device(i):` run on replica i's device."""

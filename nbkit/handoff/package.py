@@ -3,8 +3,10 @@ as a Kaggle dataset (`kaggle datasets create -p <folder>`, later `kaggle dataset
 to Kaggle Models (`publish_model`, with kagglehub).
 
     model.keras            the model (Keras 3 format; loads with either backend)
-    manifest.json          classes, image size, input format, versions, metrics, data fingerprint,
-                           and the logits of two fixed images, to check the model after loading
+    manifest.json          what the predictions mean (the dataset's classes, label values, submission
+                           columns, metric), image size, input format, versions, metrics, data
+                           fingerprint, and the logits of two fixed images, to check the model after
+                           loading (schema: `nbkit.handoff.manifest`)
     dataset-metadata.json  title, id (owner/slug), license: what the Kaggle CLI reads
 """
 
@@ -13,7 +15,6 @@ from __future__ import annotations
 import json
 import platform
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,27 +24,25 @@ import numpy as np
 from nbkit import atomic
 from nbkit.env import installed_versions
 from nbkit.errors import PackageError, ParameterError
+from nbkit.handoff import manifest as manifest_schema
+from nbkit.handoff.manifest import MANIFEST_FILE, MODEL_FILE, check_compatible
+from nbkit.handoff.manifest import read as read_manifest
+from nbkit.images.description import Description
 from nbkit.inputs.account import PLACEHOLDER_OWNER
 from nbkit.params import check_handle
 
-FORMAT = "nbkit-model-package"
-FORMAT_VERSION = 1
-MODEL_FILE = "model.keras"
-MANIFEST_FILE = "manifest.json"
+# What notebooks 05 and 06 use: writing, finding, reading, checking, loading and publishing packages.
+__all__ = [
+    "check_compatible",
+    "default_dataset_id",
+    "find_package",
+    "load_package",
+    "publish_model",
+    "read_manifest",
+    "write_package",
+]
 METADATA_FILE = "dataset-metadata.json"
 INPUT_FORMAT = "uint8 RGB, 0-255, shape [image_size, image_size, 3]; the model rescales inside"
-REQUIRED_KEYS = (
-    "format",
-    "format_version",
-    "model_file",
-    "classes",
-    "image_size",
-    "input",
-    "trained_with",
-    "metrics",
-    "data",
-    "check",
-)
 DATASET_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{4,48}[a-z0-9]$")  # Kaggle: 6-50 letters, digits, '-'
 
 
@@ -53,11 +52,12 @@ def versions(backend: str) -> dict[str, str]:
     return {"keras_backend": backend, "python": platform.python_version(), **installed_versions(names)}
 
 
-def default_dataset_id(slug: str) -> str:
-    """`<your Kaggle user name>/<slug>`, with a placeholder owner where the name is not known."""
+def default_dataset_id(dataset: Description) -> str:
+    """`<your Kaggle user name>/<the data's name>-model`, with a placeholder owner where the name is not known."""
     from nbkit.inputs.account import kaggle_username
 
-    return f"{kaggle_username() or PLACEHOLDER_OWNER}/{slug}"
+    slug = re.sub(r"[^a-z0-9]+", "-", dataset.title.lower()).strip("-")[:44].strip("-")
+    return f"{kaggle_username() or PLACEHOLDER_OWNER}/{slug}-model"
 
 
 def dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0") -> dict[str, Any]:
@@ -94,89 +94,43 @@ def write_package(
     folder: str | Path,
     model: Any,
     *,
-    classes: Sequence[str],
+    dataset: Description,
     image_size: int,
     backend: str,
     metrics: dict[str, Any],
     training: dict[str, Any],
-    data_fingerprint: str,
     dataset_id: str,
-    title: str,
 ) -> Path:
-    """Write the package into `folder`, replacing an older one only once the new one is complete."""
+    """Write the package into `folder`, replacing an older one only once the new one is complete.
+    `training` holds the run's settings, its data fingerprint among them (as `data`)."""
     folder = Path(folder)
-    dataset = dataset_metadata(dataset_id, title)  # a bad id stops here, before anything is written
+    title = f"{dataset.title[:44].strip()} model"
+    kaggle_dataset = dataset_metadata(dataset_id, title)  # a bad id stops here, before anything is written
     logits = check_logits(model, image_size)
-    if logits.shape[-1] != len(classes):
-        raise PackageError(f"The model has {logits.shape[-1]} outputs but {len(classes)} class names were given.")
+    if logits.shape[-1] != dataset.num_classes:
+        raise PackageError(f"The model has {logits.shape[-1]} outputs but the data has {dataset.num_classes} classes.")
     manifest = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format": manifest_schema.FORMAT,
+        "format_version": manifest_schema.FORMAT_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "model_file": MODEL_FILE,
         "model_name": model.name,
-        "classes": list(classes),
         "image_size": image_size,
         "input": INPUT_FORMAT,
         "output": "logits (argmax is the class; softmax gives probabilities)",
+        "dataset": manifest_schema.dataset_fields(dataset),
         "trained_with": versions(backend),
         "training": training,
         "metrics": {k: (v.item() if hasattr(v, "item") else v) for k, v in metrics.items()},
-        "data": {"fingerprint": data_fingerprint},
+        "data": {"fingerprint": str(training.get("data", ""))},
         "check": {"images": "check_images(image_size): numpy default_rng(0) uint8", "logits": logits.round(6).tolist()},
     }
+    manifest_schema.check_schema(manifest, MANIFEST_FILE)  # what 06 reads is there
     with atomic.staged_dir(folder) as staging:
         model.save(staging / MODEL_FILE)
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
-        (staging / METADATA_FILE).write_text(json.dumps(dataset, indent=2) + "\n")
+        (staging / METADATA_FILE).write_text(json.dumps(kaggle_dataset, indent=2) + "\n")
     return folder
-
-
-def read_manifest(folder: str | Path) -> dict[str, Any]:
-    """The manifest of the package in `folder`, checked: format, version, keys, model file present."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise PackageError(f"No model package at {folder}: give the folder holding {MANIFEST_FILE} and {MODEL_FILE}.")
-    path = folder / MANIFEST_FILE
-    if not path.is_file():
-        raise PackageError(
-            f"{folder} has no {MANIFEST_FILE}, so it is not a model package (or its upload is incomplete)."
-        )
-    try:
-        manifest = json.loads(path.read_text())
-    except ValueError as error:
-        raise PackageError(f"{path} is not valid JSON ({error}); re-upload the package.") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise PackageError(f"{path} is not an nbkit model manifest (format should be {FORMAT!r}).")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise PackageError(
-            f"{path} has format_version {manifest.get('format_version')!r}; this nbkit reads version {FORMAT_VERSION}. "
-            "Use the nbkit version that wrote the package, or write the package again with this one."
-        )
-    missing = [key for key in REQUIRED_KEYS if key not in manifest]
-    if missing:
-        raise PackageError(f"{path} lacks {', '.join(missing)}: the package is incomplete; write it again.")
-    if not (folder / manifest["model_file"]).is_file():
-        raise PackageError(
-            f"{folder} lacks {manifest['model_file']}, the model named in its manifest (incomplete upload?)."
-        )
-    return manifest
-
-
-def check_compatible(manifest: dict[str, Any], image_size: int, classes: Sequence[str]) -> None:
-    """Stop with a clear message if the package does not fit the data it is about to predict."""
-    if manifest["image_size"] != image_size:
-        raise PackageError(
-            f"The model takes {manifest['image_size']}x{manifest['image_size']} images but the data given is "
-            f"{image_size}x{image_size}: set IMAGE_SIZE={manifest['image_size']} (or 0: the model's own size)."
-        )
-    if len(manifest["classes"]) != len(classes):
-        raise PackageError(
-            f"The model knows {len(manifest['classes'])} classes but this data has {len(classes)}: "
-            "it was trained for another task."
-        )
-    if list(manifest["classes"]) != list(classes):
-        raise PackageError("The model's class names differ from this data's (same count, other order or names).")
 
 
 def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, Any]]:
@@ -186,13 +140,14 @@ def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, An
 
     folder = Path(folder)
     manifest = read_manifest(folder)
+    classes = manifest["dataset"]["classes"]
     try:
         model = load_model(folder / manifest["model_file"], acc)
     except Exception as error:  # Keras raises ValueError, OSError, zipfile errors... for a bad file
         raise PackageError(
             f"Could not load {folder / manifest['model_file']}: {error}. Re-upload the package."
         ) from error
-    size, classes = manifest["image_size"], manifest["classes"]
+    size = manifest["image_size"]
     if tuple(model.input_shape[1:]) != (size, size, 3) or model.output_shape[-1] != len(classes):
         raise PackageError(
             f"{manifest['model_file']} takes {model.input_shape} and gives {model.output_shape}, but the manifest "
@@ -253,15 +208,15 @@ def publish_model(folder: str | Path, handle: str, version_notes: str = "") -> s
     from nbkit.inputs import kaggle_hub
 
     manifest = read_manifest(folder)  # only a complete package goes out
-    f1 = manifest["metrics"].get("f1_macro")
-    notes = version_notes or f"{manifest['model_name']}, {manifest['image_size']}px" + (
-        f", validation F1 {f1:.3f}" if isinstance(f1, (int, float)) else ""
+    metric = manifest["dataset"]["metric"]
+    notes = version_notes or (
+        f"{manifest['model_name']}, {manifest['image_size']}px, validation {metric} {manifest['metrics'][metric]:.3f}"
     )
     return kaggle_hub.upload_model(handle, folder, notes, ignore=[METADATA_FILE])  # the dataset route's file
 
 
 def _is_package(folder: Path) -> bool:
     try:
-        return json.loads((folder / MANIFEST_FILE).read_text()).get("format") == FORMAT
+        return json.loads((folder / MANIFEST_FILE).read_text()).get("format") == manifest_schema.FORMAT
     except (OSError, ValueError, AttributeError):
         return False

@@ -1,1 +1,10 @@
-"""Image classification from TFRecords: the generic part of the kit (any competition's images)."""
+"""Image classification from TFRecords in the kit's layout: the generic part of the kit, for any
+competition's pictures (what is one competition's lives in `nbkit.competitions`).
+
+Framework-free: `description` (the dataset's nbkit-dataset.json: classes, label values, submission
+columns, metric, folds), `layout` (folders, names, counts), `checks` (every record read before
+training, through `nbkit.tfrecord`), `writer` and `sample` (a generated learnable sample), `augment`
+(the flips both stacks apply), `recipe` (profiles and the learning-rate schedule), `evaluate`
+(scores, submission.csv, metrics.json), `plots`. TensorFlow/Keras: `pipeline` (tf.data input),
+`predict` (predictions in file order), `monitor` (input-wait callback).
+"""

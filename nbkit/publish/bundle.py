@@ -25,11 +25,11 @@ NEVER_BUNDLED = "publish"  # the command line's own modules
 # Reached only through nbkit's own imports, these stay out of a bundle: on Kaggle the data is
 # attached, so the generator of the stand-in sample (and its TFRecord writer) never runs there.
 # A notebook that imports one of them itself still gets it.
-LEFT_OUT = ("flowers/sample", "flowers/writer")
+LEFT_OUT = ("images/sample", "images/writer")
 
 
 def module_file(name: str) -> Path:
-    """`flowers/layout` -> nbkit/flowers/layout.py."""
+    """`flowers/layout` -> nbkit/images/layout.py."""
     return PACKAGE / f"{name}.py"
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import execute, text_outputs
+from conftest import execute, split_keys, text_outputs
 
-from nbkit.flowers import checks, evaluate, layout
-from nbkit.flowers import sample as flower_sample
 from nbkit.handoff import package
+from nbkit.images import evaluate
+from nbkit.images import sample as flower_sample
 
 FULL = {
     "PROFILE": "full",
@@ -30,12 +30,8 @@ FULL = {
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
     return flower_sample.make_sample(
-        tmp_path_factory.mktemp("flowers"), train_per_class=1, val_per_class=1, test_images=16
+        tmp_path_factory.mktemp("flowers"), 104, train_per_class=1, val_per_class=1, test_images=16
     )
-
-
-def ids_of(root: Path) -> list[str]:
-    return [key for _, key in checks.read_items(layout.find_files(root, 192, "test"), labeled=False)]
 
 
 def computed_in_bfloat16(model_file: Path) -> tuple[set[str], str]:
@@ -54,18 +50,22 @@ def computed_in_bfloat16(model_file: Path) -> tuple[set[str], str]:
 def test_notebook_02_full_profile_in_bfloat16_on_eight_devices(small, tmp_path):
     out = text_outputs(
         execute(
-            tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(small), OUTPUT_DIR=str(tmp_path / "flowers"), **FULL
+            tmp_path,
+            "02_flowers_classifier.ipynb",
+            DATA_ROOT=str(small),
+            OUTPUT_DIR=str(tmp_path / "classifier"),
+            **FULL,
         )
     )
     joined = " ".join(out.split())
     assert "Keras backend jax, 8 replica(s)" in joined and "profile=full: EfficientNetB0 (weights none)" in joined
     assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in joined
     assert "1 steps per epoch" in joined
-    metrics = json.loads((tmp_path / "flowers" / "metrics.json").read_text())
+    metrics = json.loads((tmp_path / "classifier" / "metrics.json").read_text())
     assert (metrics["precision"], metrics["model"], metrics["replicas"]) == ("mixed_bfloat16", "EfficientNetB0", 8)
-    rows = evaluate.read_submission(tmp_path / "flowers" / "submission.csv")
-    assert [i for i, _ in rows] == ids_of(small)
-    assert computed_in_bfloat16(tmp_path / "flowers" / "model.keras") == ({"bfloat16"}, "float32")
+    _, rows = evaluate.read_submission(tmp_path / "classifier" / "submission.csv")
+    assert [i for i, _ in rows] == split_keys(small, "test")
+    assert computed_in_bfloat16(tmp_path / "classifier" / "model.keras") == ({"bfloat16"}, "float32")
 
 
 def test_notebook_05_full_profile_package_predicts_in_notebook_06(small, tmp_path):
@@ -86,6 +86,6 @@ def test_notebook_05_full_profile_package_predicts_in_notebook_06(small, tmp_pat
         )
     )
     assert "checked its outputs against the manifest" in out
-    rows = evaluate.read_submission(tmp_path / "submit" / "submission.csv")
-    assert rows == evaluate.read_submission(tmp_path / "train" / "submission.csv")  # what 05 predicted, row for row
-    assert [i for i, _ in rows] == ids_of(small)
+    submitted = evaluate.read_submission(tmp_path / "submit" / "submission.csv")
+    assert submitted == evaluate.read_submission(tmp_path / "train" / "submission.csv")  # what 05 predicted
+    assert [i for i, _ in submitted[1]] == split_keys(small, "test")

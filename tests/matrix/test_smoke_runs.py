@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import check_submission, execute, text_outputs
 
-from nbkit.flowers import evaluate
-from nbkit.flowers import sample as flower_sample
 from nbkit.handoff import package
+from nbkit.images import evaluate
+from nbkit.images import sample as flower_sample
 
 JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}  # Kaggle's TPUs today: Keras on JAX, 8 cores
 FLOWERS_FILES = (
@@ -26,13 +26,13 @@ FLOWERS_FILES = (
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> Path:
-    return flower_sample.make_sample(tmp_path_factory.mktemp("flowers"))
+    return flower_sample.make_sample(tmp_path_factory.mktemp("flowers"), 104)
 
 
 def test_01_tpu_setup_on_eight_jax_devices(tmp_path):
     out = " ".join(text_outputs(execute(tmp_path, "01_tpu_setup.ipynb", **JAX8)).split())
     assert "Keras backend jax, 8 replica(s)" in out and "keras.distribution.DataParallel" in out
-    assert out.count("[[22.0, 28.0], [49.0, 64.0]]") == 8 and "global batch 128 (8 replicas)" in out
+    assert out.count("[[22.0, 28.0], [49.0, 64.0]]") == 8 and "global batch 128 (16 x 8 replicas)" in out
     assert "learned (validation accuracy above 3x chance): True" in out
 
 
@@ -77,5 +77,5 @@ def test_05_package_predicts_the_same_in_06(made, tmp_path, trained, predicted):
         )
     )
     assert "checked its outputs against the manifest" in out
-    rows = evaluate.read_submission(tmp_path / "submit" / "submission.csv")
-    assert rows == evaluate.read_submission(tmp_path / "train" / "submission.csv")
+    submitted = evaluate.read_submission(tmp_path / "submit" / "submission.csv")
+    assert submitted == evaluate.read_submission(tmp_path / "train" / "submission.csv")

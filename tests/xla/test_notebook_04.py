@@ -44,7 +44,7 @@ def test_without_torch_xla_it_trains_on_the_cpu_and_says_so(tmp_path):
         ({"PROFILE": "fast"}, "PROFILE='fast'"),
         ({"EPOCHS": -1}, "EPOCHS=-1"),
         ({"PER_CORE_BATCH": "16"}, "PER_CORE_BATCH='16'"),
-        ({"IMAGE_SIZE": 200}, "IMAGE_SIZE=200"),
+        ({"IMAGE_SIZE": -1}, "IMAGE_SIZE=-1"),
         ({"DEVICE": "tpu"}, "DEVICE='tpu'"),
         ({"PRECISION": "mixed_float16"}, "PRECISION='mixed_float16'"),
         ({"EPOCH": 3}, "EPOCH (did you mean EPOCHS?)"),

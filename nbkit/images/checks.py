@@ -1,6 +1,7 @@
 """Every record read once before training, so bad data stops with the file and record instead of
 failing halfway through training (or after it): checksums, features, every image decoded at the
-asked size, labels within the classes, test ids unique, no empty split, counts against file names.
+asked size, labels within the dataset's classes, test ids unique, no empty split, counts against
+file names.
 Framework-free (nbkit.tfrecord and Pillow), so the TensorFlow and PyTorch notebooks check alike;
 Pillow and TensorFlow refuse the same damaged JPEGs (a test feeds both)."""
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from nbkit import storage, tfrecord
 from nbkit.errors import DataError
-from nbkit.flowers import layout
+from nbkit.images import layout
 
 
 @dataclass(frozen=True)
@@ -48,15 +49,6 @@ def flower_record(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | s
     return example["image"][0], value if labeled else value.decode()
 
 
-def read_items(files: Sequence[str], labeled: bool) -> list[tuple[bytes, Any]]:
-    """Every (JPEG bytes, class or id) of `files`, in file order, each record's checksums and features checked."""
-    return [
-        flower_record(raw, labeled, f"{name}: record {index}")
-        for name in files
-        for index, raw in enumerate(tfrecord.read_records(name))
-    ]
-
-
 def check_image(jpeg: bytes, image_size: int, where: str) -> None:
     """Decode the whole JPEG (not just its header) and check its size; a DataError says `where`."""
     from PIL import Image
@@ -71,8 +63,9 @@ def check_image(jpeg: bytes, image_size: int, where: str) -> None:
         ) from None
     if (width, height) != (image_size, image_size):
         raise DataError(
-            f"{where}: the image is {width}x{height}, not {image_size}x{image_size}. "
-            "Set IMAGE_SIZE to the size in the folder name."
+            f"{where}: the image is {width}x{height}, but every image in the {image_size}x{image_size} folder "
+            f"must be {image_size}x{image_size}: this file was written at another size. Convert the pictures "
+            f"again (python -m nbkit tfrecords ... --size {image_size}), or re-download the data."
         )
 
 
@@ -112,10 +105,18 @@ def check_file(
     return count
 
 
-def check_split(
-    data_root: str | Path, image_size: int, split: str, keep_items: bool = False, num_classes: int = len(layout.CLASSES)
-) -> Split:
-    """The split's files, each read once and checked; with `keep_items` its records too."""
+def check_splits(
+    data_root: str | Path,
+    image_size: int,
+    num_classes: int,
+    names: Sequence[str] = layout.SPLITS,
+    keep_items: bool = False,
+) -> dict[str, Split]:
+    """The splits `names`, by name, each file read once and checked; with `keep_items` their records too."""
+    return {name: _check_split(data_root, image_size, name, num_classes, keep_items) for name in names}
+
+
+def _check_split(data_root: str | Path, image_size: int, split: str, num_classes: int, keep_items: bool) -> Split:
     files = layout.find_files(data_root, image_size, split)
     items: list[tuple[bytes, Any]] | None = [] if keep_items else None
     seen: dict[Any, str] = {}
@@ -126,22 +127,6 @@ def check_split(
             f"The {split} split ({len(files)} files in {folder}) holds no records: re-download or regenerate it."
         )
     return Split(split, files, count, items)
-
-
-def checked_splits(
-    data_root: str | Path,
-    image_size: int,
-    splits: Sequence[str] = layout.SPLITS,
-    keep_items: bool = False,
-    num_classes: int = len(layout.CLASSES),
-) -> dict[str, Split]:
-    """Each split of `splits` checked (see `check_split`), by name."""
-    return {split: check_split(data_root, image_size, split, keep_items, num_classes) for split in splits}
-
-
-def counts(splits: dict[str, Split]) -> dict[str, int]:
-    """{split name: record count}."""
-    return {s.name: s.count for s in splits.values()}
 
 
 def describe(splits: dict[str, Split]) -> str:

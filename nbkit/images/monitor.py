@@ -1,6 +1,6 @@
 """Input-idle monitor: the share of each training epoch spent waiting for the next batch.
 
-    monitor = nbkit.flowers.monitor.input_monitor()
+    monitor = nbkit.images.monitor.input_monitor()
     model.fit(monitor.watch(train_dataset), ..., callbacks=[..., monitor])
     plots.input_wait(monitor.epochs)
 
@@ -20,7 +20,7 @@ from typing import Any
 
 DATA_BOUND_SHARE = 0.25  # above this, speeding up the input pays more than speeding up the model
 ADVICE = (
-    "the input pipeline is the bottleneck: cache decoded images (nbkit.flowers.pipeline.train_dataset does "
+    "the input pipeline is the bottleneck: cache decoded images (nbkit.images.pipeline.train_dataset does "
     "when they fit in a quarter of the free memory), read a smaller image size, use fewer/cheaper augmentations, or give "
     "the host more cores; see the README's 'Input speed'."
 )
@@ -93,10 +93,6 @@ def _callback_class() -> type:
             if self.verbose:
                 print(describe(wait, self.data_bound_share), flush=True)
 
-        def data_bound(self) -> bool:
-            """True when the epochs after the first (warm-up) waited more than the threshold."""
-            return is_data_bound(self.epochs, self.data_bound_share)
-
     return InputMonitor
 
 
@@ -108,10 +104,3 @@ def describe(wait: EpochWait, data_bound_share: float = DATA_BOUND_SHARE) -> str
     if wait.share > data_bound_share:
         return line + f"\nWARNING: data-bound (waited more than {data_bound_share:.0%}): " + ADVICE
     return line
-
-
-def is_data_bound(epochs: list[EpochWait], data_bound_share: float = DATA_BOUND_SHARE) -> bool:
-    """Data-bound: the waits of the epochs after the first add up to more than the threshold."""
-    later = epochs[1:] or epochs
-    seconds = sum(w.seconds for w in later)
-    return seconds > 0 and sum(w.waited for w in later) / seconds > data_bound_share

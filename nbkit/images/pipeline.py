@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nbkit.env import available_memory
-from nbkit.flowers import augment, layout
+from nbkit.images import augment, layout
 
 
 def _features(labeled: bool) -> dict[str, Any]:
@@ -24,30 +24,11 @@ def _features(labeled: bool) -> dict[str, Any]:
     return {"image": tf.io.FixedLenFeature([], tf.string), **key}
 
 
-def decode_ratio(stored_size: int, image_size: int) -> int:
-    """The largest JPEG decode-time scale-down (1, 2, 4 or 8) that still gives at least `image_size` pixels."""
-    ratio = 1
-    while ratio < 8 and stored_size // (2 * ratio) >= image_size:
-        ratio *= 2
-    return ratio
-
-
-def decode_image(jpeg: Any, image_size: int, stored_size: int | None = None) -> Any:
-    """JPEG bytes to a uint8 [image_size, image_size, 3] tensor; the explicit shape is what TPUs need.
-
-    Images stored larger (`stored_size`) are decoded at a reduced scale where possible (libjpeg
-    scales in the DCT: ~15% less work for 512 -> 256), then area-averaged down to `image_size`.
-    """
+def decode_image(jpeg: Any, image_size: int) -> Any:
+    """JPEG bytes to a uint8 [image_size, image_size, 3] tensor; the explicit shape is what TPUs need."""
     import tensorflow as tf
 
-    stored_size = stored_size or image_size
-    ratio = decode_ratio(stored_size, image_size)
-    decoded = -(-stored_size // ratio)
-    image = tf.reshape(tf.io.decode_jpeg(jpeg, channels=3, ratio=ratio), [decoded, decoded, 3])
-    if decoded != image_size:
-        image = tf.image.resize(image, [image_size, image_size], method="area")  # antialiased: 2x slower
-        image = tf.saturate_cast(tf.round(image), tf.uint8)
-    return image
+    return tf.reshape(tf.io.decode_jpeg(jpeg, channels=3), [image_size, image_size, 3])
 
 
 def _flipped(image: Any, flip: Any) -> Any:
@@ -58,9 +39,7 @@ def _flipped(image: Any, flip: Any) -> Any:
     return tf.cond(flip, lambda: tf.reverse(image, [1]), lambda: image)
 
 
-def decode_batch(
-    serialized: Any, image_size: int, labeled: bool, stored_size: int | None = None, flips: Any = None
-) -> tuple[Any, Any]:
+def decode_batch(serialized: Any, image_size: int, labeled: bool, flips: Any = None) -> tuple[Any, Any]:
     """A batch of serialized records to (uint8 images [n, size, size, 3], labels or ids).
 
     One vectorized parse per batch; each image is decoded (and flipped where `flips` says) while it
@@ -74,7 +53,7 @@ def decode_batch(
 
     def decode(item: Any) -> Any:
         jpeg, flip = item
-        return _flipped(decode_image(jpeg, image_size, stored_size), flip)
+        return _flipped(decode_image(jpeg, image_size), flip)
 
     spec = tf.TensorSpec([image_size, image_size, 3], tf.uint8)
     images = tf.map_fn(decode, (jpegs, flips), fn_output_signature=spec)
@@ -117,42 +96,35 @@ def in_file_order(files: Sequence[str]) -> Any:
     return tf.data.Dataset.from_tensor_slices(list(files)).flat_map(tf.data.TFRecordDataset)
 
 
-def train_dataset(
+def train_batches(
     files: Sequence[str],
     image_size: int,
-    global_batch: int,
-    augmented: bool = True,
-    shuffle_buffer: int = 2048,
+    plan: Any,
     seed: int | None = None,
     first_epoch: int = 0,
-    batches_per_epoch: int | None = None,
-    stored_size: int | None = None,
-    cache: bool | None = None,
+    shuffle_buffer: int = 2048,
 ) -> Any:
-    """Shuffled, augmented (`augment.flips`) (image uint8, label) batches of `global_batch`, epoch
+    """Shuffled, augmented (`augment.flips`) (image uint8, label) batches of `plan.global_batch`,
+    `plan.steps_per_epoch` of them per epoch (so data epochs and Keras epochs stay aligned), epoch
     after epoch without end.
 
-    With `cache` (default: when the decoded images take at most a quarter of the free memory) every
-    image is decoded once, here, and kept in memory; epochs then only shuffle and flip them.
+    When the decoded images take at most a quarter of the free memory, every image is decoded once,
+    here, and kept in memory; epochs then only shuffle and flip them.
 
-    An epoch is one pass over the files, cut to `batches_per_epoch` batches when given (the steps
-    per epoch of `recipe.epoch_plan`, so data epochs and Keras epochs stay aligned). With a `seed`,
-    the batches of epoch e depend only on (seed, e), so a run resumed at `first_epoch` sees exactly
-    what an uninterrupted run saw there. Without one, every call shuffles differently.
-    `stored_size`: the files' image size when it is larger than `image_size` (e.g. train at 192
-    from the 512 files).
+    With a `seed`, the batches of epoch e depend only on (seed, e), so a run resumed at `first_epoch`
+    sees exactly what an uninterrupted run saw there. Without one, every call shuffles differently.
     """
     import tensorflow as tf
 
     repeatable = seed is not None
     seed = seed if repeatable else random.SystemRandom().randrange(2**31)
+    global_batch, batches_per_epoch = plan.global_batch, plan.steps_per_epoch
     count = layout.count_items(files)
     passes = -(-global_batch // max(1, count))  # an epoch needs at least one full batch
-    if cache is None:
-        cache = fits_in_memory(count * image_size * image_size * 3)
+    cache = fits_in_memory(count * image_size * image_size * 3)
     records = positioned_records(files, ordered=repeatable)
     if cache:
-        records = _decoded_cache(records, image_size, stored_size)
+        records = _decoded_cache(records, image_size)
 
     def epoch(index: Any) -> Any:
         # The order must follow `seed` alone, not a global seed set by keras.utils.set_random_seed;
@@ -160,28 +132,26 @@ def train_dataset(
         tf.compat.v1.get_default_graph().seed = None
         shuffled = records.repeat(passes).shuffle(shuffle_buffer, seed=seed * 1_000_003 + index)
         # Full batches only: every replica gets the same per-replica batch, shapes stay static.
-        batches = shuffled.batch(global_batch, drop_remainder=True)
-        if batches_per_epoch is not None:
-            batches = batches.take(batches_per_epoch)
+        batches = shuffled.batch(global_batch, drop_remainder=True).take(batches_per_epoch)
         return batches.map(lambda positions, batch: (index, positions, batch))
 
     def finish(epoch_index: Any, positions: Any, batch: Any) -> Any:
-        flips = augment.flips(seed, epoch_index, positions) if augmented else None
+        flips = augment.flips(seed, epoch_index, positions)
         if not cache:
-            return decode_batch(batch, image_size, True, stored_size, flips)
+            return decode_batch(batch, image_size, True, flips)
         images, labels = batch
-        return (images if flips is None else flip_images(images, flips)), labels
+        return flip_images(images, flips), labels
 
     stream = tf.data.Dataset.range(first_epoch, 2**62).flat_map(epoch)
     return stream.map(finish, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def _decoded_cache(records: Any, image_size: int, stored_size: int | None) -> Any:
+def _decoded_cache(records: Any, image_size: int) -> Any:
     """(position, (image, label)) of every record, decoded once into memory, in the order read."""
     import tensorflow as tf
 
     def decode(positions: Any, serialized: Any) -> Any:
-        return positions, decode_batch(serialized, image_size, True, stored_size)
+        return positions, decode_batch(serialized, image_size, True)
 
     decoded = records.batch(256).map(decode, num_parallel_calls=tf.data.AUTOTUNE).unbatch().cache()
     # Fill the cache now, in one pass: an epoch cut short (batches_per_epoch) would leave it
@@ -190,14 +160,12 @@ def _decoded_cache(records: Any, image_size: int, stored_size: int | None) -> An
     return decoded
 
 
-def val_dataset(files: Sequence[str], image_size: int, global_batch: int, stored_size: int | None = None) -> Any:
+def val_batches(files: Sequence[str], image_size: int, global_batch: int) -> Any:
     """(image, label) batches in file order, cached in memory after the first epoch (full batches only)."""
     import tensorflow as tf
 
     batches = in_file_order(files).batch(global_batch, drop_remainder=True)
-    dataset = batches.map(
-        lambda batch: decode_batch(batch, image_size, True, stored_size), num_parallel_calls=tf.data.AUTOTUNE
-    )
+    dataset = batches.map(lambda batch: decode_batch(batch, image_size, True), num_parallel_calls=tf.data.AUTOTUNE)
     # The batch count is known from the file names; telling tf.data lets Keras stop without a warning.
     known = tf.data.experimental.assert_cardinality(layout.count_items(files) // global_batch)
     return dataset.apply(known).cache().prefetch(tf.data.AUTOTUNE)
@@ -217,9 +185,7 @@ def keys_in_order(files: Sequence[str], labeled: bool) -> Any:
     return np.array(found if labeled else [k.decode() for k in found])
 
 
-def images_in_order(
-    files: Sequence[str], image_size: int, labeled: bool, global_batch: int, stored_size: int | None = None
-) -> tuple[Any, Any]:
+def images_in_order(files: Sequence[str], image_size: int, labeled: bool, global_batch: int) -> tuple[Any, Any]:
     """Every image of `files` in file order, padded to whole global batches, and their labels or ids.
 
     Returns (dataset of image batches, numpy array of labels or ids). Predict on the dataset and
@@ -230,7 +196,7 @@ def images_in_order(
     keys = keys_in_order(files, labeled)
 
     def padded(batch: Any) -> Any:
-        images, _ = decode_batch(batch, image_size, labeled, stored_size)
+        images, _ = decode_batch(batch, image_size, labeled)
         images = tf.pad(images, [[0, global_batch - tf.shape(images)[0]], [0, 0], [0, 0], [0, 0]])
         return tf.ensure_shape(images, [global_batch, image_size, image_size, 3])
 

@@ -1,8 +1,8 @@
-"""TFRecord files written without TensorFlow, in the competition's layout and naming.
+"""TFRecord files written without TensorFlow, in the kit's layout and naming.
 
 Examples are serialized with sorted keys, as TensorFlow's deterministic serialization does, so
 TensorFlow reads these files and would write the same bytes (a test compares). Used by the
-generated sample; a kernel bundle, which reads attached data, leaves it out.
+generated sample and the converter (`nbkit.convert`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from nbkit import atomic
 from nbkit.errors import ParameterError
-from nbkit.flowers import layout
+from nbkit.images import layout
 from nbkit.tfrecord import BYTES_LIST, FLOAT_LIST, INT64_LIST, masked_crc
 
 TARGET_SHARD_BYTES = 100 * 2**20  # "tens to hundreds of files of tens to hundreds of MB"
@@ -68,11 +68,15 @@ def encode_example(features: Mapping[str, bytes | str | int | float | Sequence[A
     return _field(1, entries)
 
 
-def flower_example(record: Mapping[str, Any]) -> bytes:
-    """{"image": jpeg, "class": int} or {"image": jpeg, "id": str} as a serialized Example."""
-    key = "class" if "class" in record else "id"
-    value = int(record[key]) if key == "class" else str(record[key])
-    return encode_example({"image": record["image"], key: value})
+def encode_record(record: Mapping[str, Any]) -> bytes:
+    """{"image": jpeg, "class": int, "id": str} (a labeled record; `id` optional) or {"image": jpeg,
+    "id": str} (a test record) as a serialized Example."""
+    features: dict[str, Any] = {"image": record["image"]}
+    if "class" in record:
+        features["class"] = int(record["class"])
+    if "id" in record:
+        features["id"] = str(record["id"])
+    return encode_example(features)
 
 
 def shard_count(total_bytes: int, num_records: int, target_bytes: int = TARGET_SHARD_BYTES) -> int:
@@ -84,8 +88,8 @@ def shard_count(total_bytes: int, num_records: int, target_bytes: int = TARGET_S
 def write_split(
     records: Sequence[Mapping[str, Any]], data_root: str | Path, image_size: int, split: str, shards: int | None = None
 ) -> list[Path]:
-    """Write records ({"image": jpeg, "class": int} or {"image": jpeg, "id": str}) in the competition
-    layout and naming (`00-192x192-798.tfrec`); the shard count follows `shard_count()` unless given."""
+    """Write records (see `encode_record`) in the kit's layout and naming (`00-192x192-798.tfrec`); the
+    shard count follows `shard_count()` unless given."""
     if not records:
         raise ParameterError(f"No records to write for split {split!r}.")
     folder = Path(layout.split_folder(data_root, image_size, split))
@@ -96,5 +100,5 @@ def write_split(
     for index, start in enumerate(range(0, len(records), per_shard)):
         chunk = records[start : start + per_shard]
         path = folder / layout.file_name(index, image_size, len(chunk))
-        written.append(write_records(path, (flower_example(r) for r in chunk)))
+        written.append(write_records(path, (encode_record(r) for r in chunk)))
     return written

@@ -10,8 +10,7 @@ some. A folder without one is read as Kaggle's flowers competition, whose facts 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ METRICS = ("accuracy", "f1_macro", "qwk")  # qwk: quadratic weighted kappa (ordi
 
 
 @dataclass(frozen=True)
-class Dataset:
+class Description:
     """A dataset's facts. Label i (the `class` feature of a record) is `classes[i]`, and
     submission.csv writes it as `label_values[i]`."""
 
@@ -40,10 +39,21 @@ class Dataset:
     folds: tuple[tuple[str, ...], ...] = ()  # names of the train/ files of each fold; () = a train/val split
     counts: dict[str, int] = field(default_factory=dict)  # records per split, as converted (informational)
     converted_with: dict[str, Any] = field(default_factory=dict)  # the converter's options (informational)
+    origin: str = field(default="", compare=False)  # where the description was read from (not written)
 
     @property
     def num_classes(self) -> int:
         return len(self.classes)
+
+    def describe(self) -> str:
+        """One line: title, classes, the submission's columns, the metric, folds; and where from."""
+        shown = ", ".join(self.classes[:5]) + (", ..." if self.num_classes > 5 else "")
+        folds = f", {len(self.folds)} folds" if self.folds else ""
+        line = (
+            f"{self.title}: {self.num_classes} classes ({shown}); submission {self.id_column},{self.label_column}; "
+            f"metric {self.metric}{folds}"
+        )
+        return f"{line} ({self.origin})" if self.origin else line
 
     def to_json(self) -> dict[str, Any]:
         """The description as written to nbkit-dataset.json."""
@@ -63,7 +73,7 @@ class Dataset:
         }
 
 
-def check(dataset: Dataset, where: str = "the dataset description") -> Dataset:
+def check(dataset: Description, where: str = "the dataset description") -> Description:
     """The description itself, or a DataError saying what is wrong with it."""
     problems = []
     if not dataset.classes:
@@ -83,8 +93,8 @@ def check(dataset: Dataset, where: str = "the dataset description") -> Dataset:
     return dataset
 
 
-def from_json(values: dict[str, Any], where: str) -> Dataset:
-    """A Dataset from the contents of nbkit-dataset.json (checked)."""
+def from_json(values: dict[str, Any], where: str) -> Description:
+    """A Description from the contents of nbkit-dataset.json (checked)."""
     if values.get("format") != FORMAT:
         raise DataError(f"{where} is not an nbkit dataset description (format should be {FORMAT!r}).")
     if values.get("format_version") != FORMAT_VERSION:
@@ -94,7 +104,7 @@ def from_json(values: dict[str, Any], where: str) -> Dataset:
         )
     try:
         submission = values["submission"]
-        dataset = Dataset(
+        dataset = Description(
             title=str(values["title"]),
             classes=tuple(str(c) for c in values["classes"]),
             label_values=tuple(values["label_values"]),
@@ -112,14 +122,14 @@ def from_json(values: dict[str, Any], where: str) -> Dataset:
     return check(dataset, where)
 
 
-def write(folder: str | Path, dataset: Dataset) -> Path:
+def write(folder: str | Path, dataset: Description) -> Path:
     """Write `folder`/nbkit-dataset.json (sorted keys: the same description gives the same bytes)."""
     check(dataset)
     text = json.dumps(dataset.to_json(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     return atomic.write_text(Path(folder) / DESCRIPTION_FILE, text)
 
 
-def read(data_root: str | Path) -> Dataset | None:
+def read(data_root: str | Path) -> Description | None:
     """The description in `data_root` (a folder or gs:// URL), or None when there is none."""
     path = storage.join(data_root, DESCRIPTION_FILE)
     if not storage.exists(path):
@@ -134,6 +144,16 @@ def read(data_root: str | Path) -> Dataset | None:
     return from_json(values, path)
 
 
-def label_names(dataset: Dataset, labels: Sequence[int]) -> list[str]:
-    """The submission's label values of `labels` (indices into the classes), as text."""
-    return [str(dataset.label_values[int(label)]) for label in labels]
+def load(data_root: str | Path) -> Description:
+    """The dataset in `data_root`: its nbkit-dataset.json, or, without one, the flowers competition's
+    built-in facts (its `origin` says which)."""
+    found = read(data_root)
+    if found is not None:
+        return replace(found, origin=f"from {storage.join(data_root, DESCRIPTION_FILE)}")
+    from nbkit.competitions import flowers
+
+    return replace(
+        flowers.DATASET,
+        origin=f"no {DESCRIPTION_FILE} in {data_root}, so read as Kaggle's flowers competition; convert other "
+        "data with `python -m nbkit tfrecords`, which writes one",
+    )

@@ -11,8 +11,8 @@ import torch
 from PIL import Image
 
 from nbkit.errors import DataError
-from nbkit.flowers import augment, checks, sample
-from nbkit.pytorch import flowers as torch_flowers
+from nbkit.images import augment, checks, sample
+from nbkit.pytorch import classifier
 from nbkit.pytorch import runtime as xla
 
 
@@ -21,11 +21,11 @@ def items(tmp_path_factory):
     root = sample.make_sample(
         tmp_path_factory.mktemp("sample"), train_per_class=2, val_per_class=1, test_images=5, num_classes=4
     )
-    return {name: split.items for name, split in checks.checked_splits(root, 192, keep_items=True).items()}
+    return {name: split.items for name, split in checks.check_splits(root, 192, 4, keep_items=True).items()}
 
 
 def test_images_are_uint8_channels_first_with_their_class_or_position(items):
-    train, test = torch_flowers.FlowerImages(items["train"], 192), torch_flowers.FlowerImages(items["test"], 192)
+    train, test = classifier.ImageRecords(items["train"], 192), classifier.ImageRecords(items["test"], 192)
     image, label = train[3]
     assert image.dtype == torch.uint8 and tuple(image.shape) == (3, 192, 192)
     assert label == items["train"][3][1]
@@ -35,9 +35,9 @@ def test_images_are_uint8_channels_first_with_their_class_or_position(items):
 
 
 def test_augmentation_is_notebook_02s_flip_for_seed_epoch_and_index(items):
-    plain = torch_flowers.FlowerImages(items["train"], 192)
+    plain = classifier.ImageRecords(items["train"], 192)
     for epoch in (0, 1):
-        flipped = torch_flowers.FlowerImages(items["train"], 192, augment=True, seed=1)
+        flipped = classifier.ImageRecords(items["train"], 192, augment=True, seed=1)
         flipped.set_epoch(epoch)
         for i in range(len(plain)):
             expected = plain[i][0].flip(2) if augment.flips(1, epoch, i) else plain[i][0]  # left-right, nothing else
@@ -47,12 +47,12 @@ def test_augmentation_is_notebook_02s_flip_for_seed_epoch_and_index(items):
 
 def test_a_wrong_image_size_is_named(items):
     with pytest.raises(DataError, match="item 0 is 192x192, not 224x224"):
-        torch_flowers.FlowerImages(items["train"], 224)[0]
+        classifier.ImageRecords(items["train"], 224)[0]
 
 
 @pytest.mark.parametrize("size", [192, 331])
 def test_small_cnn_gives_logits_for_uint8_images(size):
-    model = torch_flowers.small_cnn(size, 104)
+    model = classifier.small_cnn(size, 104)
     logits = model(torch.zeros((2, 3, size, size), dtype=torch.uint8))
     assert tuple(logits.shape) == (2, 104) and logits.dtype == torch.float32
 
@@ -60,9 +60,9 @@ def test_small_cnn_gives_logits_for_uint8_images(size):
 def test_predictions_come_back_in_dataset_order(items):
     cpu = xla.select("cpu")
     torch.manual_seed(0)
-    model = torch_flowers.small_cnn(192, 4).eval()
-    dataset = torch_flowers.FlowerImages(items["train"], 192)
-    logits = torch_flowers.predict(cpu, model, dataset, batch_size=3, torch_device=torch.device("cpu"), tag="t")
+    model = classifier.small_cnn(192, 4).eval()
+    dataset = classifier.ImageRecords(items["train"], 192)
+    logits = classifier.predict(cpu, model, dataset, batch_size=3, torch_device=torch.device("cpu"), tag="t")
     with torch.no_grad():
         expected = model(torch.stack([dataset[i][0] for i in range(len(dataset))])).numpy()
     assert logits.shape == (8, 4)
@@ -72,19 +72,19 @@ def test_predictions_come_back_in_dataset_order(items):
 def test_one_epoch_on_the_cpu_reports_loss_and_accuracy(items):
     cpu = xla.select("cpu")
     torch.manual_seed(0)
-    model = torch_flowers.small_cnn(192, 4)
-    dataset = torch_flowers.FlowerImages(items["train"], 192, augment=True)
-    sampler, batches = torch_flowers.batches(cpu, dataset, 4, torch.device("cpu"), shuffle=True, drop_last=True)
+    model = classifier.small_cnn(192, 4)
+    dataset = classifier.ImageRecords(items["train"], 192, augment=True)
+    sampler, batches = classifier.batches(cpu, dataset, 4, torch.device("cpu"), shuffle=True, drop_last=True)
     before = [p.detach().clone() for p in model.parameters()]
-    scores = torch_flowers.train_epoch(cpu, model, batches, torch.optim.Adam(model.parameters(), 1e-3), epoch=0)
+    scores = classifier.train_epoch(cpu, model, batches, torch.optim.Adam(model.parameters(), 1e-3), epoch=0)
     assert 0 <= scores["accuracy"] <= 1 and np.isfinite(scores["loss"]) and scores["loss"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 def test_loader_workers_leave_the_cpu_to_training():
-    assert torch_flowers.loader_workers(xla.TorchAccelerator("cpu", "cpu", "cpu", "")) == 0
-    assert torch_flowers.loader_workers(xla.TorchAccelerator("gpu", "cuda", "Tesla T4", ""), cpus=4) == 3
-    assert torch_flowers.loader_workers(xla.TorchAccelerator("gpu", "cuda", "Tesla T4", ""), cpus=64) == 4
+    assert classifier.loader_workers(xla.TorchAccelerator("cpu", "cpu", "cpu", "")) == 0
+    assert classifier.loader_workers(xla.TorchAccelerator("gpu", "cuda", "Tesla T4", ""), cpus=4) == 3
+    assert classifier.loader_workers(xla.TorchAccelerator("gpu", "cuda", "Tesla T4", ""), cpus=64) == 4
 
 
 def conv_output_dtypes(model, run):
@@ -106,20 +106,20 @@ def conv_output_dtypes(model, run):
 def test_bfloat16_autocast_computes_convolutions_in_bfloat16_and_keeps_the_loss_and_logits_float32(items):
     cpu = xla.select("cpu")
     torch.manual_seed(0)
-    model = torch_flowers.small_cnn(192, 4)
-    dataset = torch_flowers.FlowerImages(items["train"], 192)
-    _, batches = torch_flowers.batches(cpu, dataset, 4, torch.device("cpu"), shuffle=False, drop_last=True)
+    model = classifier.small_cnn(192, 4)
+    dataset = classifier.ImageRecords(items["train"], 192)
+    _, batches = classifier.batches(cpu, dataset, 4, torch.device("cpu"), shuffle=False, drop_last=True)
     optimizer = torch.optim.Adam(model.parameters(), 1e-3)
     dtypes, scores = conv_output_dtypes(
-        model, lambda: torch_flowers.train_epoch(cpu, model, batches, optimizer, 0, precision="mixed_bfloat16")
+        model, lambda: classifier.train_epoch(cpu, model, batches, optimizer, 0, precision="mixed_bfloat16")
     )
     assert dtypes == {"torch.bfloat16"} and np.isfinite(scores["loss"])
     dtypes, logits = conv_output_dtypes(
         model,
-        lambda: torch_flowers.predict(cpu, model, dataset, 4, torch.device("cpu"), "t", precision="mixed_bfloat16"),
+        lambda: classifier.predict(cpu, model, dataset, 4, torch.device("cpu"), "t", precision="mixed_bfloat16"),
     )
     assert dtypes == {"torch.bfloat16"} and logits.dtype == np.float32
-    assert conv_output_dtypes(model, lambda: torch_flowers.predict(cpu, model, dataset, 4, torch.device("cpu"), "t"))[
+    assert conv_output_dtypes(model, lambda: classifier.predict(cpu, model, dataset, 4, torch.device("cpu"), "t"))[
         0
     ] == {"torch.float32"}
 
@@ -139,7 +139,7 @@ def test_precision_choices():
 
 def test_same_logits_allows_bfloat16_round_off_but_not_other_predictions():
     reference = np.random.default_rng(0).normal(size=(20, 104)) * 5
-    assert torch_flowers.same_logits(reference + 1e-5, reference, "float32")
-    assert not torch_flowers.same_logits(reference + 0.1, reference, "float32")
-    assert torch_flowers.same_logits(reference + 0.1, reference, "mixed_bfloat16")
-    assert not torch_flowers.same_logits(reference[::-1], reference, "mixed_bfloat16")  # rows of other images
+    assert classifier.same_logits(reference + 1e-5, reference, "float32")
+    assert not classifier.same_logits(reference + 0.1, reference, "float32")
+    assert classifier.same_logits(reference + 0.1, reference, "mixed_bfloat16")
+    assert not classifier.same_logits(reference[::-1], reference, "mixed_bfloat16")  # rows of other images

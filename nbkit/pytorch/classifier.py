@@ -1,10 +1,10 @@
-"""The flowers classifier of notebook 02 in PyTorch: images from the competition's TFRecords, the
-smoke profile's small CNN, and the training and prediction loops, written once for XLA, CUDA and
-the CPU (see `nbkit.pytorch.runtime`).
+"""The image classifier of notebook 02 in PyTorch: images from the kit's TFRecords, the smoke
+profile's small CNN, and the training and prediction loops, written once for XLA, CUDA and the CPU
+(see `nbkit.pytorch.runtime`).
 
-The records come from `nbkit.flowers.checks` (no TensorFlow); JPEGs are decoded with Pillow when a
+The records come from `nbkit.images.checks` (no TensorFlow); JPEGs are decoded with Pillow when a
 batch needs them, so only the compressed bytes stay in memory. Augmentation is notebook 02's:
-`nbkit.flowers.augment.flips`, the same images flipped in the same epoch for the same seed.
+`nbkit.images.augment.flips`, the same images flipped in the same epoch for the same seed.
 """
 
 from __future__ import annotations
@@ -13,16 +13,17 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from nbkit import batching
 from nbkit.errors import DataError
-from nbkit.flowers import augment, recipe
+from nbkit.images import augment
 from nbkit.pytorch import runtime
 from nbkit.pytorch.runtime import TorchAccelerator
 
 
-class FlowerImages:
+class ImageRecords:
     """A map-style dataset of (uint8 image [3, size, size], class) items, or (image, position) for
     test items, from (JPEG bytes, class or id) pairs in file order. With `augment`, the left-right
-    flips of `nbkit.flowers.augment` for (seed, epoch, index)."""
+    flips of `nbkit.images.augment` for (seed, epoch, index)."""
 
     def __init__(
         self, items: Sequence[tuple[bytes, Any]], image_size: int, augment: bool = False, seed: int = 0
@@ -48,7 +49,7 @@ class FlowerImages:
         if image.shape != (self.image_size, self.image_size, 3):
             raise DataError(
                 f"item {index} is {image.shape[1]}x{image.shape[0]}, not {self.image_size}x{self.image_size}: "
-                "set IMAGE_SIZE to the size in the folder name."
+                "every image in a size folder must have its size: convert the pictures again."
             )
         if self.augment and augment.flips(self.seed, self.epoch, index):
             image = image[:, ::-1]
@@ -128,15 +129,16 @@ def train_epoch(
 def fit(
     acc: TorchAccelerator,
     model: Any,
-    train_set: FlowerImages,
-    val_set: FlowerImages,
-    config: Any,
+    train_set: ImageRecords,
+    val_set: ImageRecords,
+    profile: Any,
+    per_core_batch: int,
     torch_device: Any,
     seed: int = 0,
     precision: str = "float32",
 ) -> dict[str, list[float]]:
-    """Train `model` (already on `torch_device`) for `config.epochs` (a `recipe.FlowerConfig`) with Adam
-    and the flower schedule, its maximum scaled by the number of cores, in `precision` (see
+    """Train `model` (already on `torch_device`) for `profile.epochs` (a `recipe.Profile`) with Adam and
+    the profile's schedule, its maximum scaled by the number of cores, in `precision` (see
     `runtime.precision`); the master prints one line per epoch. Returns the history: loss, accuracy,
     val_loss, val_accuracy, learning_rate."""
     import time
@@ -146,25 +148,24 @@ def fit(
 
     cores = runtime.world_size(acc)
     counts = {"train": len(train_set), "val": len(val_set)}
-    recipe.check_batch(config.per_replica_batch, cores, train_set.image_size, counts, parameter="PER_CORE_BATCH")
-    schedule = config.schedule(cores)
+    item_bytes = train_set.image_size**2 * 3
+    batching.check_batch(per_core_batch, cores, item_bytes, counts, parameter="PER_CORE_BATCH")
+    schedule = profile.schedule(cores)
     workers = loader_workers(acc)
     sampler, train_batches = batches(
-        acc, train_set, config.per_replica_batch, torch_device, shuffle=True, seed=seed, drop_last=True, workers=workers
+        acc, train_set, per_core_batch, torch_device, shuffle=True, seed=seed, drop_last=True, workers=workers
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=schedule(0))
     val_labels = np.array([label for _, label in val_set.items])
     history: dict[str, list[float]] = {k: [] for k in ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")}
-    for epoch in range(config.epochs):
+    for epoch in range(profile.epochs):
         start = time.perf_counter()
         sampler.set_epoch(epoch)  # a new shuffle, the same on every core
         train_set.set_epoch(epoch)
         for group in optimizer.param_groups:
             group["lr"] = schedule(epoch)
         scores = train_epoch(acc, model, train_batches, optimizer, epoch, precision)
-        val_logits = predict(
-            acc, model, val_set, config.per_replica_batch, torch_device, f"val-{epoch}", workers, precision
-        )
+        val_logits = predict(acc, model, val_set, per_core_batch, torch_device, f"val-{epoch}", workers, precision)
         val_loss = float(torch.nn.functional.cross_entropy(torch.from_numpy(val_logits), torch.from_numpy(val_labels)))
         for name, value in (
             *scores.items(),
@@ -175,7 +176,7 @@ def fit(
             history[name].append(value)
         runtime.master_print(
             acc,
-            f"epoch {epoch + 1}/{config.epochs}: "
+            f"epoch {epoch + 1}/{profile.epochs}: "
             + ", ".join(f"{name} {values[-1]:.3g}" for name, values in history.items())
             + f" ({time.perf_counter() - start:.1f} s)",
         )

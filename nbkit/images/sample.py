@@ -1,5 +1,6 @@
-"""A small, learnable sample in exactly the competition's layout and format: 104 classes of coloured
-shapes as real JPEGs, the same drawings at every image size. Written without TensorFlow."""
+"""A small, learnable sample in the kit's layout and format (the flowers notebooks' stand-in when the
+competition is not there): coloured shapes as real JPEGs, one look per class, the same drawings at
+every image size. Written without TensorFlow."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from nbkit import atomic
 from nbkit.errors import ParameterError
-from nbkit.flowers import layout, writer
+from nbkit.images import writer
 
 
 def sample_image(label: int, size: int, rng: Any) -> Any:
@@ -50,17 +51,17 @@ def encode_jpeg(image: Any, quality: int = 90) -> bytes:
 
 def sample_splits(
     image_size: int,
+    num_classes: int,
     train_per_class: int = 8,
     val_per_class: int = 2,
     test_images: int = 104,
-    num_classes: int = len(layout.CLASSES),
     seed: int = 0,
 ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """(split, records) of the generated sample at one size."""
+    """(split, records) of the generated sample at one size; every record has an `id`."""
     import numpy as np
 
-    if not 1 <= num_classes <= len(layout.CLASSES):
-        raise ParameterError(f"num_classes={num_classes} must be between 1 and {len(layout.CLASSES)}.")
+    if num_classes < 1:
+        raise ParameterError(f"num_classes={num_classes} must be at least 1.")
     plan = {
         "train": np.tile(np.arange(num_classes), train_per_class),
         "val": np.tile(np.arange(num_classes), val_per_class),
@@ -71,32 +72,33 @@ def sample_splits(
         records = []
         for i, label in enumerate(labels):
             jpeg = encode_jpeg(sample_image(int(label), image_size, rng))
-            key = {"id": f"{seed:03x}{split_index}{i:05x}"} if split == "test" else {"class": int(label)}
-            records.append({"image": jpeg, **key})
+            label_or_not = {} if split == "test" else {"class": int(label)}
+            records.append({"image": jpeg, "id": f"{seed:03x}{split_index}{i:05x}", **label_or_not})
         yield split, records
 
 
 def make_sample(
     data_root: str | Path,
+    num_classes: int,
     image_sizes: Sequence[int] = (192,),
     train_per_class: int = 8,
     val_per_class: int = 2,
     test_images: int = 104,
-    num_classes: int = len(layout.CLASSES),
     seed: int = 0,
 ) -> Path:
     """Write the sample (deterministic for a `seed`) under `data_root`, every size in `image_sizes`."""
     for size in image_sizes:
-        for split, records in sample_splits(size, train_per_class, val_per_class, test_images, num_classes, seed):
+        for split, records in sample_splits(size, num_classes, train_per_class, val_per_class, test_images, seed):
             writer.write_split(records, data_root, size, split)
     return Path(data_root)
 
 
-def ensure_sample(sample_dir: str | Path) -> Path:
-    """The default sample in `sample_dir`, written the first time (later runs reuse it). It is written
-    into a staging folder and renamed into place, so a killed run never leaves half a sample."""
+def ensure_sample(sample_dir: str | Path, num_classes: int) -> Path:
+    """The default sample of `num_classes` classes in `sample_dir`, written the first time (later runs
+    reuse it). It is written into a staging folder and renamed into place, so a killed run never leaves
+    half a sample."""
     sample_dir = Path(sample_dir)
     if not sample_dir.is_dir():
         with atomic.staged_dir(sample_dir) as staging:
-            make_sample(staging)
+            make_sample(staging, num_classes)
     return sample_dir

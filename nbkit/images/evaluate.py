@@ -38,24 +38,23 @@ def scores(counts: np.ndarray) -> dict[str, float]:
     }
 
 
-def write_submission(ids: Sequence[str], predictions: Sequence[int], path: str | Path) -> Path:
-    """`submission.csv` with header `id,label`, one row per test id, in the given order."""
-    if len(ids) != len(predictions):
-        raise DataError(f"{len(ids)} test ids but {len(predictions)} predictions: they must match one to one.")
+def write_submission(ids: Sequence[str], labels: Sequence[int], dataset: Any, path: str | Path) -> Path:
+    """`submission.csv` in the dataset's form (its header, e.g. `id,label`, and its label values), one
+    row per test id, in the given order."""
+    if len(ids) != len(labels):
+        raise DataError(f"{len(ids)} test ids but {len(labels)} predictions: they must match one to one.")
     if len(set(ids)) != len(ids):
         raise DataError("Test ids repeat: each id must appear once in submission.csv.")
-    lines = ["id,label"] + [f"{i},{int(p)}" for i, p in zip(ids, predictions)]
+    lines = [f"{dataset.id_column},{dataset.label_column}"]
+    lines += [f"{i},{dataset.label_values[int(label)]}" for i, label in zip(ids, labels)]
     return atomic.write_text(path, "\n".join(lines) + "\n")
 
 
-def read_submission(path: str | Path) -> list[tuple[str, int]]:
-    """The (id, label) rows of a submission file (header checked)."""
+def read_submission(path: str | Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """(header, rows) of a submission file, every value as text."""
     with open(path, newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header != ["id", "label"]:
-            raise DataError(f"{path}: header is {header}, expected ['id', 'label'].")
-        return [(row[0], int(row[1])) for row in reader]
+        header, *rows = list(csv.reader(f))
+    return header, [(row[0], row[1]) for row in rows]
 
 
 def write_metrics(metrics: dict[str, Any], path: str | Path) -> Path:

@@ -23,7 +23,7 @@ def predict_in_order(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Logits for every image of `files`, in file order, and their labels (or test ids), checked
     against one-device predictions of some of them (`check_rows`)."""
-    from nbkit.flowers.pipeline import images_in_order
+    from nbkit.images.pipeline import images_in_order
 
     images, keys = images_in_order(files, image_size, labeled=labeled, global_batch=global_batch)
     # The last batch is padded so every replica gets a full one; the padding's rows are cut.

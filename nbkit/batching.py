@@ -1,0 +1,115 @@
+"""How one run steps through its data, worked out once so the input pipeline and `fit` read the same
+numbers: the global batch (checked against the splits and the memory), the steps per epoch, and the
+steps per compiled execution (lowered where the hardware or the epoch needs it, saying why)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nbkit.env import available_memory
+from nbkit.errors import ParameterError
+from nbkit.params import check_int
+
+MEMORY_SHARE = 0.5  # of the memory available: the rest is for the model, the cache, the notebook
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The run's steps: `steps_per_epoch` batches of `global_batch` items per epoch, run
+    `steps_per_execution` at a time (steps_per_epoch is a whole multiple of it)."""
+
+    per_replica_batch: int
+    replicas: int
+    steps_per_epoch: int
+    steps_per_execution: int
+    notes: tuple[str, ...] = ()  # each value lowered, and why
+
+    @property
+    def global_batch(self) -> int:
+        return self.per_replica_batch * self.replicas
+
+    def describe(self) -> str:
+        """`global batch 128 (16 x 8 replicas), 6 steps per epoch, 6 per execution` (+ why lowered)."""
+        line = (
+            f"global batch {self.global_batch} ({self.per_replica_batch} x {self.replicas} replicas), "
+            f"{self.steps_per_epoch} steps per epoch, {self.steps_per_execution} per execution"
+        )
+        return "; ".join([line, *self.notes])
+
+
+def batch_bytes(global_batch: int, item_bytes: int) -> int:
+    """Host memory one global batch takes: its uint8 items, and the float32 copy the model's first layer makes."""
+    return global_batch * item_bytes * (1 + 4)
+
+
+def check_batch(
+    per_replica_batch: int,
+    replicas: int,
+    item_bytes: int,
+    counts: dict[str, int],
+    available_bytes: int | None = None,
+    parameter: str = "PER_REPLICA_BATCH",
+) -> int:
+    """The global batch, once it is known to work: no larger than any split in `counts` (an epoch and
+    a validation pass each need a full batch), and small enough for the memory available (default:
+    what this machine has free now). A ParameterError says what to pass as `parameter` instead."""
+    check_int(parameter, per_replica_batch, minimum=1)
+    global_batch = per_replica_batch * replicas
+    what = f"{parameter}={per_replica_batch} x {replicas} replica(s) = a global batch of {global_batch}"
+    if counts and global_batch > min(counts.values()):
+        smallest, split = min((count, split) for split, count in counts.items())
+        fits = smallest // replicas
+        instead = f"{parameter}={fits} or less" if fits else f"at most {smallest} replicas"
+        raise ParameterError(
+            f"{what}, more than the {smallest} images of the {split} split: every step and every "
+            f"validation pass needs a full batch. Use {instead}."
+        )
+    available_bytes = available_memory() if available_bytes is None else available_bytes
+    needed = batch_bytes(global_batch, item_bytes)
+    if available_bytes is not None and needed > MEMORY_SHARE * available_bytes:
+        fits = int(MEMORY_SHARE * available_bytes // batch_bytes(replicas, item_bytes))
+        raise ParameterError(
+            f"{what} needs about {needed / 2**30:.1f} GiB of memory per step; "
+            f"{available_bytes / 2**30:.1f} GiB are free here. Use {parameter}={fits} or less."
+        )
+    return global_batch
+
+
+def plan(
+    train_items: int,
+    val_items: int,
+    per_replica_batch: int,
+    replicas: int,
+    item_bytes: int,
+    steps_per_execution: int = 1,
+    max_steps_per_epoch: int = 0,
+    execution_limit: tuple[int, str] | None = None,
+    available_bytes: int | None = None,
+) -> Plan:
+    """The plan for training on `train_items` items of `item_bytes` bytes, validating on `val_items`
+    (both need full batches). An epoch is one pass (at most `max_steps_per_epoch` steps when given).
+
+    Keras 3 runs whole executions: an epoch of 52 steps with steps_per_execution=16 really runs 64
+    (4 x 16), reading on into the next epoch's data. So an epoch is cut to whole executions: at most
+    steps_per_execution - 1 batches are left out, different ones each epoch (each is shuffled anew).
+    `execution_limit`: (the most steps per execution this hardware runs, why), e.g. the accelerator's.
+    """
+    check_int("STEPS_PER_EXECUTION", steps_per_execution, minimum=1)
+    check_int("STEPS_PER_EPOCH", max_steps_per_epoch, minimum=0)
+    counts = {"train": train_items, "val": val_items}
+    global_batch = check_batch(per_replica_batch, replicas, item_bytes, counts, available_bytes)
+    notes = []
+    per_execution = steps_per_execution
+    if execution_limit is not None and per_execution > execution_limit[0]:
+        per_execution = execution_limit[0]
+        notes.append(f"steps_per_execution={steps_per_execution} lowered to {per_execution}: {execution_limit[1]}")
+    batches = max(1, train_items // global_batch)
+    if max_steps_per_epoch:
+        batches = min(batches, max_steps_per_epoch)
+    if per_execution > batches:
+        notes.append(f"steps_per_execution={per_execution} lowered to {batches}, the steps of one epoch")
+        per_execution = batches
+    steps = batches // per_execution * per_execution
+    if steps < batches:
+        notes.append(f"an epoch of {batches} batches cut to {steps}, whole executions of {per_execution}")
+    return Plan(per_replica_batch, replicas, steps, per_execution, tuple(notes))

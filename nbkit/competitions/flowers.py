@@ -1,0 +1,81 @@
+"""Kaggle's "Flower Classification with TPUs", the kit's worked example: the only place that knows
+its 104 classes, its image sizes, its slug and its metric. Its data needs no nbkit-dataset.json.
+
+DATA_ROOT of the notebooks: a folder or gs:// URL; "auto" (this competition attached on Kaggle,
+else kagglehub: attached on Kaggle, downloaded elsewhere with Kaggle credentials; else a generated
+sample in its format); or "sample".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbkit import env as nbenv
+from nbkit.errors import DataError
+from nbkit.images.description import Description
+from nbkit.inputs.datasets import DataSource, locate
+
+COMPETITION = "flower-classification-with-tpus"
+IMAGE_SIZES = (192, 224, 331, 512)
+DEFAULT_IMAGE_SIZE = 192
+
+# The competition's 104 classes, in label order.
+CLASSES = (
+    "pink primrose", "hard-leaved pocket orchid", "canterbury bells", "sweet pea", "wild geranium",
+    "tiger lily", "moon orchid", "bird of paradise", "monkshood", "globe thistle",
+    "snapdragon", "colt's foot", "king protea", "spear thistle", "yellow iris",
+    "globe-flower", "purple coneflower", "peruvian lily", "balloon flower", "giant white arum lily",
+    "fire lily", "pincushion flower", "fritillary", "red ginger", "grape hyacinth",
+    "corn poppy", "prince of wales feathers", "stemless gentian", "artichoke", "sweet william",
+    "carnation", "garden phlox", "love in the mist", "cosmos", "alpine sea holly",
+    "ruby-lipped cattleya", "cape flower", "great masterwort", "siam tulip", "lenten rose",
+    "barberton daisy", "daffodil", "sword lily", "poinsettia", "bolero deep blue",
+    "wallflower", "marigold", "buttercup", "daisy", "common dandelion",
+    "petunia", "wild pansy", "primula", "sunflower", "lilac hibiscus",
+    "bishop of llandaff", "gaura", "geranium", "orange dahlia", "pink-yellow dahlia",
+    "cautleya spicata", "japanese anemone", "black-eyed susan", "silverbush", "californian poppy",
+    "osteospermum", "spring crocus", "iris", "windflower", "tree poppy",
+    "gazania", "azalea", "water lily", "rose", "thorn apple",
+    "morning glory", "passion flower", "lotus", "toad lily", "anthurium",
+    "frangipani", "clematis", "hibiscus", "columbine", "desert-rose",
+    "tree mallow", "magnolia", "cyclamen", "watercress", "canna lily",
+    "hippeastrum", "bee balm", "pink quill", "foxglove", "bougainvillea",
+    "camellia", "mallow", "mexican petunia", "bromelia", "blanket flower",
+    "trumpet creeper", "blackberry lily", "common tulip", "wild rose",
+)  # fmt: skip
+
+# submission.csv is `id,label` with the class number; the competition scores macro F1.
+DATASET = Description(
+    title="Flower Classification with TPUs",
+    classes=CLASSES,
+    label_values=tuple(range(len(CLASSES))),
+    image_sizes=IMAGE_SIZES,
+    id_column="id",
+    label_column="label",
+    metric="f1_macro",
+    competition=COMPETITION,
+)
+
+
+def sample_source(environment: Any) -> DataSource:
+    """The generated sample in the working folder (written the first time)."""
+    try:
+        from nbkit.images import sample
+    except ImportError:  # a kernel bundle leaves the generator out: on Kaggle the data is attached
+        raise DataError(
+            "This notebook's bundled nbkit has no sample generator (a kernel bundle is made for Kaggle, where "
+            "the data is attached): on Kaggle, attach the competition with 'Add Input'; elsewhere set DATA_ROOT "
+            "to a copy of the data, or run the notebook from a clone of nbkit."
+        ) from None
+    folder = sample.ensure_sample(environment.working_dir / "sample-data", len(CLASSES))
+    return DataSource(str(folder), f"the generated sample in {folder} stands in")
+
+
+def locate_data(data_root: str, remote_tpu: bool = False, environment: Any = None) -> DataSource:
+    """Where the TFRecords are, and why there: DATA_ROOT itself, or for "auto" this competition's data
+    (else the generated sample), for "sample" the sample."""
+    environment = environment or nbenv.detect(probe_internet=lambda: False)
+    if data_root == "sample":
+        stand_in = sample_source(environment)
+        return DataSource(stand_in.path, "DATA_ROOT='sample', so " + stand_in.reason.removesuffix(" stands in"))
+    return locate(data_root, COMPETITION, remote_tpu=remote_tpu, fallback=sample_source, environment=environment)

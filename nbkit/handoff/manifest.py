@@ -1,0 +1,166 @@
+"""The manifest of a model package (`manifest.json`): one schema for everything notebook 06 reads,
+checked whenever a package is read, so a damaged or foreign manifest stops with the key that is
+wrong, never with a raw KeyError halfway through predicting."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from nbkit.errors import PackageError
+from nbkit.images.description import Description
+
+FORMAT = "nbkit-model-package"
+FORMAT_VERSION = 2  # 2: the dataset's description (classes, label values, submission columns, metric)
+MODEL_FILE = "model.keras"
+MANIFEST_FILE = "manifest.json"
+NUMBER = (int, float)
+
+# What a package must hold, key by key (nested dicts are checked the same way); other keys are free.
+SCHEMA: dict[str, Any] = {
+    "format": str,
+    "format_version": int,
+    "model_file": str,
+    "model_name": str,
+    "image_size": int,
+    "input": str,
+    "dataset": {
+        "title": str,
+        "classes": list,
+        "label_values": list,
+        "id_column": str,
+        "label_column": str,
+        "metric": str,
+    },
+    "trained_with": {"keras": str, "keras_backend": str},
+    "training": dict,
+    "metrics": dict,
+    "data": {"fingerprint": str},
+    "check": {"logits": list},
+}
+
+
+def dataset_fields(dataset: Description) -> dict[str, Any]:
+    """The part of a dataset's description a model package keeps: what its predictions mean."""
+    return {
+        "title": dataset.title,
+        "competition": dataset.competition,
+        "classes": list(dataset.classes),
+        "label_values": list(dataset.label_values),
+        "id_column": dataset.id_column,
+        "label_column": dataset.label_column,
+        "metric": dataset.metric,
+    }
+
+
+def dataset_of(manifest: Mapping[str, Any]) -> Description:
+    """The dataset description a package was trained on (without its sizes and folds)."""
+    fields = manifest["dataset"]
+    return Description(
+        title=fields["title"],
+        classes=tuple(fields["classes"]),
+        label_values=tuple(fields["label_values"]),
+        image_sizes=(manifest["image_size"],),
+        id_column=fields["id_column"],
+        label_column=fields["label_column"],
+        metric=fields["metric"],
+        competition=fields.get("competition"),
+    )
+
+
+def _wrong(values: Any, schema: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """What in `values` does not fit `schema`: missing keys, and values of another type."""
+    problems = []
+    for key, kind in schema.items():
+        name = prefix + key
+        if not isinstance(values, Mapping) or key not in values:
+            problems.append(f"{name} is missing")
+        elif isinstance(kind, dict):
+            problems += _wrong(values[key], kind, name + ".")
+        elif not isinstance(values[key], kind) or isinstance(values[key], bool) and kind is not bool:
+            problems.append(f"{name} is {type(values[key]).__name__}, not {kind.__name__}")
+    return problems
+
+
+def check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
+    """`manifest` if it holds everything SCHEMA lists (and its validation score in the dataset's metric)."""
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise PackageError(f"{path} is not an nbkit model manifest (format should be {FORMAT!r}).")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise PackageError(
+            f"{path} has format_version {manifest.get('format_version')!r}; this nbkit reads version {FORMAT_VERSION}. "
+            "Use the nbkit version that wrote the package, or write the package again with this one (notebook 05)."
+        )
+    problems = _wrong(manifest, SCHEMA)
+    if not problems:
+        metric = manifest["dataset"]["metric"]
+        if not isinstance(manifest["metrics"].get(metric), NUMBER):
+            problems.append(f"metrics.{metric} (the dataset's metric) is missing")
+        if len(manifest["dataset"]["classes"]) != len(manifest["dataset"]["label_values"]):
+            problems.append("dataset.classes and dataset.label_values differ in length")
+    if problems:
+        raise PackageError(f"{path}: {'; '.join(problems)}. The package is incomplete or damaged: write it again.")
+    return manifest
+
+
+def read(folder: str | Path) -> dict[str, Any]:
+    """The manifest of the package in `folder`, checked against SCHEMA, and its model file present."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise PackageError(f"No model package at {folder}: give the folder holding {MANIFEST_FILE} and {MODEL_FILE}.")
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        raise PackageError(
+            f"{folder} has no {MANIFEST_FILE}, so it is not a model package (or its upload is incomplete)."
+        )
+    try:
+        values = json.loads(path.read_text())
+    except ValueError as error:
+        raise PackageError(f"{path} is not valid JSON ({error}); re-upload the package.") from None
+    manifest = check_schema(values, path)
+    if not (folder / manifest["model_file"]).is_file():
+        raise PackageError(
+            f"{folder} lacks {manifest['model_file']}, the model named in its manifest (incomplete upload?)."
+        )
+    return manifest
+
+
+def check_compatible(manifest: Mapping[str, Any], image_size: int, dataset: Description, name: str = "") -> None:
+    """Stop with a clear message if the package does not fit the data it is about to predict: its
+    image size, classes, label values and submission columns."""
+    model = f"The model{f' {name}' if name else ''}"
+    trained = dataset_of(manifest)
+    if manifest["image_size"] != image_size:
+        raise PackageError(
+            f"{model} takes {manifest['image_size']}x{manifest['image_size']} images but the data given is "
+            f"{image_size}x{image_size}: set IMAGE_SIZE={manifest['image_size']} (or 0: the model's own size)."
+        )
+    if trained.num_classes != dataset.num_classes:
+        raise PackageError(
+            f"{model} knows {trained.num_classes} classes but this data has {dataset.num_classes}: "
+            "it was trained for another task."
+        )
+    if trained.classes != dataset.classes or list(map(str, trained.label_values)) != list(
+        map(str, dataset.label_values)
+    ):
+        raise PackageError(
+            f"{model}'s classes or label values differ from this data's (same count, other order or names): "
+            "its predictions would name the wrong classes."
+        )
+    if (trained.id_column, trained.label_column) != (dataset.id_column, dataset.label_column):
+        raise PackageError(
+            f"{model} writes submissions as {trained.id_column},{trained.label_column} but this data's are "
+            f"{dataset.id_column},{dataset.label_column}: it was trained for another competition."
+        )
+
+
+def check_same(manifests: Sequence[Mapping[str, Any]], names: Sequence[str]) -> None:
+    """Models averaged in one ensemble must agree on image size, classes, label values and columns."""
+    first = manifests[0]
+    for manifest, name in zip(manifests[1:], names[1:]):
+        try:
+            check_compatible(manifest, first["image_size"], dataset_of(first), name)
+        except PackageError as error:
+            raise PackageError(f"{error} ({names[0]} is the first package: ensemble members must agree.)") from None

@@ -1,0 +1,101 @@
+"""The kit's data layout (that of Kaggle's TPU competitions): `<root>/tfrecords-jpeg-<s>x<s>/{train,val,test}/
+NN-<s>x<s>-<count>.tfrec`, the item count of each file written in its name."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from nbkit import storage
+from nbkit.errors import DataError, ParameterError
+
+SPLITS = ("train", "val", "test")
+COUNT_IN_NAME = re.compile(r"-(\d+)\.tfrec$")
+SIZE_FOLDER = re.compile(r"^tfrecords-jpeg-(\d+)x\1$")
+
+
+def size_folder(data_root: str | Path, image_size: int) -> str:
+    """`<root>/tfrecords-jpeg-<s>x<s>` (a local path or a gs:// URL)."""
+    return storage.join(data_root, f"tfrecords-jpeg-{image_size}x{image_size}")
+
+
+def split_folder(data_root: str | Path, image_size: int, split: str) -> str:
+    """`<root>/tfrecords-jpeg-<s>x<s>/<split>`."""
+    if split not in SPLITS:
+        raise ParameterError(f"split={split!r} is not one of {SPLITS}.")
+    return storage.join(size_folder(data_root, image_size), split)
+
+
+def file_name(index: int, image_size: int, count: int) -> str:
+    """`00-192x192-798.tfrec`: the competitions' naming, the item count last."""
+    return f"{index:02d}-{image_size}x{image_size}-{count}.tfrec"
+
+
+def sizes_present(data_root: str | Path) -> list[int]:
+    """The image sizes of the `tfrecords-jpeg-<s>x<s>` folders in `data_root`, smallest first."""
+    names = [Path(p).name for p in storage.list_folder(data_root, "tfrecords-jpeg-*")]
+    return sorted(int(m[1]) for m in map(SIZE_FOLDER.match, names) if m)
+
+
+def _too_deep(data_root: str | Path) -> str | None:
+    """The folder DATA_ROOT should have been, when it points inside the layout."""
+    path = str(data_root).rstrip("/")
+    name, parent = path.rsplit("/", 1)[-1], path.rsplit("/", 1)[0] if "/" in path else "."
+    if SIZE_FOLDER.match(name):
+        return parent
+    if name in SPLITS and SIZE_FOLDER.match(parent.rsplit("/", 1)[-1]):
+        return parent.rsplit("/", 1)[0] if "/" in parent else "."
+    return None
+
+
+def choose_size(data_root: str | Path, requested: int) -> int:
+    """IMAGE_SIZE: `requested` if `data_root` has its folder, or, for 0, the smallest size there."""
+    if not storage.is_dir(data_root):
+        raise DataError(
+            f"Data root {data_root} does not exist: set DATA_ROOT to the folder that holds tfrecords-jpeg-*/."
+        )
+    sizes = sizes_present(data_root)
+    if requested in sizes or (requested == 0 and sizes):
+        return requested or sizes[0]
+    deeper = _too_deep(data_root)
+    if deeper is not None:
+        raise DataError(
+            f"DATA_ROOT={str(data_root)!r} is inside the data's layout: set DATA_ROOT={deeper!r}, the folder "
+            "that holds the tfrecords-jpeg-<size>x<size> folders."
+        )
+    if not sizes:
+        raise DataError(
+            f"No tfrecords-jpeg-<size>x<size> folder in {data_root}: set DATA_ROOT to the folder that holds them "
+            "(convert pictures into that layout with `python -m nbkit tfrecords`)."
+        )
+    raise DataError(
+        f"No tfrecords-jpeg-{requested}x{requested} folder in {data_root}: set IMAGE_SIZE to one of the sizes "
+        f"there, {', '.join(map(str, sizes))} (0: the smallest)."
+    )
+
+
+def find_files(data_root: str | Path, image_size: int, split: str) -> list[str]:
+    """The `.tfrec` files of one split, sorted; a DataError says what is missing."""
+    folder = split_folder(data_root, image_size, split)
+    files = storage.list_folder(folder, "*.tfrec")
+    if files:
+        return files
+    choose_size(data_root, image_size)  # a missing root or size folder says so first
+    raise DataError(
+        f"No .tfrec files in {folder}: the {split} split is missing or empty. Re-download the data, or "
+        "convert it again (python -m nbkit tfrecords)."
+    )
+
+
+def count_in_name(name: str) -> int:
+    """The item count a file's name promises (`...-<count>.tfrec`)."""
+    match = COUNT_IN_NAME.search(str(name))
+    if match is None:
+        raise DataError(f"{name}: the file name does not end in -<count>.tfrec, so its item count is unknown.")
+    return int(match.group(1))
+
+
+def count_items(files: Iterable[str]) -> int:
+    """Total items, read from the `-<count>.tfrec` ending of each file name."""
+    return sum(count_in_name(name) for name in files)
