@@ -123,7 +123,9 @@ def test_flowers_sample_is_generated_once_outside_kaggle(tmp_path, monkeypatch):
     from nbkit.images import sample
 
     made = []
-    monkeypatch.setattr(sample, "make_sample", lambda root, num_classes: made.append(root) or (root / "written").touch())
+    monkeypatch.setattr(
+        sample, "make_sample", lambda root, num_classes: made.append(root) or (root / "written").touch()
+    )
     first = flowers.locate_data("auto", environment=local_env(tmp_path))
     second = flowers.locate_data("sample", environment=local_env(tmp_path))
     assert len(made) == 1 and first.path == second.path == str(tmp_path / "out" / "sample-data")
