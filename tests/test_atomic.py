@@ -3,6 +3,14 @@ published all at once (nbkit.atomic)."""
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from nbkit import atomic
@@ -19,7 +27,9 @@ def test_replacing_keeps_the_old_file_when_the_write_fails(tmp_path):
 
 
 def snapshot(folder):
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Every file under `folder` but the lock file of a run in progress (not an output)."""
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != atomic.RunOutputs.LOCK]
+    return {str(p.relative_to(folder)): p.read_bytes() for p in files}
 
 
 def first_run(folder):
@@ -60,3 +70,65 @@ def test_an_output_folder_that_is_a_file_is_a_parameter_error(tmp_path):
     (tmp_path / "out").write_text("not a folder")
     with pytest.raises(ParameterError, match="OUTPUT_DIR=.*out' is a file, not a folder"):
         atomic.RunOutputs(tmp_path / "out")
+
+
+HOLDER = """
+import sys, time
+from nbkit import atomic
+outputs = atomic.RunOutputs(sys.argv[1])
+(outputs / "plot.png").write_bytes(b"first run")
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_folder_in_use_by_another_run_is_refused_until_that_run_dies(tmp_path):
+    folder = tmp_path / "flowers"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        with pytest.raises(ParameterError) as refused:
+            atomic.RunOutputs(folder)
+        message = str(refused.value)
+        assert message.startswith(f"OUTPUT_DIR={str(folder)!r} is in use by another run (pid {holder.pid} on host ")
+        assert message.endswith("wait until it finishes (or stop it), or give this run another OUTPUT_DIR.")
+        assert (folder / ".incomplete-run" / "plot.png").read_bytes() == b"first run"  # the running run's files stay
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    after = atomic.RunOutputs(folder)  # the killed run's lock died with it
+    assert "An earlier run did not finish" in after.describe()
+    assert (folder / ".failed-run" / "plot.png").read_bytes() == b"first run"
+    assert json.loads((folder / ".run.lock").read_text())["pid"] == os.getpid()
+    after.publish()
+    assert not (folder / ".run.lock").exists()
+
+
+def test_a_run_started_again_in_the_same_process_takes_over_its_own_lock(tmp_path):
+    first = atomic.RunOutputs(tmp_path / "out")
+    (first / "a.txt").write_text("first")  # ... the cell fails, the user runs it again
+    again = atomic.RunOutputs(tmp_path / "out")
+    assert "An earlier run did not finish" in again.describe()
+    (again / "b.txt").write_text("again")
+    assert again.publish() == ["b.txt"]
+    assert atomic.RunOutputs(tmp_path / "out").publish() == []  # released: the folder is free again
+
+
+def test_an_output_folder_that_cannot_be_written_is_a_parameter_error(tmp_path, monkeypatch):
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(ParameterError) as error:
+        atomic.RunOutputs(str(tmp_path / "out"))
+    assert str(error.value) == (
+        f"OUTPUT_DIR={str(tmp_path / 'out')!r} cannot be written (Read-only file system): give a writable folder "
+        "(on Kaggle: under /kaggle/working)."
+    )
+
+
+def test_a_folder_under_home_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    outputs = atomic.RunOutputs("~/out")
+    assert outputs.folder == tmp_path / "out" and (tmp_path / "out" / ".incomplete-run").is_dir()
+    outputs.publish()
