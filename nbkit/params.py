@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
+import json
 import re
+import shlex
+import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from nbkit.errors import ParameterError
 
@@ -66,11 +71,6 @@ def resolve_profile(profile: str, accelerator_kind: str) -> str:
     return "smoke" if accelerator_kind == "cpu" else "full"
 
 
-def or_default(value: int, default: int) -> int:
-    """A numeric parameter where 0 keeps the profile's default."""
-    return value if value else default
-
-
 def check_run(
     BACKEND: str, PROFILE: str, SIMULATE_DEVICES: int, EPOCHS: int, PER_REPLICA_BATCH: int, STEPS_PER_EXECUTION: int
 ) -> None:
@@ -79,31 +79,160 @@ def check_run(
     check_choice("PROFILE", PROFILE, PROFILES)
     check_int("SIMULATE_DEVICES", SIMULATE_DEVICES, minimum=0)
     check_int("EPOCHS", EPOCHS, minimum=0)  # 0: the profile's default
-    check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=0)
+    check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=0)  # 0: 01's profile's; 02, 05 need 1+
     check_int("STEPS_PER_EXECUTION", STEPS_PER_EXECUTION, minimum=1)
 
 
-def check_names(namespace: Mapping[str, object]) -> None:
-    """Stop on a parameter the notebook does not have (`papermill -p EPOCH 3`), naming the closest one.
+# ---- the parameters cell: names and declared types ----------------------------------------------
 
-    The parameters cell declares `NAME: type = value`, so its names are in the namespace's
-    `__annotations__`; papermill injects plain `NAME = value` lines. Call it in the first cell, with
-    `globals()`. Only upper-case names count (the notebooks' own variables are lower case).
-    """
-    if "__annotations__" not in namespace:  # a Python that keeps annotations elsewhere: nothing to compare with
-        return
-    declared = set(namespace["__annotations__"])
-    unknown = sorted(
-        name
-        for name in namespace
-        if name.isupper() and name not in declared and not name.startswith(("_", "NBKIT_"))  # NBKIT_: the bundle's
+TYPES = {"str": str, "int": int, "float": float, "bool": bool}
+INJECTED = "# Parameters"  # the first line of the cell papermill injects (papermill.translators.PythonTranslator)
+HOW = {  # declared type -> (what to pass, papermill option, an example value)
+    "str": (
+        "text (papermill's -p reads 3, 1.5, True and None as numbers, booleans and None; -r keeps text)",
+        "-r",
+        "text",
+    ),
+    "int": ("a whole number", "-p", 3),
+    "float": ("a number", "-p", 0.5),
+    "bool": ("True or False", "-p", True),
+}
+
+
+@dataclass
+class Declared:
+    """What the executed cells declare: every name they assign, the parameters (the cell papermill
+    injects after, else the annotated names), declared types with defaults, and the injected names."""
+
+    names: set[str] = field(default_factory=set)
+    parameters: list[str] = field(default_factory=list)
+    types: dict[str, tuple[str, object]] = field(default_factory=dict)  # name -> (type name, default or None)
+    injected: set[str] = field(default_factory=set)
+
+
+def _is_injected(source: str, tree: ast.Module) -> bool:
+    """papermill's injected cell: `# Parameters`, then `NAME = value` lines only."""
+    plain = all(
+        isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) for s in tree.body
     )
+    return source.lstrip().split("\n", 1)[0].strip() == INJECTED and plain
+
+
+def _assigned(tree: ast.Module) -> list[str]:
+    """The names a cell binds (assignments, imports, defs), in order."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.append(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found += [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+    return list(dict.fromkeys(found))
+
+
+def _annotated(tree: ast.Module) -> dict[str, tuple[str, object]]:
+    """`NAME: type = value` of a cell, for the types TYPES knows: name -> (type name, default or None)."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            annotation = node.annotation  # int, or "int" (a string annotation)
+            kind = annotation.id if isinstance(annotation, ast.Name) else getattr(annotation, "value", None)
+            if isinstance(kind, str) and kind in TYPES:
+                try:
+                    default = ast.literal_eval(node.value) if node.value else None
+                except (ValueError, TypeError, SyntaxError):  # not a literal: no example from it
+                    default = None
+                found[node.target.id] = (kind, default)
+    return found
+
+
+def declared_in(cells: Iterable[str]) -> Declared:
+    """What the executed `cells` (IPython's input history `In`, in order) declare."""
+    declared, previous = Declared(), []
+    for source in cells:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:  # a cell that failed to run
+            continue
+        if _is_injected(source, tree):
+            declared.injected.update(_assigned(tree))
+            declared.parameters = declared.parameters or previous  # papermill injects after the parameters cell
+            continue
+        previous = _assigned(tree)
+        declared.names.update(_assigned(tree))
+        declared.types.update(_annotated(tree))
+    declared.parameters = sorted(declared.parameters or declared.types)
+    return declared
+
+
+def _from_annotations(annotations: Mapping[str, object]) -> Declared:
+    """What a plain script's `__annotations__` declare (no papermill, so nothing injected)."""
+    types = {}
+    for name, kind in annotations.items():
+        kind = getattr(kind, "__name__", kind)  # int, or "int" under `from __future__ import annotations`
+        if kind in TYPES:
+            types[name] = (kind, None)
+    return Declared(set(annotations), sorted(types), types)
+
+
+def check_parameters(namespace: Mapping[str, object]) -> None:
+    """Stop on a parameter the notebook does not have (`papermill -p EPOCH 3`, naming the closest one)
+    or of the wrong type (`-p EPOCHS 2.5`, a list for a str). Call it in the first cell, with `globals()`.
+
+    In a kernel the notebook's own cells are read from IPython's input history (`In`): a name that
+    only papermill's injected cell (`# Parameters`) assigns is unknown; the types are those declared
+    `NAME: type = value` (str, int, float, bool; an int is a float, a bool is not an int), checked for
+    upper-case names and injected ones. A plain script has no injected names, so only the types of its
+    `__annotations__` are checked; with neither, a warning.
+    """
+    history = namespace.get("In")
+    if isinstance(history, list) and len(history) > 1:  # IPython: In[0] is "", the cells follow
+        declared = declared_in(cell for cell in history[1:] if isinstance(cell, str))
+    elif isinstance(namespace.get("__annotations__"), Mapping):
+        declared = _from_annotations(namespace["__annotations__"])  # type: ignore[arg-type]
+    else:
+        warnings.warn(
+            "params.check_parameters: no IPython input history (In) and no __annotations__ in the namespace it "
+            "was given, so the parameters' names and types are not checked: call it with globals() in a notebook.",
+            stacklevel=2,
+        )
+        return
+    unknown = sorted(name for name in declared.injected - declared.names if not name.startswith("PAPERMILL_"))
     if unknown:
         hints = [
-            f"{name} (did you mean {close[0]}?)" if (close := difflib.get_close_matches(name, declared, 1)) else name
+            f"{name} (did you mean {close[0]}?)"
+            if (close := difflib.get_close_matches(name, declared.parameters, 1))
+            else name
             for name in unknown
         ]
         raise ParameterError(
             f"Unknown parameter {', '.join(hints)}: this notebook's parameters are "
-            f"{', '.join(sorted(declared))} (`papermill --help-notebook` lists them)."
+            f"{', '.join(declared.parameters) or 'none'} (`papermill --help-notebook` lists them)."
         )
+    for name, (kind, default) in declared.types.items():
+        if name in namespace and (name.isupper() or name in declared.injected):  # not the notebook's own variables
+            check_type(name, namespace[name], kind, default)
+
+
+def check_type(name: str, value: object, kind: str, default: object = None) -> object:
+    """Return `value` if it is of the declared `kind` ("str", "int", "float" or "bool"), else raise a
+    ParameterError that says how to pass one with papermill (`default`, when known, as the example)."""
+    wanted = TYPES[kind]
+    ok = isinstance(value, wanted) and not (isinstance(value, bool) and wanted is not bool)
+    if ok or (wanted is float and isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    what, option, example = HOW[kind]
+    example = example if default is None else default
+    text = shlex.quote(str(example)) if kind == "str" else str(example)
+    in_yaml = json.dumps(example) if kind in ("str", "bool") else str(example)
+    given = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+    found = "None" if value is None else _a(type(value).__name__)
+    raise ParameterError(
+        f"Parameter {name}={given} is {found}, not {_a(kind)} as declared (`{name}: {kind}`): pass {what}. "
+        f"With papermill: `{option} {name} {text}`, or `{name}: {in_yaml}` in a -f parameters file."
+    )
+
+
+def _a(word: str) -> str:
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"

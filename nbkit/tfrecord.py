@@ -1,6 +1,6 @@
-"""TFRecord files read without TensorFlow: framing, checksums, `tf.train.Example`. The flowers
-notebooks of both stacks (tf.data and PyTorch) check their files through this reader, notebook 03
-peeks into any dataset with it; `nbkit.images.writer` writes such files.
+"""TFRecord files read without TensorFlow: framing, checksums, GZIP and ZLIB compression,
+`tf.train.Example`. The image notebooks of both stacks (tf.data and PyTorch) check their files
+through this reader, notebook 03 peeks into any dataset with it; `nbkit.images.writer` writes such files.
 
 A TFRecord file is a series of `uint64 length | uint32 masked crc32c(length) | data | uint32 masked
 crc32c(data)`, little-endian; each `data` is a serialized `tf.train.Example`.
@@ -9,6 +9,7 @@ crc32c(data)`, little-endian; each `data` is a serialized `tf.train.Example`.
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -55,19 +56,63 @@ def masked_crc(payload: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-# ---- framing ------------------------------------------------------------------------------------
+# ---- framing, plain or compressed as TFRecordWriter(options="GZIP" or "ZLIB") writes it ----------
+
+
+def _compression_of(head: bytes) -> str:
+    """The compression ("", "GZIP" or "ZLIB") of a file that starts with `head` (12 bytes): a plain file
+    starts with a length its masked crc follows, gzip with 1f 8b, zlib with a deflate header (a multiple of 31)."""
+    if len(head) == 12 and masked_crc(head[:8]) == struct.unpack("<I", head[8:])[0]:
+        return ""
+    if head[:2] == b"\x1f\x8b":
+        return "GZIP"
+    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
+        return "ZLIB"
+    return ""  # a plain file, damaged or empty: reading it says what is wrong
+
+
+def compression(path: str | Path) -> str:
+    """The compression of a TFRecord file, as tf.data's `TFRecordDataset(compression_type=...)` takes it:
+    "" (none), "GZIP" or "ZLIB"."""
+    with storage.open_binary(path) as f:
+        return _compression_of(f.read(12))
+
+
+class _Inflated:
+    """A gzip or zlib stream read as its uncompressed bytes; EOFError when it ends before its end marker."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw, self.inflater, self.buffer = raw, zlib.decompressobj(zlib.MAX_WBITS | 32), b""  # | 32: either header
+
+    def read(self, size: int) -> bytes:
+        while len(self.buffer) < size and not self.inflater.eof:
+            chunk = self.raw.read(1 << 16)
+            if not chunk:
+                raise EOFError("the compressed data ends before its end marker")
+            self.buffer += self.inflater.decompress(chunk)
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data
 
 
 def read_records(path: str | Path, check_crc: bool = True) -> Iterator[bytes]:
-    """The raw records of one TFRecord file (local or gs://); a DataError names the file and record
-    when it is truncated or corrupt."""
-    with storage.open_binary(path) as f:
+    """The raw records of one TFRecord file (local or gs://; plain, GZIP or ZLIB); a DataError names
+    the file and record when it is truncated or corrupt."""
+    with storage.open_binary(path) as raw:
+        kind = _compression_of(raw.read(12))
+        raw.seek(0)
+        f = _Inflated(raw) if kind else raw
         index = 0
         while True:
-            header = f.read(12)
-            if not header:
+            try:
+                header = f.read(12)
+                record = _read_record(f, header, check_crc) if header else None
+            except (EOFError, zlib.error) as error:
+                raise DataError(
+                    f"{path}: its {kind} data breaks off in record {index} ({error}). The file is truncated or "
+                    "corrupt: re-download or regenerate it."
+                ) from None
+            if record is None:
                 return
-            record = _read_record(f, header, check_crc)
             if isinstance(record, str):
                 raise DataError(
                     f"{path}: record {index} {record}. The file is truncated or corrupt: re-download or regenerate it."

@@ -39,16 +39,21 @@ OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv 
 
 # %% [markdown]
 # ## Setup
-# Parameters are checked first (a misspelt one stops here too), then the accelerator is found
-# (before anything imports Keras).
+# Parameters are checked first (names, types, values: a misspelt one stops here too), and the output
+# folder is taken: this run's files go to its `.incomplete-run/` and move in only when the run ends
+# well, so a run that fails or is stopped leaves the previous run's outputs as they were. Then the
+# accelerator is found (before anything imports Keras).
 
 # %%
-from nbkit import accel, params
+from nbkit import accel, env, params, staging
 
-params.check_names(globals())
+params.check_parameters(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
 params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
 params.check_int("IMAGE_SIZE", IMAGE_SIZE)
+environment = env.detect()
+outputs = staging.start(environment.working_dir / "classifier" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+print(outputs.describe())
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
 print(acc.describe())
@@ -57,21 +62,16 @@ print(acc.set_precision(PRECISION))  # before any model is built
 # %% [markdown]
 # ## Configuration
 # The "smoke" profile trains a small CNN from scratch; "full" fine-tunes a pretrained EfficientNetB0
-# with the starter notebooks' learning-rate schedule (max 5e-5 x replicas). Outputs are written
-# aside and moved into `OUTPUT_DIR` only when the run ends: a run that fails or is stopped leaves the
-# previous run's outputs as they were.
+# with the starter notebooks' learning-rate schedule (max 5e-5 x replicas).
 
 # %%
-from nbkit import atomic, env, models
+from nbkit import models
 from nbkit.images import recipe
 
 profile = recipe.profile(PROFILE, acc.kind, MODEL, WEIGHTS, EPOCHS)
 models.check_name(profile.model)  # a misspelt MODEL stops here, before any data is read
 schedule = profile.schedule(acc.num_replicas)
-environment = env.detect()
-outputs = atomic.RunOutputs(environment.working_dir / "classifier" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(profile.describe())
-print(outputs.describe())
 
 # %% [markdown]
 # ## Data
@@ -110,7 +110,7 @@ from nbkit.images import pipeline, plots
 train_batches = pipeline.train_batches(splits["train"].files, image_size, plan)
 val_batches = pipeline.val_batches(splits["val"].files, image_size, plan.global_batch)
 images, labels = next(iter(train_batches))
-figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs / "batch.png")
+figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs.staging / "batch.png")
 
 # %% [markdown]
 # ## Model
@@ -134,7 +134,7 @@ with acc.scope():
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %%
-figure = plots.learning_rate(schedule.values(profile.epochs), path=outputs / "learning_rate.png")
+figure = plots.learning_rate(schedule.values(profile.epochs), path=outputs.staging / "learning_rate.png")
 
 # %% [markdown]
 # ## Train
@@ -155,8 +155,8 @@ history = model.fit(
 )
 
 # %%
-figure = plots.training_curves(history.history, path=outputs / "training_curves.png")
-figure = plots.input_wait(input_monitor.epochs, path=outputs / "input_wait.png")
+figure = plots.training_curves(history.history, path=outputs.staging / "training_curves.png")
+figure = plots.input_wait(input_monitor.epochs, path=outputs.staging / "input_wait.png")
 
 # %% [markdown]
 # ## Evaluate
@@ -173,11 +173,11 @@ val_predictions = val_logits.argmax(axis=1)
 confusion = evaluate.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
 scores = evaluate.scores(confusion)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
-figure = plots.confusion(confusion, dataset.classes, scores, path=outputs / "confusion_matrix.png")
+figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 
 # %%
 shown = next(iter(pipeline.images_in_order(splits["val"].files, image_size, labeled=True, global_batch=20)[0])).numpy()
-figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs / "predictions.png")
+figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs.staging / "predictions.png")
 
 # %% [markdown]
 # ## Predict and submit
@@ -188,7 +188,7 @@ figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:2
 test_logits, test_ids = predict.predict_in_order(
     model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch
 )
-submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), dataset, outputs / "submission.csv")
+submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), dataset, outputs.staging / "submission.csv")
 metrics = evaluate.write_metrics(
     {
         **scores,
@@ -201,9 +201,9 @@ metrics = evaluate.write_metrics(
         "image_size": image_size,
         "test_rows": len(test_ids),
     },
-    outputs / "metrics.json",
+    outputs.staging / "metrics.json",
 )
-saved = models.save_model(model, outputs / "model.keras")
+saved = models.save_model(model, outputs.staging / "model.keras")
 print(f"wrote {len(test_ids)} rows to {submission.name}, plus {metrics.name} and {saved.name}")
 
 # %% [markdown]

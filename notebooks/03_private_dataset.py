@@ -37,7 +37,7 @@ RECORDS: int = 3  # how many records to show
 from nbkit import env, params
 from nbkit.inputs import datasets, secrets
 
-params.check_names(globals())
+params.check_parameters(globals())
 params.check_handle("DATASET", DATASET, example="alice/my-private-tfrecords")
 params.check_choice("USE_GCS", USE_GCS, datasets.GCS_CHOICES)
 params.check_int("RECORDS", RECORDS, minimum=1)

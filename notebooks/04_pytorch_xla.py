@@ -37,14 +37,17 @@ OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.c
 # in the worker processes: torch_xla refuses to start them once this process has used the device.
 
 # %%
-from nbkit import params
+from nbkit import env, params, staging
 from nbkit.pytorch import runtime
 
-params.check_names(globals())
+params.check_parameters(globals())
 params.check_choice("PROFILE", PROFILE, params.PROFILES)
 for name, value in {"IMAGE_SIZE": IMAGE_SIZE, "EPOCHS": EPOCHS, "SEED": SEED}.items():
     params.check_int(name, value)
 params.check_int("PER_CORE_BATCH", PER_CORE_BATCH, minimum=1)
+working_dir = env.detect().working_dir
+outputs = staging.start(working_dir / "classifier-torch" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+print(outputs.describe())
 acc = runtime.select(DEVICE)
 print(acc.describe())
 precision, line = runtime.precision(acc, PRECISION)
@@ -57,13 +60,9 @@ print(line)
 # number of cores (8 on a TPU v5e-8). Outputs are moved into `OUTPUT_DIR` only when the run ends.
 
 # %%
-from nbkit import atomic, env
 from nbkit.images import recipe
 
 profile = recipe.profile(PROFILE, acc.kind, "small_cnn", "none", EPOCHS)
-working_dir = env.detect().working_dir
-outputs = atomic.RunOutputs(working_dir / "classifier-torch" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
-print(outputs.describe())
 print(
     f"profile={profile.name}: {profile.epochs} epochs, {PER_CORE_BATCH} images per core per step, "
     f"peak learning rate {profile.max_lr_per_replica:g} x cores"
@@ -99,7 +98,7 @@ val_set = classifier.ImageRecords(splits["val"].items, image_size)
 test_set = classifier.ImageRecords(splits["test"].items, image_size)
 shown = np.stack([train_set.image(i) for i in range(20)])
 figure = plots.batch(
-    shown, [label for _, label in splits["train"].items[:20]], dataset.classes, path=outputs / "batch.png"
+    shown, [label for _, label in splits["train"].items[:20]], dataset.classes, path=outputs.staging / "batch.png"
 )
 
 # %% [markdown]
@@ -133,7 +132,7 @@ def train_on_core(index: int) -> dict:
     history = classifier.fit(
         acc, core_model, train_set, val_set, profile, PER_CORE_BATCH, device, seed=SEED, precision=precision
     )
-    runtime.save(acc, core_model.state_dict(), outputs / "model.pt")
+    runtime.save(acc, core_model.state_dict(), outputs.staging / "model.pt")
     predict = lambda images, tag: classifier.predict(acc, core_model, images, PER_CORE_BATCH, device, tag, precision=precision)
     return {
         "history": history,
@@ -151,8 +150,8 @@ history = result["history"]
 print(
     f"trained on {result['device']} x {result['cores']} core(s), global batch {result['cores'] * PER_CORE_BATCH}"
 )
-figure = plots.training_curves(history, path=outputs / "training_curves.png")
-figure = plots.learning_rate(history["learning_rate"], path=outputs / "learning_rate.png")
+figure = plots.training_curves(history, path=outputs.staging / "training_curves.png")
+figure = plots.learning_rate(history["learning_rate"], path=outputs.staging / "learning_rate.png")
 
 # %% [markdown]
 # ## Evaluate
@@ -167,11 +166,11 @@ val_predictions = result["val_logits"].argmax(axis=1)
 confusion = evaluate.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
 scores = evaluate.scores(confusion)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
-figure = plots.confusion(confusion, dataset.classes, scores, path=outputs / "confusion_matrix.png")
+figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 
 # %%
 shown = np.stack([val_set.image(i) for i in range(20)])
-figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs / "predictions.png")
+figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs.staging / "predictions.png")
 
 # %% [markdown]
 # ## The saved weights
@@ -180,7 +179,7 @@ figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:2
 
 # %%
 cpu_model = classifier.small_cnn(image_size, dataset.num_classes)
-cpu_model.load_state_dict(runtime.load(outputs / "model.pt"))
+cpu_model.load_state_dict(runtime.load(outputs.staging / "model.pt"))
 cpu_logits = classifier.predict(
     runtime.select("cpu"), cpu_model, val_set, 64, torch.device("cpu"), "check", precision=precision
 )
@@ -194,7 +193,7 @@ print(f"the saved weights predict the same on the CPU: {same}")
 # %%
 test_ids = [test_id for _, test_id in splits["test"].items]
 submission = evaluate.write_submission(
-    test_ids, result["test_logits"].argmax(axis=1), dataset, outputs / "submission.csv"
+    test_ids, result["test_logits"].argmax(axis=1), dataset, outputs.staging / "submission.csv"
 )
 metrics = evaluate.write_metrics(
     {
@@ -210,7 +209,7 @@ metrics = evaluate.write_metrics(
         "image_size": image_size,
         "test_rows": len(test_ids),
     },
-    outputs / "metrics.json",
+    outputs.staging / "metrics.json",
 )
 print(f"wrote {len(test_ids)} rows to {submission.name}, plus {metrics.name} and model.pt")
 

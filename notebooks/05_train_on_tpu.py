@@ -48,9 +48,9 @@ OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the pack
 # ## Setup
 
 # %%
-from nbkit import accel, params
+from nbkit import accel, env, params, staging
 
-params.check_names(globals())
+params.check_parameters(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
 params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
 params.check_int("IMAGE_SIZE", IMAGE_SIZE)
@@ -60,6 +60,9 @@ if DATASET_ID != "auto":
     params.check_handle("DATASET_ID", DATASET_ID, example="alice/flowers-model")
 if MODEL_HANDLE != "none":
     params.check_handle("MODEL_HANDLE", MODEL_HANDLE, "owner/model/framework/variation", "alice/flowers/keras/default")
+environment = env.detect()
+outputs = staging.start(environment.working_dir / "train-on-tpu" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+print(outputs.describe())
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
 print(acc.describe())
@@ -68,21 +71,18 @@ print(acc.set_precision(PRECISION))  # before any model is built
 # %% [markdown]
 # ## Configuration and data
 # The same profiles, dataset description, checked TFRecords and batch plan as notebook 02.
-# Checkpoints are written into `OUTPUT_DIR/checkpoints` after every epoch; the other outputs are
-# moved into `OUTPUT_DIR` only when the run ends.
+# Checkpoints are written straight into `OUTPUT_DIR/checkpoints` after every epoch; the other
+# outputs wait in `outputs.staging` until the run ends.
 
 # %%
-from nbkit import atomic, batching, env, models
+from nbkit import batching, models
 from nbkit.competitions import flowers
 from nbkit.images import checks, description, layout, recipe
 
 profile = recipe.profile(PROFILE, acc.kind, MODEL, WEIGHTS, EPOCHS)
 models.check_name(profile.model)  # a misspelt MODEL stops here, before any data is read
 schedule = profile.schedule(acc.num_replicas)
-environment = env.detect()
-outputs = atomic.RunOutputs(environment.working_dir / "train-on-tpu" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(profile.describe())
-print(outputs.describe())
 
 data = flowers.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
 print(f"data: {data.reason}")
@@ -176,7 +176,7 @@ print(f"epochs done: {run.epochs_done}")
 # %%
 from nbkit.images import plots
 
-figure = plots.training_curves(history, path=outputs / "training_curves.png")
+figure = plots.training_curves(history, path=outputs.staging / "training_curves.png")
 
 # %% [markdown]
 # ## Evaluate and predict
@@ -191,12 +191,12 @@ val_logits, val_labels = predict.predict_in_order(
 confusion = evaluate.confusion_matrix(val_labels, val_logits.argmax(axis=1), dataset.num_classes)
 scores = evaluate.scores(confusion)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
-figure = plots.confusion(confusion, dataset.classes, scores, path=outputs / "confusion_matrix.png")
+figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 
 test_logits, test_ids = predict.predict_in_order(
     model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch
 )
-submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), dataset, outputs / "submission.csv")
+submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), dataset, outputs.staging / "submission.csv")
 
 # %% [markdown]
 # ## Model package
@@ -210,7 +210,7 @@ from nbkit.handoff import package
 dataset_id = package.default_dataset_id(dataset) if DATASET_ID == "auto" else DATASET_ID
 training = {**settings, "epochs": run.epochs_done, "replicas": acc.num_replicas, "accelerator": acc.kind}
 folder = package.write_package(
-    outputs / "model-package",
+    outputs.staging / "model-package",
     model,
     dataset=dataset,
     image_size=image_size,
@@ -228,7 +228,7 @@ if dataset_id.startswith(package.PLACEHOLDER_OWNER):
 
 # %% tags=["nbval-ignore-output"]
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))
-package_folder = outputs.folder / "model-package"
+package_folder = outputs.folder / "model-package"  # published now
 print(f"kaggle datasets create -p {package_folder.resolve()}")
 if MODEL_HANDLE != "none":
     print(f"published to Kaggle Models: {package.publish_model(package_folder, MODEL_HANDLE)}")

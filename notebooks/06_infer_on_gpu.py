@@ -34,15 +34,15 @@ OUTPUT_DIR: str = "auto"  # where submission.csv goes; "auto": the working folde
 # so one that cannot be written stops here, before anything is predicted.
 
 # %%
-from nbkit import accel, atomic, env, params
+from nbkit import accel, env, params, staging
 
-params.check_names(globals())
+params.check_parameters(globals())
 params.check_choice("BACKEND", BACKEND, params.BACKENDS)
 params.check_int("IMAGE_SIZE", IMAGE_SIZE)
 params.check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=1)
 
 environment = env.detect()
-outputs = atomic.RunOutputs(environment.working_dir if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+outputs = staging.start(environment.working_dir if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 acc = accel.setup(BACKEND)
 print(acc.describe())
 
@@ -102,8 +102,8 @@ test_predictions = test_logits.argmax(axis=1)
 # %%
 from nbkit.images import evaluate, pipeline, plots
 
-submission = evaluate.write_submission(test_ids, test_predictions, dataset, outputs / "submission.csv")
+submission = evaluate.write_submission(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
 print(f"wrote {len(test_ids)} rows to {submission.name}")
 shown = next(iter(pipeline.images_in_order(test.files, image_size, labeled=False, global_batch=20)[0])).numpy()
-figure = plots.batch(shown, test_predictions[:20], dataset.classes, path=outputs / "test_predictions.png")
+figure = plots.batch(shown, test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
 print("published:", ", ".join(outputs.publish()))

@@ -126,7 +126,7 @@ def record_items(files: list, labeled: bool) -> list:
     from nbkit.images import checks
 
     return [
-        checks.flower_record(raw, labeled, f"{name}: record {index}")
+        checks.record_item(raw, labeled, f"{name}: record {index}")
         for name in map(str, files)
         for index, raw in enumerate(tfrecord.read_records(name))
     ]

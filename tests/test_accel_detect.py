@@ -226,11 +226,10 @@ def test_global_batch_and_its_validation():
         acc.global_batch(0)
 
 
-def test_steps_per_execution_is_lowered_visibly(capsys):
-    assert make_accelerator().steps_per_execution(32) == 1
-    assert "lowered to 1" in capsys.readouterr().out
-    assert make_accelerator(max_steps_per_execution=None).steps_per_execution(32) == 32
-    assert capsys.readouterr().out == ""
+def test_the_execution_limit_says_how_many_steps_and_why():
+    limit, why = make_accelerator().execution_limit
+    assert limit == 1 and "placeholder tensor" in why and "real TPUs and GPUs keep the requested value" in why
+    assert make_accelerator(max_steps_per_execution=None).execution_limit is None
 
 
 def test_describe_mentions_simulation_and_cap():

@@ -3,9 +3,17 @@ published all at once (nbkit.atomic)."""
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from nbkit import atomic
+from nbkit import atomic, staging
 from nbkit.errors import ParameterError
 
 
@@ -19,14 +27,16 @@ def test_replacing_keeps_the_old_file_when_the_write_fails(tmp_path):
 
 
 def snapshot(folder):
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Every file under `folder` but the lock file of a run in progress (not an output)."""
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != staging.LOCK]
+    return {str(p.relative_to(folder)): p.read_bytes() for p in files}
 
 
 def first_run(folder):
-    outputs = atomic.RunOutputs(folder)
-    (outputs / "submission.csv").write_text("id,label\na,1\n")
-    (outputs / "model-package").mkdir()
-    (outputs / "model-package" / "model.keras").write_bytes(b"first")
+    outputs = staging.start(folder)
+    (outputs.staging / "submission.csv").write_text("id,label\na,1\n")
+    (outputs.staging / "model-package").mkdir()
+    (outputs.staging / "model-package" / "model.keras").write_bytes(b"first")
     (folder / "checkpoints").mkdir()  # written in place, never staged
     (folder / "checkpoints" / "state.json").write_text("{}")
     assert outputs.publish() == ["model-package", "submission.csv"]
@@ -36,20 +46,20 @@ def first_run(folder):
 def test_a_failed_run_leaves_the_previous_outputs_exactly_as_they_were(tmp_path):
     folder = tmp_path / "flowers"
     before = first_run(folder)
-    failed = atomic.RunOutputs(folder)
-    (failed / "submission.csv").write_text("id,label\nb,2\n")
-    (failed / "confusion_matrix.png").write_bytes(b"png")  # ... then the run dies before publish()
+    failed = staging.start(folder)
+    (failed.staging / "submission.csv").write_text("id,label\nb,2\n")
+    (failed.staging / "confusion_matrix.png").write_bytes(b"png")  # ... then the run dies before publish()
     assert snapshot(folder) == {
         **before,
         ".incomplete-run/confusion_matrix.png": b"png",
         ".incomplete-run/submission.csv": b"id,label\nb,2\n",
     }
-    again = atomic.RunOutputs(folder)  # the next run says where the failed run's files are
+    again = staging.start(folder)  # the next run says where the failed run's files are
     assert "did not finish: its partial outputs are in" in again.describe() and (folder / ".failed-run").is_dir()
     assert (folder / ".failed-run" / "submission.csv").read_text() == "id,label\nb,2\n"
-    (again / "submission.csv").write_text("id,label\nc,3\n")
-    (again / "model-package").mkdir()
-    (again / "model-package" / "model.keras").write_bytes(b"third")
+    (again.staging / "submission.csv").write_text("id,label\nc,3\n")
+    (again.staging / "model-package").mkdir()
+    (again.staging / "model-package" / "model.keras").write_bytes(b"third")
     again.publish()
     assert (folder / "submission.csv").read_text() == "id,label\nc,3\n"
     assert (folder / "model-package" / "model.keras").read_bytes() == b"third"
@@ -59,4 +69,66 @@ def test_a_failed_run_leaves_the_previous_outputs_exactly_as_they_were(tmp_path)
 def test_an_output_folder_that_is_a_file_is_a_parameter_error(tmp_path):
     (tmp_path / "out").write_text("not a folder")
     with pytest.raises(ParameterError, match="OUTPUT_DIR=.*out' is a file, not a folder"):
-        atomic.RunOutputs(tmp_path / "out")
+        staging.start(tmp_path / "out")
+
+
+HOLDER = """
+import sys, time
+from nbkit import staging
+outputs = staging.start(sys.argv[1])
+(outputs.staging / "plot.png").write_bytes(b"first run")
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_folder_in_use_by_another_run_is_refused_until_that_run_dies(tmp_path):
+    folder = tmp_path / "flowers"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        with pytest.raises(ParameterError) as refused:
+            staging.start(folder)
+        message = str(refused.value)
+        assert message.startswith(f"OUTPUT_DIR={str(folder)!r} is in use by another run (pid {holder.pid} on host ")
+        assert message.endswith("wait until it finishes (or stop it), or give this run another OUTPUT_DIR.")
+        assert (folder / ".incomplete-run" / "plot.png").read_bytes() == b"first run"  # the running run's files stay
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    after = staging.start(folder)  # the killed run's lock died with it
+    assert "An earlier run did not finish" in after.describe()
+    assert (folder / ".failed-run" / "plot.png").read_bytes() == b"first run"
+    assert json.loads((folder / ".run.lock").read_text())["pid"] == os.getpid()
+    after.publish()
+    assert not (folder / ".run.lock").exists()
+
+
+def test_a_run_started_again_in_the_same_process_takes_over_its_own_lock(tmp_path):
+    first = staging.start(tmp_path / "out")
+    (first.staging / "a.txt").write_text("first")  # ... the cell fails, the user runs it again
+    again = staging.start(tmp_path / "out")
+    assert "An earlier run did not finish" in again.describe()
+    (again.staging / "b.txt").write_text("again")
+    assert again.publish() == ["b.txt"]
+    assert staging.start(tmp_path / "out").publish() == []  # released: the folder is free again
+
+
+def test_an_output_folder_that_cannot_be_written_is_a_parameter_error(tmp_path, monkeypatch):
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(ParameterError) as error:
+        staging.start(str(tmp_path / "out"))
+    assert str(error.value) == (
+        f"OUTPUT_DIR={str(tmp_path / 'out')!r} cannot be written (Read-only file system): give a writable folder "
+        "(on Kaggle: under /kaggle/working)."
+    )
+
+
+def test_a_folder_under_home_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    outputs = staging.start("~/out")
+    assert outputs.folder == tmp_path / "out" and (tmp_path / "out" / ".incomplete-run").is_dir()
+    outputs.publish()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import papermill
 import pytest
-from conftest import execute, kill_notebook_when, text_outputs
+from conftest import execute, kill_notebook_when, record_items, text_outputs
 
-from nbkit.images import checks, layout, writer
+from nbkit.images import layout, writer
 from nbkit.images import sample as flower_sample
 
 JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}
@@ -25,7 +25,7 @@ def made(tmp_path_factory) -> Path:
 def rewrite(root: Path, split: str, change) -> None:
     """Replace `split` of the data under `root` with `change(records)`."""
     labeled = split != "test"
-    items = checks.read_items(layout.find_files(root, 192, split), labeled=labeled)
+    items = record_items(layout.find_files(root, 192, split), labeled=labeled)
     shutil.rmtree(layout.split_folder(root, 192, split))
     key = "class" if labeled else "id"
     writer.write_split([{"image": jpeg, key: value} for jpeg, value in change(items)], root, 192, split)
@@ -137,7 +137,8 @@ def test_an_output_dir_that_is_a_file_is_refused(made, tmp_path):
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    """The folder's files, but the lock file a killed run leaves (not an output; its lock died with the run)."""
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".run.lock"}
 
 
 def test_a_run_killed_late_leaves_the_previous_outputs_as_they_were(made, tmp_path):

@@ -355,3 +355,36 @@ def test_a_bundle_off_kaggle_says_it_has_no_sample_generator(tmp_path, fresh_pyt
     )
     assert run.returncode != 0
     assert "DataError" in run.stderr and "bundled nbkit has no sample generator" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "line, missing",
+    [
+        ("from nbkit import doesnotexist", "there is no module or name doesnotexist in nbkit"),
+        ("from nbkit.images import nosuchmodule", "there is no module or name nosuchmodule in nbkit.images"),
+        ("from nbkit.images.layout import nosuchname", "there is no name nosuchname in nbkit.images.layout"),
+        ("import nbkit.images.nope", "there is no module nbkit.images.nope"),
+        ("def later():\n    from nbkit.nope import x", "there is no module nbkit.nope"),
+    ],
+)
+def test_a_notebook_importing_what_nbkit_lacks_is_not_bundled(tmp_path, line, missing):
+    source = tmp_path / "07_typo.py"
+    source.write_text(f"# %% [markdown]\n# # A title\n\n# %%\nx = 1\n\n# %%\nfrom nbkit import params, accel\n{line}\n")
+    with pytest.raises(BundleError) as error:
+        bundle.write(source, tmp_path / "kernels", owner="alice")
+    where = f"cell 3, line {1 + len(line.splitlines())}"  # after the cell's first import
+    assert str(error.value).startswith(f"{source}: {where}: `{line.splitlines()[-1].strip()}`: {missing}. ")
+    assert str(error.value).endswith("the bundled notebook would stop there with an ImportError on Kaggle.")
+    assert not (tmp_path / "kernels").exists()
+
+
+def test_the_bundle_command_refuses_an_import_nbkit_lacks(tmp_path):
+    source = tmp_path / "07_typo.py"
+    source.write_text("# %%\nfrom nbkit.images import nosuchmodule\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "nbkit", "bundle", str(source), "--out", str(tmp_path / "kernels")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1 and "nbkit bundle: BundleError: " in result.stderr
+    assert "cell 1, line 1: `from nbkit.images import nosuchmodule`: there is no module or name" in result.stderr

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import record_items
 
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import checks, layout, sample
@@ -168,3 +169,40 @@ def test_a_split_without_records_is_refused(made, tmp_path):
 def test_a_data_root_one_level_too_deep_names_the_folder_to_give(made, inside):
     with pytest.raises(DataError, match=f"is inside the data's layout: set DATA_ROOT='{made}'"):
         layout.choose_size(made / inside, 0)
+
+
+@pytest.mark.parametrize(
+    "features, labeled, message",
+    [
+        (
+            {"image": b"jpeg", "id": 7},
+            False,
+            "feature 'id' holds 1 int64 value, but a test record needs one bytes value",
+        ),
+        (
+            {"image": b"jpeg", "class": b"3"},
+            True,
+            "feature 'class' holds 1 bytes value, but a labeled record needs one int64",
+        ),
+        (
+            {"image": b"jpeg", "class": 3.0},
+            True,
+            "feature 'class' holds 1 float value, but a labeled record needs one int64",
+        ),
+        ({"image": b"jpeg", "class": [1, 2]}, True, "feature 'class' holds 2 int64 values, but a labeled record needs"),
+        ({"image": [], "class": 1}, True, "feature 'image' holds no value, but a labeled record needs one bytes value"),
+        (
+            {"image": 5, "id": "a"},
+            False,
+            "feature 'image' holds 1 int64 value, but a test record needs one bytes value",
+        ),
+        ({"image": b"jpeg", "id": b"\xff\xfe"}, False, "feature 'id' is not UTF-8 text"),
+    ],
+)
+def test_a_feature_of_the_wrong_type_is_named_with_file_and_record(tmp_path, features, labeled, message):
+    from nbkit.images import writer
+
+    path = writer.write_records(tmp_path / "00-8x8-1.tfrec", [writer.encode_example(features)])
+    with pytest.raises(DataError) as error:
+        record_items([path], labeled=labeled)
+    assert str(error.value).startswith(f"{path}: record 0: {message}")

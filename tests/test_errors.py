@@ -55,6 +55,70 @@ def a_bad_weights_file(tmp_path):
     models.build_classifier("MobileNetV2", 96, 5, weights=str(tmp_path / "missing.weights.h5"))
 
 
+def importing_what_nbkit_lacks(tmp_path):
+    (tmp_path / "07_typo.py").write_text("# %%\nfrom nbkit import params\nfrom nbkit import doesnotexist\n")
+    bundle.write(tmp_path / "07_typo.py", tmp_path / "kernels", owner="alice")
+
+
+def kernel_globals(**injected):
+    """A kernel's globals after the parameters cell, papermill's injected cell and the checking cell."""
+    cells = [
+        "EPOCHS: int = 0\nNUM_CLASSES = 104\n",
+        "# Parameters\n" + "".join(f"{n} = {v!r}\n" for n, v in injected.items()),
+    ]
+    return {"EPOCHS": 0, "NUM_CLASSES": 104, **injected, "In": ["", *cells, "params.check_parameters(globals())"]}
+
+
+def truncated_gzip_records(tmp_path):
+    import gzip
+
+    plain = writer.write_records(tmp_path / "plain.tfrec", [writer.encode_record({"image": b"x" * 999, "class": 1})])
+    (tmp_path / "00-8x8-1.tfrec").write_bytes(gzip.compress(plain.read_bytes())[:40])
+    record_items([tmp_path / "00-8x8-1.tfrec"], labeled=True)
+
+
+def a_record_with(tmp_path, labeled, **features):
+    path = writer.write_records(tmp_path / "00-8x8-1.tfrec", [writer.encode_example(features)])
+    record_items([path], labeled=labeled)
+
+
+def read_only_output_dir(tmp_path):
+    import errno
+    from pathlib import Path
+    from unittest import mock
+
+    from nbkit import staging
+
+    with mock.patch.object(Path, "mkdir", side_effect=OSError(errno.EROFS, "Read-only file system")):
+        staging.start(tmp_path / "out")
+
+
+def gcs_offline(tmp_path):
+    from unittest import mock
+
+    import tensorflow as tf
+
+    from nbkit import storage
+
+    class Offline:
+        def stat(self, path):
+            raise tf.errors.FailedPreconditionError(None, None, "Error executing an HTTP request: libcurl code 6")
+
+    with mock.patch.object(storage, "_gfile", Offline):
+        layout.find_files("gs://no-such-bucket/flowers", 192, "train")
+
+
+def a_bundle_without_owner_run(tmp_path):
+    (tmp_path / "kernel-metadata.json").write_text('{"id": "INSERT_USERNAME_HERE/my-kernel"}')
+    push.push(tmp_path, command="run")
+
+
+def a_kernel_that_is_no_handle(tmp_path):
+    from nbkit.publish import cli
+
+    cli._kernel("follow", "notaslug")
+
+
 CASES = [
     # (what is wrong, the call, error type, words of the message)
     (
@@ -121,12 +185,75 @@ CASES = [
     ),
     ("a leaking file", leaking_file, errors.LeakError, "a private key"),
     (
+        "a scan path that does not exist",
+        lambda t: scan.check([t / "notebok"], secrets={}),
+        errors.ParameterError,
+        "notebok does not exist: give notebooks, bundles or folders of them to scan",
+    ),
+    (
+        "a notebook importing a name nbkit lacks",
+        importing_what_nbkit_lacks,
+        errors.BundleError,
+        "cell 1, line 2: `from nbkit import doesnotexist`: there is no module or name doesnotexist in nbkit",
+    ),
+    (
+        "a parameter the notebook lacks",
+        lambda t: params.check_parameters(kernel_globals(EPOCH=3)),
+        errors.ParameterError,
+        "Unknown parameter EPOCH (did you mean EPOCHS?): this notebook's parameters are EPOCHS, NUM_CLASSES",
+    ),
+    (
+        "a parameter of the wrong type",
+        lambda t: params.check_parameters(kernel_globals(EPOCHS=2.5)),
+        errors.ParameterError,
+        "Parameter EPOCHS=2.5 is a float, not an int as declared (`EPOCHS: int`): pass a whole number. "
+        "With papermill: `-p EPOCHS 0`",
+    ),
+    ("a truncated GZIP file", truncated_gzip_records, errors.DataError, "00-8x8-1.tfrec: its GZIP data breaks off"),
+    (
+        "a test id that is an int64",
+        lambda t: a_record_with(t, False, image=b"jpeg", id=7),
+        errors.DataError,
+        "record 0: feature 'id' holds 1 int64 value, but a test record needs one bytes value (UTF-8 text)",
+    ),
+    (
+        "a class that is bytes",
+        lambda t: a_record_with(t, True, image=b"jpeg", **{"class": b"3"}),
+        errors.DataError,
+        "record 0: feature 'class' holds 1 bytes value, but a labeled record needs one int64 value",
+    ),
+    (
+        "an OUTPUT_DIR on a read-only file system",
+        read_only_output_dir,
+        errors.ParameterError,
+        "out' cannot be written (Read-only file system): give a writable folder (on Kaggle: under /kaggle/working)",
+    ),
+    (
+        "a gs:// DATA_ROOT offline",
+        gcs_offline,
+        errors.DataError,
+        "Cannot reach Google Cloud Storage for gs://no-such-bucket/flowers",
+    ),
+    (
+        "a kernel that is no handle",
+        a_kernel_that_is_no_handle,
+        errors.ParameterError,
+        "'notaslug' is neither a bundle folder here nor a kernel handle",
+    ),
+    (
+        "a run without a Kaggle owner",
+        a_bundle_without_owner_run,
+        errors.PushError,
+        "pass --owner <you> to `python -m nbkit run`, then run again",
+    ),
+    (
         "a notebook that is not there",
         lambda t: bundle.write(t / "nope.py", t, owner="alice"),
         errors.BundleError,
         "does not exist",
     ),
     ("a folder without a bundle", lambda t: push.push(t), errors.PushError, "build the bundle first"),
+    ("a bundle folder not there", lambda t: push.push(t / "nope"), errors.PushError, "nope is not a folder"),
     (
         "a kernel that failed on Kaggle",
         lambda t: remote.check_outputs(remote.Session("error", "Out of memory", ()), t, [], "alice/k"),

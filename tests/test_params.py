@@ -47,11 +47,6 @@ def test_resolve_profile_rejects_unknown():
         params.resolve_profile("quick", "cpu")
 
 
-def test_or_default_keeps_the_default_for_zero():
-    assert params.or_default(0, 16) == 16
-    assert params.or_default(4, 16) == 4
-
-
 @pytest.mark.parametrize(
     "value, form, ok",
     [
@@ -99,19 +94,135 @@ def test_check_run_names_the_bad_shared_parameter():
             params.check_run(**{**good, name: bad})
 
 
+PARAMETERS_CELL = (
+    'DATA_ROOT: str = "auto"  # a folder\nEPOCHS: int = 0\nRATE: float = 0.5\nFLAG: bool = False\nNUM_CLASSES = 10\n'
+)
+CHECK_CELL = "from nbkit import params\nparams.check_parameters(globals())\n"
+
+
+def kernel_namespace(**injected: object) -> dict:
+    """The globals of a kernel that ran the parameters cell, papermill's injected cell and the check's cell."""
+    namespace = {"DATA_ROOT": "auto", "EPOCHS": 0, "RATE": 0.5, "FLAG": False, "NUM_CLASSES": 10, "acc": object()}
+    lines = "".join(f"{name} = {value!r}\n" for name, value in injected.items())
+    cells = [PARAMETERS_CELL] + (["# Parameters\n" + lines] if injected else []) + [CHECK_CELL]
+    return {**namespace, **injected, "In": ["", *cells], "__annotations__": {}}
+
+
 def test_unknown_parameter_names_the_closest_known_one():
-    namespace = {
-        "__annotations__": {"EPOCHS": int, "BACKEND": str},
-        "EPOCHS": 0,
-        "BACKEND": "auto",
-        "EPOCH": 3,
-        "In": [],
-        "acc": object(),
-        "NBKIT_BUNDLE": "/tmp/x",
-    }
-    with pytest.raises(ParameterError, match=r"Unknown parameter EPOCH \(did you mean EPOCHS\?\)"):
-        params.check_names(namespace)
-    del namespace["EPOCH"]
-    params.check_names(namespace)  # lower-case variables and the bundle's NBKIT_ names are not parameters
-    with pytest.raises(ParameterError, match="Unknown parameter SEEDS: this notebook's parameters are BACKEND, EPOCHS"):
-        params.check_names({**namespace, "SEEDS": 1, "__annotations__": {"EPOCHS": int, "BACKEND": str}})
+    with pytest.raises(ParameterError) as error:
+        params.check_parameters(kernel_namespace(EPOCH=3))
+    assert str(error.value) == (
+        "Unknown parameter EPOCH (did you mean EPOCHS?): this notebook's parameters are DATA_ROOT, EPOCHS, FLAG, "
+        "NUM_CLASSES, RATE (`papermill --help-notebook` lists them)."
+    )
+    params.check_parameters(kernel_namespace(EPOCHS=3, NUM_CLASSES=5))  # an unannotated parameter is one too
+    with pytest.raises(ParameterError, match="Unknown parameter SEEDS: "):
+        params.check_parameters(kernel_namespace(SEEDS=1))
+
+
+@pytest.mark.parametrize(
+    "name, value, words",
+    [
+        ("DATA_ROOT", ["a", "b"], "DATA_ROOT=['a', 'b'] is a list, not a str as declared (`DATA_ROOT: str`)"),
+        ("DATA_ROOT", 123, 'With papermill: `-r DATA_ROOT auto`, or `DATA_ROOT: "auto"` in a -f parameters file.'),
+        ("EPOCHS", 2.5, "EPOCHS=2.5 is a float, not an int as declared (`EPOCHS: int`): pass a whole number. "),
+        ("EPOCHS", True, "EPOCHS=True is a bool, not an int"),
+        ("RATE", "fast", "RATE='fast' is a str, not a float as declared (`RATE: float`): pass a number."),
+        ("RATE", None, "RATE=None is None, not a float"),
+        ("FLAG", 1, "FLAG=1 is an int, not a bool as declared (`FLAG: bool`): pass True or False. With papermill: "),
+    ],
+)
+def test_a_parameter_of_the_wrong_type_says_how_to_pass_it(name, value, words):
+    with pytest.raises(ParameterError) as error:
+        params.check_parameters(kernel_namespace(**{name: value}))
+    assert words in str(error.value)
+
+
+def test_an_int_is_a_float_and_types_are_read_from_the_cells_not_annotations():
+    params.check_parameters(kernel_namespace(RATE=1, FLAG=True, DATA_ROOT="~/data", EPOCHS=3))
+
+
+def test_a_plain_script_checks_the_types_of_its_annotations_and_without_them_warns():
+    script = {"__annotations__": {"EPOCHS": int, "RATE": "float"}, "EPOCHS": 1, "RATE": 1, "NUM_CLASSES": 10}
+    params.check_parameters(script)  # nothing injected a name in a script: NUM_CLASSES is the script's own
+    with pytest.raises(ParameterError, match="RATE='x' is a str, not a float"):
+        params.check_parameters({**script, "RATE": "x"})
+    with pytest.warns(UserWarning, match="names and types are not checked"):
+        params.check_parameters({"EPOCHS": 1})
+
+
+# ---- the same through real papermill runs of a tiny notebook (a kernel, IPython's In, the injected cell) ----
+
+
+@pytest.fixture(scope="module")
+def tiny_notebook(tmp_path_factory):
+    import nbformat
+
+    folder = tmp_path_factory.mktemp("tiny")
+    cells = [
+        nbformat.v4.new_code_cell(PARAMETERS_CELL, metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(CHECK_CELL + "print('checked', repr(DATA_ROOT), EPOCHS, RATE, FLAG, NUM_CLASSES)"),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, folder / "tiny.ipynb")
+    return folder / "tiny.ipynb"
+
+
+def run_tiny(notebook, tmp_path, **parameters) -> str:
+    """Run the tiny notebook with papermill from the repository root; the check cell's printed line."""
+    import papermill
+    from conftest import REPO, text_outputs
+
+    out = tmp_path / "out.ipynb"
+    papermill.execute_notebook(
+        str(notebook), str(out), parameters=parameters, kernel_name="python3", cwd=str(REPO), progress_bar=False
+    )
+    return text_outputs(out).strip()
+
+
+@pytest.mark.parametrize(
+    "parameters, words",
+    [
+        ({"EPOCH": 3}, "Unknown parameter EPOCH (did you mean EPOCHS?): this notebook's parameters are DATA_ROOT"),
+        ({"DATA_ROOT": ["a", "b"]}, "DATA_ROOT=['a', 'b'] is a list, not a str as declared (`DATA_ROOT: str`)"),
+        ({"DATA_ROOT": 2024}, "DATA_ROOT=2024 is an int, not a str"),
+        ({"EPOCHS": 2.5}, "EPOCHS=2.5 is a float, not an int as declared (`EPOCHS: int`)"),
+        ({"RATE": "fast"}, "RATE='fast' is a str, not a float"),
+        ({"FLAG": "yes"}, "FLAG='yes' is a str, not a bool"),
+    ],
+)
+def test_papermill_runs_stop_on_a_wrong_parameter(tiny_notebook, tmp_path, parameters, words):
+    import papermill
+
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        run_tiny(tiny_notebook, tmp_path, **parameters)
+    assert error.value.ename == "ParameterError" and words in error.value.evalue
+
+
+def test_papermill_passes_an_unannotated_parameter_and_an_int_for_a_float(tiny_notebook, tmp_path):
+    printed = run_tiny(tiny_notebook, tmp_path, NUM_CLASSES=5, RATE=1, DATA_ROOT="x")
+    assert printed == "checked 'x' 0 1 False 5"
+
+
+def test_the_papermill_command_line_with_a_parameters_file_and_p(tiny_notebook, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import REPO
+
+    (tmp_path / "params.yaml").write_text("DATA_ROOT: [a, b]\n")
+    papermill_cli = str(Path(sys.executable).with_name("papermill"))
+    for options, words in (
+        (["-f", str(tmp_path / "params.yaml")], "DATA_ROOT=['a', 'b'] is a list, not a str"),
+        (["-p", "EPOCHS", "2.5"], "EPOCHS=2.5 is a float, not an int"),
+    ):
+        result = subprocess.run(
+            [papermill_cli, str(tiny_notebook), str(tmp_path / "out.ipynb"), *options, "-k", "python3"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode != 0 and "ParameterError" in result.stderr and words in result.stderr, result.stderr

@@ -234,3 +234,14 @@ def test_a_bundle_without_owner_is_not_pushed(logged_in, tmp_path, monkeypatch):
     with pytest.raises(PushError, match="has no owner yet .id INSERT_USERNAME_HERE/03-private-dataset.: a kernel id"):
         push.push(folder)
     assert stub.requests == []
+
+
+def test_push_of_a_folder_that_does_not_exist(tmp_path):
+    from nbkit.publish import cli
+
+    with pytest.raises(PushError) as error:
+        cli.run(cli._parser().parse_args(["push", str(tmp_path / "nope")]))
+    assert str(error.value) == (
+        f"{tmp_path / 'nope'} is not a folder: give a bundle folder, which `python -m nbkit bundle <notebook>` "
+        "writes as build/kernels/<slug>."
+    )

@@ -11,7 +11,7 @@ import pytest
 from test_bundle import snapshot
 from test_push import NOTEBOOK_03, STATUS, kaggle_api, logged_in  # noqa: F401  (fixtures)
 
-from nbkit.errors import RunError
+from nbkit.errors import ParameterError, RunError
 from nbkit.publish import remote
 
 OUTPUT = "/api/v1/kernels.KernelsApiService/ListKernelSessionOutput"
@@ -155,3 +155,31 @@ def test_a_warning_of_the_status_command_is_shown_once(session, tmp_path):
     remote.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lines.append)
     warnings = [line for line in lines if "Looks like you're using an outdated `kaggle` version" in line]
     assert len(warnings) == 1 and "(99.0.0)" in warnings[0]
+
+
+@pytest.mark.parametrize("command", ["follow", "status"])
+@pytest.mark.parametrize("kernel", ["notaslug", "alice/Not A Slug", "build/kernels/nope"])
+def test_follow_and_status_refuse_what_is_neither_a_bundle_nor_a_handle(kaggle_api, command, kernel):  # noqa: F811
+    from nbkit.publish import cli
+
+    with pytest.raises(ParameterError) as error:
+        cli.run(cli._parser().parse_args([command, kernel]))
+    assert str(error.value) == (
+        f"{kernel!r} is neither a bundle folder here nor a kernel handle: `python -m nbkit {command}` takes the "
+        "folder `python -m nbkit bundle` wrote (e.g. build/kernels/02-flowers-classifier) or owner/slug as in the "
+        "kernel's kaggle.com URL (e.g. alice/02-flowers-classifier)."
+    )
+    assert kaggle_api.requests == []  # refused before the kaggle CLI ran
+
+
+def test_run_without_an_owner_says_to_pass_it_to_run(kaggle_api, tmp_path, capsys):  # noqa: F811
+    from nbkit.publish import cli
+
+    out = ["--out", str(tmp_path / "kernels"), "--outputs", str(tmp_path / "out")]
+    assert cli.main(["run", str(NOTEBOOK_03), *out]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"nbkit run: PushError: {tmp_path / 'kernels' / '03-private-dataset'}/kernel-metadata.json has no owner yet "
+        "(id INSERT_USERNAME_HERE/03-private-dataset): a kernel id needs your Kaggle user name to push. Log in "
+        "(kaggle.json or KAGGLE_USERNAME) or pass --owner <you> to `python -m nbkit run`, then run again."
+    )
+    assert kaggle_api.requests == []

@@ -155,3 +155,15 @@ def test_scan_finds_a_token_from_the_dotenv_beside_the_notebooks(tmp_path, monke
     assert "leaky.ipynb: cell 1 (code) output: the value of secret NBKIT_EXAMPLE_TOKEN" in result.stderr
     assert value not in result.stderr + result.stdout
     assert [f.kind for f in leaks.scan([leaky])] == ["the value of secret NBKIT_EXAMPLE_TOKEN"]
+
+
+def test_scan_of_a_path_that_does_not_exist_fails_naming_it(tmp_path):
+    clean = notebook(tmp_path / "clean.ipynb", ("print(1)", [stream("1\n")]))
+    result = subprocess.run(
+        [sys.executable, "-m", "nbkit", "scan", str(clean), str(tmp_path / "notebok")], capture_output=True, text=True
+    )
+    assert result.returncode == 1 and "no secrets found" not in result.stdout
+    assert result.stderr.strip() == (
+        f"nbkit scan: ParameterError: {tmp_path / 'notebok'} does not exist: give notebooks, bundles or folders of "
+        "them to scan, e.g. `python -m nbkit scan notebooks build/kernels`."
+    )

@@ -140,3 +140,42 @@ def test_records_that_are_not_examples_or_lack_features_are_named(tmp_path):
         DataError, match=r"record 0 is not a labeled record \(needs one image and one class; has \['id', 'image'\]\)"
     ):
         record_items([str(test_file)], labeled=True)
+
+
+@pytest.fixture
+def compressed(tmp_path):
+    """The same records written by TensorFlow plain, GZIP and ZLIB: {compression: path}, and the records."""
+    import tensorflow as tf
+
+    records = [writer.encode_record({"image": bytes([i]) * (3000 * i + 7), "class": i}) for i in range(12)]
+    paths = {}
+    for kind in ("", "GZIP", "ZLIB"):
+        paths[kind] = tmp_path / f"{kind or 'plain'}-12.tfrec"
+        with tf.io.TFRecordWriter(str(paths[kind]), options=kind or None) as tf_writer:
+            for record in records:
+                tf_writer.write(record)
+    return paths, records
+
+
+def test_gzip_and_zlib_files_written_by_tensorflow_read_as_the_plain_file(compressed):
+    paths, records = compressed
+    for kind, path in paths.items():
+        assert codec.compression(path) == kind
+        assert list(codec.read_records(path)) == records, kind
+    assert paths["GZIP"].read_bytes()[:2] == b"\x1f\x8b" and paths["GZIP"].stat().st_size < paths[""].stat().st_size
+
+
+@pytest.mark.parametrize("kind", ["GZIP", "ZLIB"])
+def test_a_truncated_compressed_file_is_named(compressed, kind):
+    path = compressed[0][kind]
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(DataError) as error:
+        list(codec.read_records(path))
+    assert str(error.value).startswith(f"{path}: its {kind} data breaks off in record ")
+    assert str(error.value).endswith("The file is truncated or corrupt: re-download or regenerate it.")
+
+
+def test_compression_of_a_plain_file_even_a_damaged_one_is_none(val_file):
+    assert codec.compression(val_file) == ""
+    damage(val_file, 0, b"\x09")  # a bad length checksum: still plain, and reading it says so
+    assert codec.compression(val_file) == ""

@@ -170,8 +170,10 @@ def find_package(location: str, local_default: str | Path, input_dir: str | Path
     (owner/model/framework/variation[/version]) attached or downloaded by kagglehub; "auto" looks for
     one under Kaggle's input folder (`input_dir`) when on Kaggle, else uses `local_default` (where
     notebook 05 writes it)."""
+    from nbkit.storage import user_path
+
     if location != "auto":
-        return _folder_or_model(location)
+        return _folder_or_model(user_path(location))
     if input_dir is None:
         return Path(local_default)
     # Datasets mount as <input>/<slug>/..., models as <input>/<model>/<framework>/<variation>/<version>

@@ -33,20 +33,45 @@ class Split:
         return self.name != "test"
 
 
-def flower_record(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str]:
+# What each feature of a record must hold: (Python type of its one value, in words).
+FEATURES = {
+    "image": (bytes, "one bytes value (the JPEG)"),
+    "class": (int, "one int64 value"),
+    "id": (bytes, "one bytes value (UTF-8 text)"),
+}
+KINDS = {bytes: "bytes", int: "int64", float: "float"}
+
+
+def record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str]:
     """(JPEG bytes, class or id) of one serialized record; a DataError says `where` it is wrong."""
     key = "class" if labeled else "id"
+    kind = "labeled" if labeled else "test"
     try:
         example = tfrecord.decode_example(raw)
     except ValueError as error:
         raise DataError(f"{where} is not a tf.train.Example ({error}).") from None
-    if len(example.get("image", ())) != 1 or len(example.get(key, ())) != 1:
-        raise DataError(
-            f"{where} is not a {'labeled' if labeled else 'test'} record (needs one image and one {key}; "
-            f"has {sorted(example)})."
-        )
+    if "image" not in example or key not in example:
+        raise DataError(f"{where} is not a {kind} record (needs one image and one {key}; has {sorted(example)}).")
+    for name in ("image", key):
+        needed, in_words = FEATURES[name]
+        values = example[name]
+        if len(values) != 1 or type(values[0]) is not needed:
+            kinds = ", ".join(sorted({KINDS[type(v)] for v in values}))
+            found = f"{len(values)} {kinds} value{'s' if len(values) > 1 else ''}" if values else "no value"
+            raise DataError(
+                f"{where}: feature '{name}' holds {found}, but a {kind} record needs {in_words}. Is the file from "
+                "another split or dataset? Re-download or regenerate it."
+            )
     value = example[key][0]
-    return example["image"][0], value if labeled else value.decode()
+    if labeled:
+        return example["image"][0], value
+    try:
+        return example["image"][0], value.decode()
+    except UnicodeDecodeError:
+        raise DataError(
+            f"{where}: feature 'id' is not UTF-8 text ({value[:20]!r}), but a test record needs {FEATURES['id'][1]}. "
+            "Re-download or regenerate the file."
+        ) from None
 
 
 def check_image(jpeg: bytes, image_size: int, where: str) -> None:
@@ -83,7 +108,7 @@ def check_file(
     count = 0
     for index, raw in enumerate(tfrecord.read_records(name)):
         where = f"{name}: record {index}"
-        jpeg, key = flower_record(raw, labeled, where)
+        jpeg, key = record_item(raw, labeled, where)
         check_image(jpeg, image_size, where)
         if labeled and not 0 <= key < num_classes:
             raise DataError(

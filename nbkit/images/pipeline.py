@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from nbkit import tfrecord
 from nbkit.env import available_memory
+from nbkit.errors import DataError
 from nbkit.images import augment, layout
 
 
@@ -74,6 +77,15 @@ def fits_in_memory(num_bytes: int, share: float = 0.25) -> bool:
     return available is not None and num_bytes <= share * available
 
 
+def compression(files: Sequence[str]) -> str:
+    """The compression of `files` ("", "GZIP" or "ZLIB"), which tf.data must be told; one for all of them."""
+    kinds = {name: tfrecord.compression(name) for name in files}
+    if len(set(kinds.values())) > 1:
+        shown = ", ".join(f"{Path(name).name}: {kind or 'none'}" for name, kind in kinds.items())
+        raise DataError(f"The files of one split are compressed in different ways ({shown}): write them all alike.")
+    return next(iter(kinds.values()), "")
+
+
 def positioned_records(files: Sequence[str], ordered: bool) -> Any:
     """(position in file order, serialized record) of `files`, several files read at once. The
     position comes from the counts in the file names, whatever order the reads interleave in."""
@@ -82,8 +94,9 @@ def positioned_records(files: Sequence[str], ordered: bool) -> Any:
 
     counts = [layout.count_in_name(name) for name in files]
     starts = np.cumsum([0] + counts[:-1]).astype(np.int64)
+    kind = compression(files)
     return tf.data.Dataset.from_tensor_slices((list(files), starts)).interleave(
-        lambda name, start: tf.data.TFRecordDataset(name).enumerate(start),
+        lambda name, start: tf.data.TFRecordDataset(name, compression_type=kind).enumerate(start),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=ordered,  # training reads files as they come; seeded runs keep one order
     )
@@ -93,7 +106,10 @@ def in_file_order(files: Sequence[str]) -> Any:
     """The serialized records of `files`, one file after the other (validation, prediction)."""
     import tensorflow as tf
 
-    return tf.data.Dataset.from_tensor_slices(list(files)).flat_map(tf.data.TFRecordDataset)
+    kind = compression(files)
+    return tf.data.Dataset.from_tensor_slices(list(files)).flat_map(
+        lambda name: tf.data.TFRecordDataset(name, compression_type=kind)
+    )
 
 
 def train_batches(

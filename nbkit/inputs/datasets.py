@@ -57,8 +57,9 @@ def locate(
     """
     check_choice("USE_GCS", use_gcs, GCS_CHOICES)
     if data_root != "auto":
-        if storage.is_remote(data_root) or storage.is_dir(data_root):
-            return DataSource(data_root, "DATA_ROOT was given")
+        path = storage.user_path(data_root)
+        if storage.is_remote(path) or storage.is_dir(path):
+            return DataSource(path, "DATA_ROOT was given")
         raise DataError(
             f"DATA_ROOT={data_root!r} does not exist: give the folder (or gs:// URL) that holds the data, "
             "or use DATA_ROOT='auto'."

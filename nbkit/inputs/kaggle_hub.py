@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from nbkit import storage
 from nbkit.errors import DataError, ParameterError
 from nbkit.params import check_handle
 
@@ -88,8 +89,9 @@ def fetch(kind: str, handle: str) -> str:
 def notebook_output(location: str, inside: str) -> str:
     """`location` if it is a folder here; else a Kaggle notebook's output handle (owner/slug or
     owner/slug/versions/N), fetched by kagglehub, and the folder `inside` it."""
-    if Path(location).exists() or not NOTEBOOK_OUTPUT.match(location):
-        return location
+    local = storage.user_path(location)
+    if Path(local).exists() or not NOTEBOOK_OUTPUT.match(location):
+        return local
     found = Path(fetch("notebook output", location)) / inside
     if not found.is_dir():
         raise DataError(f"The output of the Kaggle notebook {location} has no {inside}: is it the right notebook?")

@@ -29,7 +29,7 @@ LEFT_OUT = ("images/sample", "images/writer")
 
 
 def module_file(name: str) -> Path:
-    """`flowers/layout` -> nbkit/images/layout.py."""
+    """`images/layout` -> nbkit/images/layout.py."""
     return PACKAGE / f"{name}.py"
 
 
@@ -79,6 +79,65 @@ def modules_needed(cells: Iterable[str]) -> list[str]:
     if any(m.split("/")[0] == NEVER_BUNDLED for m in needed):
         raise BundleError("The notebook imports nbkit.publish, the command line's code; notebooks must not.")
     return sorted(needed)
+
+
+def _module_path(dotted: str) -> Path | None:
+    """nbkit.a.b -> nbkit/a/b.py or nbkit/a/b/__init__.py, or None when nbkit has no such module."""
+    name = "/".join(dotted.split(".")[1:]) or "__init__"
+    for path in (module_file(name), PACKAGE / name / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def top_level_names(path: Path) -> set[str] | None:
+    """The names a module binds outside its functions and classes; None when it can give any name
+    (a module `__getattr__`, or `import *`)."""
+    names, todo = set(), list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(alias.name == "*" for alias in node.names):
+                return None
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        todo.extend(ast.iter_child_nodes(node))
+    return None if "__getattr__" in names else names | {"__name__", "__file__", "__doc__", "__path__"}
+
+
+def _missing(node: ast.Import | ast.ImportFrom) -> str | None:
+    """What an import of nbkit names that nbkit does not have, or None."""
+    if isinstance(node, ast.Import):
+        wanted = [alias.name for alias in node.names if alias.name.split(".")[0] == "nbkit"]
+        return next((f"no module {name}" for name in wanted if _module_path(name) is None), None)
+    module = node.module or ""
+    path = _module_path(module)
+    if path is None:
+        return f"no module {module}"
+    names, package = top_level_names(path), path.name == "__init__.py"
+    for alias in node.names:
+        submodule = package and _module_path(f"{module}.{alias.name}") is not None
+        if names is not None and alias.name != "*" and alias.name not in names and not submodule:
+            return f"no {'module or name' if package else 'name'} {alias.name} in {module}"
+    return None
+
+
+def check_imports(code: str, where: str) -> None:
+    """A BundleError naming the line of `code` (a cell, at `where`) that imports from nbkit a module
+    or name it does not have: on Kaggle that would be an ImportError. Read statically, nothing is imported."""
+    for node in ast.walk(ast.parse(code)):
+        nbkit_from = (
+            isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "nbkit"
+        )
+        if (isinstance(node, ast.Import) or nbkit_from) and (missing := _missing(node)):
+            raise BundleError(
+                f"{where}, line {node.lineno}: `{ast.unparse(node)}`: there is {missing}. Fix the import (this "
+                "nbkit's modules are in nbkit/): the bundled notebook would stop there with an ImportError on Kaggle."
+            )
 
 
 def bundled_lines(modules: Iterable[str]) -> int:
@@ -132,7 +191,10 @@ def bundled_notebook(source: str | Path) -> tuple[Any, list[str]]:
     if not code:
         raise BundleError(f"{source} has no code cells.")
     try:
-        modules = modules_needed(_python(c.source) for c in code)
+        sources = [_python(c.source) for c in code]
+        for cell, text in zip(code, sources):
+            check_imports(text, f"{source}: cell {notebook.cells.index(cell) + 1}")
+        modules = modules_needed(sources)
     except SyntaxError as error:
         raise BundleError(f"{source}: a code cell does not parse ({error.msg}, line {error.lineno}).") from error
     for cell in code:
@@ -156,8 +218,9 @@ def write(
     """Write `out_dir/<slug>/` (notebook + kernel-metadata.json) for `source`, and return it.
 
     No Kaggle login is needed: without an owner the kernel id is INSERT_USERNAME_HERE/<slug>, and only
-    `push` asks for the real one. Everything is checked first (metadata, leaks in the source and in the result); the bundle is
-    written to a temporary folder and renamed into place, so a failure leaves any old bundle as it was.
+    `push` asks for the real one. Everything is checked first (metadata, leaks in the source and in the
+    result, the nbkit modules and names the notebook imports); the bundle is written to a temporary
+    folder and renamed into place, so a failure leaves any old bundle as it was.
     `options` are those of `nbkit.publish.kernel_metadata.build` (accelerator_name, competitions, ...).
     """
     import nbformat

@@ -16,10 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nbkit.errors import NbkitError
+from nbkit.errors import NbkitError, ParameterError
+from nbkit.params import check_handle
 from nbkit.publish import kernel_metadata, scan
 from nbkit.publish.kernel_metadata import CURRENT, RETIRED
 from nbkit.publish.scan import redact
+from nbkit.storage import user_path
 
 ACCELERATOR_HELP = (
     f"one of {', '.join(CURRENT)} (default tpu-v5e-8); retired on Kaggle, accepted with a warning: "
@@ -28,7 +30,7 @@ ACCELERATOR_HELP = (
 
 
 def _bundle_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("notebook", help="notebooks/NN_name.py or .ipynb")
+    parser.add_argument("notebook", type=user_path, help="notebooks/NN_name.py or .ipynb")
     parser.add_argument("--accelerator", default="tpu-v5e-8", help=ACCELERATOR_HELP)
     parser.add_argument(
         "--owner", help="your Kaggle user name, needed only to push (default: KAGGLE_USERNAME or kaggle.json)"
@@ -46,11 +48,15 @@ def _bundle_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--public", action="store_true", help="make the kernel public (default private)")
     parser.add_argument("--no-internet", action="store_true", help="run with internet off (competitions often want it)")
     parser.add_argument("--docker-image", help="pin a Docker image (default: none, Kaggle's current image)")
-    parser.add_argument("--out", default="build/kernels", help="parent folder of the bundle (default build/kernels)")
+    parser.add_argument(
+        "--out", type=user_path, default="build/kernels", help="parent folder of the bundle (default build/kernels)"
+    )
 
 
 def _follow_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--outputs", default="out/kaggle", help="outputs go to OUTPUTS/<slug>/ (default out/kaggle)")
+    parser.add_argument(
+        "--outputs", type=user_path, default="out/kaggle", help="outputs go to OUTPUTS/<slug>/ (default out/kaggle)"
+    )
     parser.add_argument(
         "--expect", action="append", default=[], help="an output file the run must produce, e.g. metrics.json"
     )
@@ -64,18 +70,18 @@ def _parser() -> argparse.ArgumentParser:
     bundle = commands.add_parser("bundle", help="build/kernels/<slug>/: the notebook with nbkit inside + metadata")
     _bundle_options(bundle)
     push = commands.add_parser("push", help="scan a bundle, then `kaggle kernels push -p` it and report URL and status")
-    push.add_argument("folder", help="build/kernels/<slug>")
+    push.add_argument("folder", type=user_path, help="build/kernels/<slug>")
     push.add_argument("--no-status", action="store_true", help="do not ask the status after pushing")
     run = commands.add_parser("run", help="bundle, push, follow the session, fetch its outputs into out/kaggle/<slug>/")
     _bundle_options(run)
     _follow_options(run)
     follow = commands.add_parser("follow", help="follow a pushed kernel to its end and fetch its outputs")
-    follow.add_argument("kernel", help="build/kernels/<slug> or owner/slug")
+    follow.add_argument("kernel", type=user_path, help="build/kernels/<slug> or owner/slug")
     _follow_options(follow)
     status = commands.add_parser("status", help="`kaggle kernels status` of a bundle folder or owner/slug")
-    status.add_argument("kernel")
+    status.add_argument("kernel", type=user_path, help="build/kernels/<slug> or owner/slug")
     scan = commands.add_parser("scan", help="fail if notebooks or bundles contain secrets (naming file and cell)")
-    scan.add_argument("paths", nargs="+")
+    scan.add_argument("paths", nargs="+", type=user_path, help="notebooks, bundles, or folders of them")
     return parser
 
 
@@ -109,10 +115,20 @@ def _bundled(folder: Path) -> str:
     return f"{done}, or push it with: python -m nbkit push {folder}"
 
 
-def _kernel(name: str) -> str:
+def _kernel(command: str, name: str) -> str:
+    """The kernel id of a bundle folder, or `name` if it is a kernel handle (owner/slug)."""
     from nbkit.publish import push
 
-    return push.read_metadata(name)["id"] if Path(name).is_dir() else name
+    if Path(name).is_dir():
+        return push.read_metadata(name)["id"]
+    try:
+        return check_handle("kernel", name, "owner/slug", slug=kernel_metadata.SLUG)
+    except ParameterError:
+        raise ParameterError(
+            f"{name!r} is neither a bundle folder here nor a kernel handle: `python -m nbkit {command}` takes the "
+            "folder `python -m nbkit bundle` wrote (e.g. build/kernels/02-flowers-classifier) or owner/slug as in "
+            "the kernel's kaggle.com URL (e.g. alice/02-flowers-classifier)."
+        ) from None
 
 
 def run(args: argparse.Namespace) -> str:
@@ -134,12 +150,12 @@ def run(args: argparse.Namespace) -> str:
         if args.command == "run":
             folder = remote.run(args.notebook, _bundle_kwargs(args), args.out, outputs_dir=args.outputs, **following)
         else:
-            folder = remote.follow_and_fetch(_kernel(args.kernel), args.outputs, **following)
+            folder = remote.follow_and_fetch(_kernel("follow", args.kernel), args.outputs, **following)
         return f"done: outputs in {folder}"
     if args.command == "status":
         from nbkit.publish import push
 
-        kernel = _kernel(args.kernel)
+        kernel = _kernel("status", args.kernel)
         return f"{kernel}: {push.status(kernel)}"
     scan.check(args.paths)
     return f"no secrets found in {', '.join(args.paths)}"

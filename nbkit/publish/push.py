@@ -68,6 +68,11 @@ def run_kaggle(*args: str) -> str:
 
 def read_metadata(folder: str | Path) -> dict:
     """The bundle's kernel-metadata.json, or a PushError saying how to make one."""
+    if not Path(folder).is_dir():
+        raise PushError(
+            f"{folder} is not a folder: give a bundle folder, which `python -m nbkit bundle <notebook>` writes as "
+            "build/kernels/<slug>."
+        )
     path = Path(folder) / "kernel-metadata.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -98,13 +103,14 @@ def status(kernel: str) -> str:
     return "\n".join([f"{state}: {failure}" if failure else state, *others])
 
 
-def _check_owner(metadata: dict, folder: Path) -> str:
+def _check_owner(metadata: dict, folder: Path, command: str) -> str:
     kernel = metadata.get("id", "?")
     if kernel.split("/")[0] == PLACEHOLDER_OWNER:
+        then = "then push again" if command == "bundle" else f"then {command} again"
         raise PushError(
             f"{folder}/kernel-metadata.json has no owner yet (id {kernel}): a kernel id needs your Kaggle user "
-            "name to push. Log in (kaggle.json or KAGGLE_USERNAME) or pass --owner <you> to "
-            "`python -m nbkit bundle`, then push again."
+            f"name to push. Log in (kaggle.json or KAGGLE_USERNAME) or pass --owner <you> to "
+            f"`python -m nbkit {command}`, {then}."
         )
     return kernel
 
@@ -128,11 +134,12 @@ def read_push_output(output: str) -> tuple[str, int | None, list[str]]:
     return pushed.group(2), int(pushed.group(1)) if pushed.group(1) else None, others
 
 
-def push(folder: str | Path, check_status: bool = True) -> Pushed:
-    """Scan the bundle for leaks, push it, and report the kernel's URL and status (or the server's error)."""
+def push(folder: str | Path, check_status: bool = True, command: str = "bundle") -> Pushed:
+    """Scan the bundle for leaks, push it, and report the kernel's URL and status (or the server's error).
+    `command`: the nbkit command that made the bundle and takes --owner (bundle, or run), for the advice."""
     folder = Path(folder)
     metadata = read_metadata(folder)
-    kernel = _check_owner(metadata, folder)
+    kernel = _check_owner(metadata, folder, command)
     scan.check([folder])
     warning = kernel_metadata.retired(metadata.get("machine_shape"))
     try:

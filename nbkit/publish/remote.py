@@ -209,7 +209,7 @@ def run(
     echo = follow_options.get("echo", echo_line)
     folder = bundle.write(notebook, kernels_dir, **bundle_options)
     echo(f"bundled {folder}")
-    pushed = push.push(folder, check_status=False)  # its errors say the bundle is kept
+    pushed = push.push(folder, check_status=False, command="run")  # its errors say the bundle is kept
     echo(pushed.describe())
     try:
         return follow_and_fetch(pushed.kernel, **follow_options)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbkit.errors import LeakError
+from nbkit.errors import LeakError, ParameterError
 from nbkit.inputs.account import kaggle_json
 from nbkit.inputs.secrets import MIN_LENGTH, dotenv_values, remembered
 
@@ -123,8 +123,15 @@ def scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> lis
 
 def scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> list[Finding]:
     """Findings in every file under `paths` (files or folders: .ipynb, .py, .json, .md, .txt, ...);
-    by default for the secrets this session knows, the .env files beside `paths` included."""
+    by default for the secrets this session knows, the .env files beside `paths` included. A path
+    that does not exist is a ParameterError."""
     paths = list(paths)
+    for path in map(Path, paths):
+        if not path.exists():  # else a misspelt path would pass as "no secrets found"
+            raise ParameterError(
+                f"{path} does not exist: give notebooks, bundles or folders of them to scan, e.g. "
+                "`python -m nbkit scan notebooks build/kernels`."
+            )
     secrets = known_secrets(dotenv=dotenv_files(paths)) if secrets is None else secrets
     findings = []
     for path in map(Path, paths):

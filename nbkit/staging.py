@@ -1,0 +1,158 @@
+"""A run's output folder, all or nothing: this run's files are written into `<folder>/.incomplete-run/`
+and moved into the folder only when the run ends well (`publish()`), so a run that fails or is killed
+leaves the previous run's outputs exactly as they were. One run at a time per folder.
+
+    outputs = staging.start(OUTPUT_DIR)                   # takes the folder's lock (in the first cell)
+    plots.batch(..., path=outputs.staging / "batch.png")  # written aside
+    outputs.publish()                                     # all at once, at the end
+
+Files a run updates in place (checkpoints) go straight into `outputs.folder`.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import IO
+
+from nbkit.errors import ParameterError
+from nbkit.storage import user_path
+
+STAGING, FAILED, LOCK = ".incomplete-run", ".failed-run", ".run.lock"
+
+
+class RunOutputs:
+    """A started run's output folder (see `start`): `staging` holds this run's files until `publish()`."""
+
+    def __init__(self, folder: Path, earlier_failure: str = "") -> None:
+        self.folder = folder
+        self.staging = folder / STAGING
+        self.earlier_failure = earlier_failure
+
+    def describe(self) -> str:
+        """One line: where this run's outputs go, and what happened to an unfinished earlier run's."""
+        return (
+            f"{self.earlier_failure}Outputs are written to {self.staging} and moved to {self.folder} when the run ends."
+        )
+
+    def publish(self) -> list[str]:
+        """Move every staged file and folder into `folder` (replacing the previous run's), drop the
+        staging folder and release the folder's lock; returns the names moved."""
+        names = sorted(p.name for p in self.staging.iterdir())
+        for name in names:
+            target = self.folder / name
+            if (self.staging / name).is_dir() and target.is_dir():
+                old = self.folder / f".{name}.old"
+                shutil.rmtree(old, ignore_errors=True)
+                target.rename(old)
+                (self.staging / name).rename(target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(self.staging / name, target)
+        self.staging.rmdir()
+        _release_lock(self.folder / LOCK, self)
+        return names
+
+
+def start(folder: str | Path, parameter: str = "OUTPUT_DIR") -> RunOutputs:
+    """Start a run's outputs in `folder`: lock it (`.run.lock`, an OS lock that dies with its process,
+    so a killed run never blocks the next; a folder another run holds is refused, a run started again
+    in the same process takes its own lock over), move an unfinished earlier run's files to
+    `.failed-run/` (saying so in `describe()`), and make the staging folder. It writes into the
+    folder, so calling it in the first cell checks at once that the folder can be written."""
+    path = Path(user_path(folder))
+    if path.exists() and not path.is_dir():
+        raise ParameterError(f"{parameter}={str(folder)!r} is a file, not a folder: give a folder for the outputs.")
+    outputs = RunOutputs(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        _take_lock(path / LOCK, outputs)
+        if outputs.staging.exists():  # an earlier run stopped before publishing (it holds no lock: it is over)
+            failed = path / FAILED
+            shutil.rmtree(failed, ignore_errors=True)
+            outputs.staging.rename(failed)
+            outputs.earlier_failure = f"An earlier run did not finish: its partial outputs are in {failed}. "
+        outputs.staging.mkdir()
+    except InUseError as error:
+        raise ParameterError(
+            f"{parameter}={str(folder)!r} is in use by another run ({error}): wait until it finishes (or stop "
+            f"it), or give this run another {parameter}."
+        ) from None
+    except OSError as error:
+        raise ParameterError(
+            f"{parameter}={str(folder)!r} cannot be written ({error.strerror or error}): give a writable folder "
+            "(on Kaggle: under /kaggle/working)."
+        ) from None
+    return outputs
+
+
+# ---- the output folder's lock: fcntl.flock on an open file, held by this process -----------------
+
+
+class InUseError(OSError):
+    """Another process holds the lock; its message says which (pid, host, since)."""
+
+
+_HELD: dict[Path, tuple[object, IO[str]]] = {}  # lock file -> (its RunOutputs, the open locked file)
+
+
+def _take_lock(path: Path, owner: object) -> None:
+    """Lock `path` for `owner`, taking it over from an earlier owner in this process; InUseError when
+    another process holds it. Nothing is locked where the OS has no such locks (Windows, some network
+    file systems): runs then go on as before the lock."""
+    key = path.resolve()
+    handle = _HELD.pop(key)[1] if key in _HELD else _lock_file(path)
+    if handle is None:
+        return
+    _HELD[key] = (owner, handle)
+    since = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": since}) + "\n")
+    handle.flush()
+
+
+def _lock_file(path: Path) -> IO[str] | None:
+    """`path` opened and locked; the loop retries when a publishing run removed it between our open and lock."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    while True:
+        handle = open(path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise InUseError(_holder(path)) from None
+        except OSError as error:
+            handle.close()
+            if error.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                return None
+            raise
+        if path.exists() and os.path.samestat(os.fstat(handle.fileno()), os.stat(path)):
+            return handle
+        handle.close()
+
+
+def _holder(path: Path) -> str:
+    """Which run holds the lock, as its lock file says."""
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+        return f"pid {holder['pid']} on host {holder['host']}, since {holder['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"its lock file {path} says no more"
+
+
+def _release_lock(path: Path, owner: object) -> None:
+    """Remove and unlock `path` if `owner` holds it (a RunOutputs that was taken over holds nothing)."""
+    key = path.resolve()
+    if key in _HELD and _HELD[key][0] is owner:
+        handle = _HELD.pop(key)[1]
+        path.unlink(missing_ok=True)  # before unlocking: see the loop in _lock_file
+        handle.close()
