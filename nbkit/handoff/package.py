@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import platform
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,9 +21,9 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.env import installed_versions
-from nbkit.errors import PackageError, ParameterError
-from nbkit.inputs.account import PLACEHOLDER_OWNER
-from nbkit.params import check_handle
+from nbkit.errors import PackageError
+from nbkit.inputs import account
+from nbkit.inputs.account import DATASET_SLUG, PLACEHOLDER_OWNER, default_dataset_id  # noqa: F401  (package.* names)
 
 FORMAT = "nbkit-model-package"
 FORMAT_VERSION = 1
@@ -44,7 +43,6 @@ REQUIRED_KEYS = (
     "data",
     "check",
 )
-DATASET_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{4,48}[a-z0-9]$")  # Kaggle: 6-50 letters, digits, '-'
 
 
 def versions(backend: str) -> dict[str, str]:
@@ -53,27 +51,13 @@ def versions(backend: str) -> dict[str, str]:
     return {"keras_backend": backend, "python": platform.python_version(), **installed_versions(names)}
 
 
-def default_dataset_id(slug: str) -> str:
-    """`<your Kaggle user name>/<slug>`, with a placeholder owner where the name is not known."""
-    from nbkit.inputs.account import kaggle_username
-
-    return f"{kaggle_username() or PLACEHOLDER_OWNER}/{slug}"
-
-
 def dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0") -> dict[str, Any]:
-    """The `dataset-metadata.json` contents, checked the way `kaggle datasets create` checks them."""
-    check_handle("DATASET_ID", dataset_id, example="alice/flowers-model", slug=DATASET_SLUG)
-    if not 6 <= len(title) <= 50:
-        raise ParameterError(f"The dataset title {title!r} has {len(title)} characters; Kaggle wants 6 to 50.")
-    return {
-        "title": title,
-        "id": dataset_id,
-        "licenses": [{"name": license_name}],
-        "resources": [
-            {"path": MODEL_FILE, "description": "Keras 3 model"},
-            {"path": MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
-        ],
-    }
+    """The package's `dataset-metadata.json` contents, checked the way `kaggle datasets create` checks them."""
+    resources = [
+        {"path": MODEL_FILE, "description": "Keras 3 model"},
+        {"path": MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
+    ]
+    return account.dataset_metadata(dataset_id, title, resources, license_name)
 
 
 def check_images(image_size: int, count: int = 2) -> np.ndarray:
