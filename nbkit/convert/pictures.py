@@ -2,8 +2,8 @@
 
 Phone pictures are turned upright by their EXIF orientation; grayscale, palette, transparent
 (composited on white), CMYK and 16-bit pictures all become 8-bit RGB. Large JPEGs are decoded at a
-reduced scale (`Image.draft`), which is most of the speed: the entropy decoding of a full-size
-JPEG is what costs. Same file, same options -> same bytes.
+reduced scale (`Image.draft`): a phone's 4000x3000 picture decodes at 1/4 or 1/8 of its size.
+Same file, same options -> same bytes.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 FITS = ("resize", "crop", "pad")
 SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")  # what Pillow reads cheaply
 RESAMPLE_GAP = 3.0  # Pillow's reducing_gap: box-reduce first, then resample; 3.0 looks like a full resample
+ORIENTATION = 0x0112  # the EXIF tag
 WHITE = (255, 255, 255)
 # What Pillow raises for a file that is not a picture, is cut short, or is too large to open safely.
 UNREADABLE = (OSError, ValueError, SyntaxError, EOFError, IndexError)
@@ -31,12 +32,12 @@ def square_jpeg(path: str | Path, size: int, fit: str = "resize", quality: int =
     """
     from PIL import Image, ImageOps
 
-    with Image.open(path) as opened:
-        if opened.format == "JPEG":
-            opened.draft(opened.mode, (size, size))  # decode at 1/2, 1/4 or 1/8 scale while still >= size
-        image = ImageOps.exif_transpose(opened)
-        image = to_rgb(image)
-    image = to_square(image, size, fit)
+    with Image.open(path) as image:
+        if image.format == "JPEG":
+            image.draft(image.mode, (size, size))  # decode at 1/2, 1/4 or 1/8 scale while still >= size
+        if image.getexif().get(ORIENTATION, 1) != 1:
+            image = ImageOps.exif_transpose(image)  # a copy: only for the pictures that need turning
+        image = to_square(to_rgb(image), size, fit)
     buffer = io.BytesIO()
     image.save(buffer, "JPEG", quality=quality)
     return buffer.getvalue()
@@ -73,7 +74,9 @@ def to_square(image: Any, size: int, fit: str) -> Any:
     from PIL import Image
 
     width, height = image.size
-    resample = Image.Resampling.BICUBIC
+    # Pillow's bilinear filter widens with the reduction (antialiased, unlike a GPU's bilinear): as
+    # smooth as bicubic for training pictures, at half its cost, and resizing is most of the time.
+    resample = Image.Resampling.BILINEAR
     if fit == "resize":
         return image.resize((size, size), resample, reducing_gap=RESAMPLE_GAP)
     if fit == "crop":

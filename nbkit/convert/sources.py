@@ -238,7 +238,7 @@ def find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extensi
 def _match_sample(test: Path, files: Sequence[PurePosixPath], sample: labels.Table) -> list[Picture]:
     id_column = sample.column(None, 0, "")
     index = PictureIndex(test, files)
-    pictures, seen, no_picture = [], {}, []
+    pictures, seen, no_picture, named = [], {}, [], set()
     for line, row in sample.rows:
         picture_id = row.get(id_column, "")
         if picture_id in seen:
@@ -249,7 +249,10 @@ def _match_sample(test: Path, files: Sequence[PurePosixPath], sample: labels.Tab
         file, _, wrong = index.find(picture_id)
         if file is None:
             no_picture.append(f"line {line}: {wrong}")
+        elif test / file in named:
+            raise DataError(f"{sample.path.name} line {line} (id {picture_id!r}) names {file} a second time.")
         else:
+            named.add(test / file)
             pictures.append(Picture(test / file, picture_id, None, f"{sample.path.name} line {line}"))
     if no_picture:
         raise problems(
@@ -257,7 +260,6 @@ def _match_sample(test: Path, files: Sequence[PurePosixPath], sample: labels.Tab
             no_picture,
             f"Check --test ({test}) and the sample submission.",
         )
-    named = {picture.path for picture in pictures}
     extra = [f"{test.name}/{file}" for file in files if test / file not in named]
     if extra:
         raise problems(

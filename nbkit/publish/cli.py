@@ -87,7 +87,8 @@ def _convert(args: argparse.Namespace) -> str:
     from nbkit.convert.run import convert
 
     options = {k: v for k, v in vars(args).items() if k not in ("command", "source", "output", "size")}
-    return f"done: {convert(args.source, args.output, args.size, **options)}"
+    convert(args.source, args.output, args.size, **options)
+    return ""  # convert() printed its progress and summary
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -185,7 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit code 0 on success, 1 with a one-paragraph error otherwise."""
     args = _parser().parse_args(argv)
     try:
-        print(run(args))
+        last_lines = run(args)
+        if last_lines:
+            print(last_lines)
     except NbkitError as error:
         print(f"nbkit {args.command}: {type(error).__name__}: {redact(str(error))}", file=sys.stderr)
         return 1
