@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -371,6 +372,55 @@ def test_a_failed_conversion_leaves_the_earlier_output_exactly_as_it_was(tmp_pat
     assert "skipped a/4.jpg" in capsys.readouterr().out
     description = dataset.read(output)
     assert description.converted_with["skipped"] == ["a/4.jpg"] and sum(description.counts.values()) == 6
+
+
+def test_a_killed_conversion_leaves_the_earlier_output_exactly_as_it_was(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    source, output = small_folders(tmp_path / "src"), tmp_path / "out"
+    convert(source, output, SIZE, workers=1)
+    before = snapshot(output)
+    os.mkfifo(source / "a" / "4.jpg")  # opening it blocks: the conversion stops there until killed
+    command = [
+        sys.executable,
+        "-m",
+        "nbkit",
+        "tfrecords",
+        str(source),
+        str(output),
+        "--size",
+        str(SIZE),
+        "--workers",
+        "1",
+    ]
+    running = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    for line in running.stdout:
+        if line.startswith("encoding"):
+            break
+    running.send_signal(signal.SIGKILL)
+    running.wait()
+    assert snapshot(output) == before
+    staging = [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.tmp-")]
+    assert staging == [f".out.tmp-{running.pid}"]  # the killed run's, hidden; the next run deletes it
+    (source / "a" / "4.jpg").unlink()
+    convert(source, output, SIZE, workers=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]
+
+
+def test_a_killed_conversions_staging_folder_goes_at_the_next_one(tmp_path):
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = tmp_path / f".out.tmp-{int(gone.stdout)}"  # atomic.staged_dir's name for it
+    (leftover / f"tfrecords-jpeg-{SIZE}x{SIZE}" / "train").mkdir(parents=True)
+    (leftover / f"tfrecords-jpeg-{SIZE}x{SIZE}" / "train" / "00-writing.tfrec").write_bytes(b"half")
+    running = tmp_path / f".out.tmp-{os.getppid()}"  # a live process's (pytest's parent): kept
+    running.mkdir()
+    convert(small_folders(tmp_path / "src"), tmp_path / "out", SIZE, workers=1)
+    assert not leftover.exists() and running.exists()
 
 
 def test_the_command_line(tmp_path, capsys, cassava):

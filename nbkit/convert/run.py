@@ -4,6 +4,7 @@
     OUTPUT/nbkit-dataset.json      classes, label values, submission columns, metric, folds
     OUTPUT/dataset-metadata.json   for `kaggle datasets create -p OUTPUT --dir-mode zip`
 
+(Without `--dir-mode` the kaggle CLI skips folders and would upload the description alone.)
 Nothing half-written: OUTPUT is built in a staging folder beside it and renamed into place at the
 end, so a failed or killed conversion leaves an earlier OUTPUT exactly as it was.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
@@ -98,6 +101,7 @@ def _convert(options: Options) -> Path:
     if tests:
         splits["test"] = [Group("test", tests, [None] * len(tests))]
     say(describe_plan(options, labeled, classes, splits, split_kind))
+    remove_killed_leftovers(options.output)
     with atomic.staged_dir(options.output) as staging:
         names, skipped, progress = write_splits(options, splits, staging)
         id_column, label_column = submission_columns(sample, labeled)
@@ -118,6 +122,27 @@ def _convert(options: Options) -> Path:
         (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
     say(summary(options, description, names, skipped, progress, metadata["id"]))
     return options.output
+
+
+def remove_killed_leftovers(output: Path) -> None:
+    """Delete the staging folders that killed conversions left beside OUTPUT (`.<name>.tmp-<pid>`,
+    atomic.staged_dir's naming) whose process is gone; a failing one removes its own."""
+    for folder in output.parent.glob(f".{output.name}.tmp-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            say(f"  removed {folder}, left by a conversion that was killed")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` runs (one we may not signal runs too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None, list[Picture]]:
