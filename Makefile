@@ -92,12 +92,14 @@ clean:
 	rm -rf .venv-uv $(VENV) $(XLA_VENV) $(MATRIX:%=.venv-%) out build
 
 # Benchmarks (bench/README.md): input pipeline images/s, training steps/s, start-up and notebook
-# smoke-run wall times. Prints tables; writes them and a plot under out/bench/. Tests never time anything.
+# smoke-run wall times, the converter's images/s. Prints tables; writes them and a plot under out/bench/.
+# Tests never time anything.
 bench: $(STAMP) $(XLA_STAMP)
 	$(BIN)/python bench/input_pipeline.py
 	$(BIN)/python bench/training_steps.py
 	$(BIN)/python bench/bench_setup.py
 	$(BIN)/python bench/competition_scale.py
+	$(BIN)/python bench/convert.py
 	@echo "Tables and plot: out/bench/"
 
 # A notebook as a self-contained Kaggle kernel in build/kernels/<slug>/ (no login needed: import it with

@@ -48,7 +48,7 @@ def under(folder: str) -> list[str]:
 
 def test_the_tree_has_the_documented_parts():
     folders = {m.split("/")[0] for m in MODULES if "/" in m}
-    assert folders == {"accel", "images", "competitions", "handoff", "pytorch", "inputs", "publish", "guide"}
+    assert folders == {"accel", "images", "competitions", "convert", "handoff", "pytorch", "inputs", "publish", "guide"}
     assert CORE <= set(MODULES)
 
 
@@ -77,6 +77,14 @@ def test_publish_is_never_reached_from_outside_it_nor_from_a_notebook():
         assert "nbkit.publish" not in notebook.read_text(), notebook.name
 
 
+@pytest.mark.parametrize("module", under("convert"))
+def test_the_converter_never_reaches_a_framework(module):
+    # It runs in any notebook, before (or without) TensorFlow: Pillow, numpy and nbkit's own TFRecord writer.
+    for other in reachable(module):
+        heavy = external_imports(other) & {"keras", "jax", "tensorflow", "torch"}
+        assert not heavy or (other == "storage" and heavy == {"tensorflow"}), (other, heavy)
+
+
 @pytest.mark.parametrize("module", under("handoff"))
 def test_handoff_does_not_reach_secrets(module):
     assert "inputs/secrets" not in reachable(module)
@@ -90,6 +98,7 @@ def test_handoff_does_not_reach_secrets(module):
         ("inputs", ("images/", "competitions/", "handoff/", "pytorch/", "publish/", "guide/", "accel/", "models")),
         ("accel", ("images/", "competitions/", "handoff/", "inputs/", "pytorch/", "publish/", "guide/", "models")),
         ("guide", ("images/", "competitions/", "handoff/", "inputs/", "pytorch/", "publish/")),
+        ("convert", ("handoff/", "pytorch/", "publish/", "guide/", "accel/", "models", "images/pipeline")),
     ],
 )
 def test_folders_do_not_reach_across_concerns(folder, never):

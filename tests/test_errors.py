@@ -10,6 +10,7 @@ from test_accel_detect import PLAIN, fake_tf
 
 from nbkit import errors, params
 from nbkit.accel import choose, precision, tf_devices
+from nbkit.convert import run as convert
 from nbkit.guide import mnist
 from nbkit.handoff import package, resume
 from nbkit.images import layout, sample, writer
@@ -152,6 +153,13 @@ CASES = [
         "USE_GCS='maybe'",
     ),
     ("a secret name", lambda t: secrets.secret(""), errors.ParameterError, "A secret name is needed"),
+    ("a picture size", lambda t: convert.convert(t, t / "out", 8), errors.ParameterError, "--size 8"),
+    (
+        "a class folder without pictures",
+        lambda t: [(t / "src" / c).mkdir(parents=True) for c in "ab"] and convert.convert(t / "src", t / "out", 32),
+        errors.DataError,
+        "holds no pictures",
+    ),
     ("a backend", lambda t: choose.choose_backend("pytorch", **PLAIN), errors.ParameterError, "backend='pytorch'"),
     (
         "a missing data folder",

@@ -23,16 +23,19 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.env import installed_versions
-from nbkit.errors import PackageError, ParameterError
+from nbkit.errors import PackageError
 from nbkit.handoff import manifest as manifest_schema
 from nbkit.handoff.manifest import MANIFEST_FILE, MODEL_FILE, check_compatible
 from nbkit.handoff.manifest import read as read_manifest
 from nbkit.images.description import Description
+from nbkit.inputs import account
 from nbkit.inputs.account import PLACEHOLDER_OWNER
-from nbkit.params import check_handle
 
 # What notebooks 05 and 06 use: writing, finding, reading, checking, loading and publishing packages.
 __all__ = [
+    "MANIFEST_FILE",
+    "MODEL_FILE",
+    "PLACEHOLDER_OWNER",
     "check_compatible",
     "default_dataset_id",
     "find_package",
@@ -43,7 +46,6 @@ __all__ = [
 ]
 METADATA_FILE = "dataset-metadata.json"
 INPUT_FORMAT = "uint8 RGB, 0-255, shape [image_size, image_size, 3]; the model rescales inside"
-DATASET_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{4,48}[a-z0-9]$")  # Kaggle: 6-50 letters, digits, '-'
 
 
 def versions(backend: str) -> dict[str, str]:
@@ -54,26 +56,17 @@ def versions(backend: str) -> dict[str, str]:
 
 def default_dataset_id(dataset: Description) -> str:
     """`<your Kaggle user name>/<the data's name>-model`, with a placeholder owner where the name is not known."""
-    from nbkit.inputs.account import kaggle_username
-
     slug = re.sub(r"[^a-z0-9]+", "-", dataset.title.lower()).strip("-")[:44].strip("-")
-    return f"{kaggle_username() or PLACEHOLDER_OWNER}/{slug}-model"
+    return account.default_dataset_id(f"{slug}-model")
 
 
 def dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0") -> dict[str, Any]:
-    """The `dataset-metadata.json` contents, checked the way `kaggle datasets create` checks them."""
-    check_handle("DATASET_ID", dataset_id, example="alice/flowers-model", slug=DATASET_SLUG)
-    if not 6 <= len(title) <= 50:
-        raise ParameterError(f"The dataset title {title!r} has {len(title)} characters; Kaggle wants 6 to 50.")
-    return {
-        "title": title,
-        "id": dataset_id,
-        "licenses": [{"name": license_name}],
-        "resources": [
-            {"path": MODEL_FILE, "description": "Keras 3 model"},
-            {"path": MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
-        ],
-    }
+    """The package's `dataset-metadata.json` contents, checked the way `kaggle datasets create` checks them."""
+    resources = [
+        {"path": MODEL_FILE, "description": "Keras 3 model"},
+        {"path": MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
+    ]
+    return account.dataset_metadata(dataset_id, title, resources, license_name)
 
 
 def check_images(image_size: int, count: int = 2) -> np.ndarray:

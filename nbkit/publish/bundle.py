@@ -23,9 +23,9 @@ BUNDLE_TAG = "nbkit-bundle"
 HIDDEN = {"_kg_hide-input": True, "jupyter": {"source_hidden": True}}  # Kaggle's editor; JupyterLab
 NEVER_BUNDLED = "publish"  # the command line's own modules
 # Reached only through nbkit's own imports, these stay out of a bundle: on Kaggle the data is
-# attached, so the generator of the stand-in sample (and its TFRecord writer) never runs there.
-# A notebook that imports one of them itself still gets it.
-LEFT_OUT = ("images/sample", "images/writer")
+# attached, so the generators of the stand-in samples never run there (the TFRecord writer they use
+# travels only with the converter). A notebook that imports one of them itself still gets it.
+LEFT_OUT = ("images/sample", "convert/example")
 
 
 def module_file(name: str) -> Path:

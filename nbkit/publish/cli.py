@@ -6,6 +6,7 @@ python -m nbkit run notebooks/02_flowers_classifier.py --competition flower-clas
 python -m nbkit follow build/kernels/02-flowers-classifier              (or owner/slug)
 python -m nbkit status build/kernels/02-flowers-classifier              (or owner/slug)
 python -m nbkit scan notebooks build/kernels
+python -m nbkit tfrecords train_images out/cassava --size 512 --labels train.csv --test test_images
 """
 
 from __future__ import annotations
@@ -64,6 +65,38 @@ def _follow_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", type=float, default=30, help="seconds between status checks (default 30)")
 
 
+def _tfrecords_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="folder of pictures named in --labels, or of one sub-folder per class")
+    parser.add_argument("output", help="folder to write (replaced whole): tfrecords-jpeg-NxN/, nbkit-dataset.json")
+    parser.add_argument("--size", type=int, required=True, help="side of the square pictures, e.g. 512")
+    parser.add_argument("--labels", help="CSV of picture ids and labels (else: one sub-folder per class)")
+    parser.add_argument("--id-column", help="the labels CSV's id column (default: its first)")
+    parser.add_argument("--label-column", help="the labels CSV's label column (default: its second)")
+    parser.add_argument("--split-column", help="a labels CSV column of train/val: the competition's own split")
+    parser.add_argument("--test", help="folder of test pictures")
+    parser.add_argument("--sample-submission", help="the competition's sample_submission.csv: the test ids")
+    parser.add_argument("--val-fraction", type=float, default=0.2, help="share of each class that validates")
+    parser.add_argument("--folds", type=int, default=0, help="K stratified folds instead of a val split")
+    parser.add_argument("--fit", default="resize", help="resize (default: squash whole), crop (centre) or pad")
+    parser.add_argument("--metric", default="accuracy", help="accuracy (default), f1_macro or qwk")
+    parser.add_argument("--class-names", help="JSON: {label value: readable name}, or a list of label values")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the split, folds and order (default 42)")
+    parser.add_argument("--workers", type=int, help="processes encoding pictures (default: every core)")
+    parser.add_argument("--skip-damaged", action="store_true", help="leave out pictures that cannot be decoded")
+    parser.add_argument("--title", help="the Kaggle dataset's title, 6 to 50 characters (default: from OUTPUT)")
+    parser.add_argument("--dataset-id", help="owner/slug of the Kaggle dataset (default: you/<OUTPUT's name>)")
+    parser.add_argument("--competition", help="the competition's Kaggle slug, for the description")
+    parser.add_argument("--quality", type=int, default=95, help="JPEG quality (default 95)")
+
+
+def _convert(args: argparse.Namespace) -> str:
+    from nbkit.convert.run import convert
+
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "source", "output", "size")}
+    convert(args.source, args.output, args.size, **options)
+    return ""  # convert() printed its progress and summary
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nbkit", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -82,6 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("kernel", type=user_path, help="build/kernels/<slug> or owner/slug")
     scan = commands.add_parser("scan", help="fail if notebooks or bundles contain secrets (naming file and cell)")
     scan.add_argument("paths", nargs="+", type=user_path, help="notebooks, bundles, or folders of them")
+    tfrecords = commands.add_parser("tfrecords", help="a competition's pictures + CSV -> TFRecords for the notebooks")
+    _tfrecords_options(tfrecords)
     return parser
 
 
@@ -152,6 +187,8 @@ def run(args: argparse.Namespace) -> str:
         else:
             folder = remote.follow_and_fetch(_kernel("follow", args.kernel), args.outputs, **following)
         return f"done: outputs in {folder}"
+    if args.command == "tfrecords":
+        return _convert(args)
     if args.command == "status":
         from nbkit.publish import push
 
@@ -165,7 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit code 0 on success, 1 with a one-paragraph error otherwise."""
     args = _parser().parse_args(argv)
     try:
-        print(run(args))
+        last_lines = run(args)
+        if last_lines:
+            print(last_lines)
     except NbkitError as error:
         print(f"nbkit {args.command}: {type(error).__name__}: {redact(str(error))}", file=sys.stderr)
         return 1

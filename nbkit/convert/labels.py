@@ -1,0 +1,147 @@
+"""A competition's CSV files and labels: rows with their line numbers as a spreadsheet shows them,
+the label values in label order, and readable class names.
+
+Label order: integer labels numerically (0, 1, 2, ..., 10), names alphabetically, or the order of
+a given class list. Label values stay what the CSV writes (ints stay ints, names stay strings), so
+submission.csv can write them back.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbkit.errors import DataError, ParameterError
+
+INTEGER = re.compile(r"[+-]?\d+")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A CSV file: its header and its rows, each with its line number (the header is line 1)."""
+
+    path: Path
+    header: tuple[str, ...]
+    rows: tuple[tuple[int, dict[str, str]], ...]
+
+    def column(self, name: str | None, position: int, option: str) -> str:
+        """The column called `name`, or the `position`-th one when no name is given; a DataError
+        names the columns there are."""
+        if name is None and position < len(self.header):
+            return self.header[position]
+        if name in self.header:
+            return name
+        wanted = f"column {name!r}" if name else f"a column number {position + 1}"
+        raise DataError(
+            f"{self.path.name} has no {wanted}; its columns are {', '.join(map(repr, self.header)) or 'none'}. "
+            f"Give the right name with {option}."
+        )
+
+
+def read_csv(path: str | Path, option: str) -> Table:
+    """The CSV at `path` (`option` names it in messages); cells stripped, empty lines skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterError(f"{option} {path}: no such file. Give the CSV file's path.")
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark
+            lines = list(csv.reader(f))
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise DataError(f"{path.name} is not a readable UTF-8 CSV file ({error}): save it as CSV (UTF-8).") from None
+    if not lines or not any(lines[0]):
+        raise DataError(f"{path.name} is empty: it needs a header line, then one line per picture.")
+    header = tuple(cell.strip() for cell in lines[0])
+    rows = tuple(
+        (number, dict(zip(header, (cell.strip() for cell in cells))))
+        for number, cells in enumerate(lines[1:], start=2)
+        if any(cell.strip() for cell in cells)
+    )
+    return Table(path, header, rows)
+
+
+def label_key(text: str) -> str:
+    """The label as it is compared: integers without sign or leading zeros ("03" is 3), names as written."""
+    return str(int(text)) if INTEGER.fullmatch(text) else text
+
+
+@dataclass(frozen=True)
+class Classes:
+    """The classes in label order: label i is `values[i]` in the CSV and `names[i]` to a reader."""
+
+    values: tuple[int | str, ...]
+    names: tuple[str, ...]
+    source: str  # where the class list came from, for messages
+
+    def index(self, text: str, where: str) -> int:
+        """The label index of the label written `text`; a DataError says where an unknown label is."""
+        try:
+            return self._positions[label_key(text)]
+        except KeyError:
+            known = ", ".join(map(repr, self.values[:12])) + (", ..." if len(self.values) > 12 else "")
+            raise DataError(
+                f"{where}: label {text!r} is not one of the classes {self.source} gives ({known}). "
+                "Correct the label, or add the class to the class names."
+            ) from None
+
+    @functools.cached_property
+    def _positions(self) -> dict[str, int]:
+        return {label_key(str(value)): i for i, value in enumerate(self.values)}
+
+
+def class_list(found: Mapping[str, str], class_names: object = None) -> Classes:
+    """The classes of the labels `found` ({label text: where it first appears}), in label order,
+    named by `class_names`: None, a JSON file, a {label value: name} mapping, or a list of label
+    values in label order. Given class names make an unknown label an error."""
+    given, source = _given_names(class_names)
+    if given is None:
+        keys = sorted({label_key(text) for text in found}, key=_order)
+        names = dict.fromkeys(keys)
+    elif isinstance(given, Mapping):
+        names = {label_key(str(k)): str(v) for k, v in given.items()}
+        keys = sorted(names, key=_order)
+    else:
+        keys = [label_key(str(value)) for value in given]
+        if len(set(keys)) != len(keys):
+            raise ParameterError(f"The class list {source} names a class twice: {list(given)}.")
+        names = dict.fromkeys(keys)
+    if len(keys) < 2:
+        raise DataError(f"Only {len(keys)} class ({', '.join(keys)}): a classifier needs at least two.")
+    as_int = all(INTEGER.fullmatch(key) for key in keys)
+    values = tuple(int(key) if as_int else key for key in keys)
+    classes = Classes(values, tuple(names[key] or key for key in keys), source)
+    for text, where in found.items():
+        classes.index(text, where)  # an unknown label stops here, naming its row
+    return classes
+
+
+def _order(key: str) -> tuple[int, int, str]:
+    """Integers numerically before names alphabetically."""
+    return (0, int(key), "") if INTEGER.fullmatch(key) else (1, 0, key)
+
+
+def _given_names(class_names: object) -> tuple[Mapping[str, object] | Sequence[object] | None, str]:
+    """(the class names as given, where they came from)."""
+    if class_names is None:
+        return None, "the labels"
+    if isinstance(class_names, (str, Path)):
+        path = Path(class_names)
+        try:
+            given = json.loads(path.read_text(encoding="utf-8"))
+        except OSError:
+            raise ParameterError(f"--class-names {path}: no such file. Give a JSON file, or leave it out.") from None
+        except ValueError as error:
+            raise ParameterError(f"--class-names {path} is not valid JSON ({error}).") from None
+        class_names, source = given, path.name
+    else:
+        source = "class_names"
+    if not isinstance(class_names, (Mapping, list, tuple)):
+        raise ParameterError(
+            f"Class names {source} must be a {{label value: name}} mapping or a list of label values, "
+            f"not {type(class_names).__name__}."
+        )
+    return class_names, source

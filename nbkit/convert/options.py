@@ -1,0 +1,142 @@
+"""The converter's options, checked before anything is read or written, and what of them the
+dataset description keeps (names relative to nothing on this machine: the same input gives the
+same bytes wherever it is converted)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbkit import __version__
+from nbkit.convert.pictures import FITS
+from nbkit.convert.workers import cores
+from nbkit.errors import ParameterError
+from nbkit.images.description import DESCRIPTION_FILE, METRICS
+
+SIZES = (32, 2048)  # smallest and largest picture side: below 32 a CNN sees little, above 2048 no TPU batch fits
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every option of `convert`, checked (see its docstring)."""
+
+    source: Path
+    output: Path
+    size: int
+    labels: Path | None = None
+    id_column: str | None = None
+    label_column: str | None = None
+    split_column: str | None = None
+    test: Path | None = None
+    sample_submission: Path | None = None
+    val_fraction: float = 0.2
+    folds: int = 0
+    fit: str = "resize"
+    metric: str = "accuracy"
+    class_names: Any = None
+    seed: int = 42
+    workers: int = 1
+    skip_damaged: bool = False
+    title: str | None = None
+    dataset_id: str | None = None
+    competition: str | None = None
+    quality: int = 95
+    inputs: tuple[Path, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def from_arguments(cls, **arguments: Any) -> Options:
+        """The options of a `convert(...)` call: paths as Paths, workers=None as every core, checked."""
+        for name in ("source", "output", "labels", "test", "sample_submission"):
+            if arguments[name] is not None:
+                arguments[name] = Path(arguments[name])
+        arguments["workers"] = cores() if arguments["workers"] is None else arguments["workers"]
+        inputs = [arguments[name] for name in ("source", "labels", "test", "sample_submission")]
+        return cls(**arguments, inputs=tuple(p for p in inputs if p is not None)).check()
+
+    def check(self) -> Options:
+        """These options, or a ParameterError naming the first one that cannot be used."""
+        _whole_number("--size", self.size, *SIZES, "the side of the square pictures, e.g. 512")
+        if not (isinstance(self.val_fraction, (int, float)) and 0 < self.val_fraction <= 0.9):
+            raise ParameterError(
+                f"--val-fraction {self.val_fraction!r} must be above 0 and at most 0.9 (e.g. 0.2: a fifth "
+                "of each class validates); for no validation split use --folds."
+            )
+        if self.folds != 0:
+            _whole_number("--folds", self.folds, 2, 100, "0 for a train/val split, or 2 or more folds, e.g. 5")
+        if self.fit not in FITS:
+            raise ParameterError(f"--fit {self.fit!r} is not one of {', '.join(FITS)}.")
+        if self.metric not in METRICS:
+            raise ParameterError(f"--metric {self.metric!r} is not one of {', '.join(METRICS)}.")
+        _whole_number("--quality", self.quality, 50, 100, "the JPEG quality, e.g. 95")
+        _whole_number("--workers", self.workers, 1, 1024, "the processes that encode pictures")
+        _whole_number("--seed", self.seed, 0, 2**63, "any whole number")
+        self._check_output()
+        return self
+
+    def _check_output(self) -> None:
+        """OUTPUT is replaced as a whole: never a file, an input, or a folder of other things."""
+        output = self.output
+        if output.exists() and not output.is_dir():
+            raise ParameterError(f"OUTPUT {output} is a file: give a folder for the converted dataset.")
+        for path in self.inputs:
+            if output.resolve() == path.resolve() or output.resolve() in path.resolve().parents:
+                raise ParameterError(
+                    f"OUTPUT {output} holds the input {path}, and converting replaces OUTPUT as a whole: "
+                    "give another folder."
+                )
+        if output.is_dir():
+            entries = sorted(p.name for p in output.iterdir())
+            if entries and DESCRIPTION_FILE not in entries:
+                raise ParameterError(
+                    f"OUTPUT {output} already holds {', '.join(entries[:5])} and is no earlier conversion "
+                    f"(no {DESCRIPTION_FILE}); converting replaces it as a whole: give a new or empty folder."
+                )
+
+    def default_title(self) -> str:
+        """The dataset's title: the output folder's name and the size, 6 to 50 characters."""
+        base = re.sub(r"[-_ ]+", " ", self.output.resolve().name).strip() or "pictures"
+        title = f"{base} {self.size}px"[:50].strip()
+        return title if len(title) >= 6 else f"{title} TFRecords"
+
+    def default_slug(self) -> str:
+        """The dataset's slug: the output folder's name in Kaggle's letters (a-z, 0-9, -)."""
+        slug = re.sub(r"[^a-z0-9]+", "-", self.output.resolve().name.lower()).strip("-")
+        if len(slug) < 6:
+            slug = f"{slug}-tfrecords".strip("-")
+        return slug[:50].strip("-")
+
+    def converted_with(self, split: str, columns: tuple[str | None, str | None], skipped: list[str]) -> dict[str, Any]:
+        """The options as the description keeps them: names, not paths; the labels CSV's `columns`
+        (id, label) as used; no worker count (it changes nothing)."""
+
+        def name(path: Path | None) -> str | None:
+            return None if path is None else path.resolve().name
+
+        class_names = name(Path(self.class_names)) if isinstance(self.class_names, (str, Path)) else self.class_names
+        return {
+            "nbkit": __version__,
+            "source": name(self.source),
+            "labels": name(self.labels),
+            "id_column": columns[0],
+            "label_column": columns[1],
+            "split_column": self.split_column,
+            "test": name(self.test),
+            "sample_submission": name(self.sample_submission),
+            "class_names": class_names,
+            "size": self.size,
+            "fit": self.fit,
+            "quality": self.quality,
+            "split": split,
+            "val_fraction": self.val_fraction if split == "stratified" else None,
+            "folds": self.folds,
+            "seed": self.seed,
+            "skip_damaged": self.skip_damaged,
+            "skipped": skipped,
+        }
+
+
+def _whole_number(option: str, value: object, low: int, high: int, meaning: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ParameterError(f"{option} {value!r} must be a whole number from {low} to {high}: {meaning}.")

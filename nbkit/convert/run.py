@@ -1,0 +1,322 @@
+"""`convert(...)`: a competition's pictures and CSV -> the TFRecords the kit's notebooks read.
+
+    OUTPUT/tfrecords-jpeg-512x512/{train,val,test}/00-512x512-<count>.tfrec
+    OUTPUT/nbkit-dataset.json      classes, label values, submission columns, metric, folds
+    OUTPUT/dataset-metadata.json   for `kaggle datasets create -p OUTPUT --dir-mode zip`
+
+(Without `--dir-mode` the kaggle CLI skips folders and would upload the description alone.)
+Nothing half-written: OUTPUT is built in a staging folder beside it and renamed into place at the
+end, so a failed or killed conversion leaves an earlier OUTPUT exactly as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain, islice
+from pathlib import Path
+from typing import Any
+
+from nbkit import atomic
+from nbkit.convert import labels, shards, sources, split, workers
+from nbkit.convert.options import Options
+from nbkit.convert.sources import Picture
+from nbkit.errors import DataError, ParameterError
+from nbkit.images import description as descriptions
+from nbkit.images import layout, writer
+from nbkit.inputs import account
+
+say = functools.partial(print, flush=True)
+METADATA_FILE = "dataset-metadata.json"
+
+
+@dataclass
+class Group:
+    """Pictures written together into their own files: a split, or one fold of train/."""
+
+    split: str
+    pictures: list[Picture]
+    labels: list[int | None]
+
+
+def convert(
+    source: str | Path,
+    output: str | Path,
+    size: int,
+    *,
+    labels: str | Path | None = None,
+    id_column: str | None = None,
+    label_column: str | None = None,
+    split_column: str | None = None,
+    test: str | Path | None = None,
+    sample_submission: str | Path | None = None,
+    val_fraction: float = 0.2,
+    folds: int = 0,
+    fit: str = "resize",
+    metric: str = "accuracy",
+    class_names: Any = None,
+    seed: int = 42,
+    workers: int | None = None,
+    skip_damaged: bool = False,
+    title: str | None = None,
+    dataset_id: str | None = None,
+    competition: str | None = None,
+    quality: int = 95,
+) -> Path:
+    """Convert SOURCE's pictures into OUTPUT (see the module docstring); returns OUTPUT.
+
+    SOURCE is a folder of pictures named in the `labels` CSV (`id_column`, `label_column`: its first
+    two columns unless named; `split_column`: the competition's own train/val), or, without `labels`,
+    one sub-folder per class (or train/ and val/ folders of class folders). `test`: a folder of test
+    pictures, ids as `sample_submission` writes them. `val_fraction` of each class validates, or with
+    `folds=K` all labeled pictures go into K stratified folds (no val/). `fit`: "resize" (whole
+    picture squashed square), "crop" (centre square) or "pad" (black borders). `class_names`: a JSON
+    file or a {label value: name} mapping, or a list of label values in label order. `workers`:
+    processes encoding pictures (None: every core; 1: this process). `skip_damaged`: leave out
+    pictures that cannot be decoded, and list them, instead of stopping.
+    """
+    return _convert(Options.from_arguments(**locals()))
+
+
+def _convert(options: Options) -> Path:
+    """`convert` with its options checked."""
+    metadata = account.dataset_metadata(
+        options.dataset_id or account.default_dataset_id(options.default_slug()),
+        options.title or options.default_title(),
+        [{"path": descriptions.DESCRIPTION_FILE, "description": "classes, label values, submission columns (nbkit)"}],
+        example="alice/cassava-tfrecords",
+    )  # a bad id or title stops here, before minutes of encoding
+    labeled, sample, tests = read_source(options)
+    found: dict[str, str] = {}
+    for picture in labeled.pictures:
+        found.setdefault(picture.label, picture.where)
+    classes = labels.class_list(found, options.class_names)
+    label_of = [classes.index(p.label, p.where) for p in labeled.pictures]
+    splits, split_kind = assign(options, labeled.pictures, label_of, classes)
+    if tests:
+        splits["test"] = [Group("test", tests, [None] * len(tests))]
+    say(describe_plan(options, labeled, classes, splits, split_kind))
+    remove_killed_leftovers(options.output)
+    with atomic.staged_dir(options.output) as staging:
+        names, skipped, progress = write_splits(options, splits, staging)
+        id_column, label_column = submission_columns(sample, labeled)
+        description = descriptions.Description(
+            title=metadata["title"],
+            classes=classes.names,
+            label_values=classes.values,
+            image_sizes=(options.size,),
+            id_column=id_column,
+            label_column=label_column,
+            metric=options.metric,
+            competition=options.competition,
+            folds=tuple(tuple(files) for files in names["train"]) if options.folds else (),
+            counts={split: sum(map(layout.count_in_name, chain(*groups))) for split, groups in names.items()},
+            converted_with=options.converted_with(split_kind, (labeled.id_column, labeled.label_column), skipped),
+        )
+        descriptions.write(staging, description)
+        (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    say(summary(options, description, names, skipped, progress, metadata["id"]))
+    return options.output
+
+
+def remove_killed_leftovers(output: Path) -> None:
+    """Delete the staging folders that killed conversions left beside OUTPUT (`.<name>.tmp-<pid>`,
+    atomic.staged_dir's naming) whose process is gone; a failing one removes its own."""
+    for folder in output.parent.glob(f".{output.name}.tmp-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            say(f"  removed {folder}, left by a conversion that was killed")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` runs (one we may not signal runs too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None, list[Picture]]:
+    """The labeled pictures, the sample submission (or None) and the test pictures (maybe none)."""
+    source = sources.existing_folder(options.source, "SOURCE")
+    test = sources.existing_folder(options.test, "--test") if options.test is not None else None
+    leave_out = [p for p in (test, options.output) if p is not None]
+    if options.labels is not None:
+        table = labels.read_csv(options.labels, "--labels")
+        labeled = sources.from_csv(
+            source, table, options.id_column, options.label_column, options.split_column, leave_out
+        )
+    elif options.split_column or options.id_column or options.label_column:
+        raise ParameterError("--id-column, --label-column and --split-column name columns of --labels CSV: give it.")
+    else:
+        labeled = sources.from_folders(source, leave_out)
+    sample = None
+    if options.sample_submission is not None:
+        if test is None:
+            raise ParameterError("--sample-submission names the test pictures' ids: give --test FOLDER too.")
+        sample = labels.read_csv(options.sample_submission, "--sample-submission")
+        if len(sample.header) < 2:
+            raise DataError(f"{sample.path.name} has {len(sample.header)} column; a submission needs id and label.")
+    tests = sources.find_test_pictures(test, sample, labeled.ids_with_extension) if test is not None else []
+    return labeled, sample, tests
+
+
+def assign(
+    options: Options, pictures: Sequence[Picture], label_of: Sequence[int], classes: labels.Classes
+) -> tuple[dict[str, list[Group]], str]:
+    """{split: its groups}, each group's pictures in the order they are written (a seeded shuffle,
+    so every file mixes the classes), and how the pictures were split: "stratified", "given" (by
+    the source) or "folds"."""
+    if options.folds:
+        members, kind = fold_members(options, pictures, label_of, classes)
+    else:
+        members, kind = train_val_members(options, pictures, label_of)
+    splits: dict[str, list[Group]] = {}
+    for number, chosen in enumerate(members):
+        name = "train" if options.folds or number == 0 else "val"
+        order = split.shuffled(chosen, options.seed, f"{name}-{number}")
+        splits.setdefault(name, []).append(Group(name, [pictures[i] for i in order], [label_of[i] for i in order]))
+    return splits, kind
+
+
+def train_val_members(
+    options: Options, pictures: Sequence[Picture], label_of: Sequence[int]
+) -> tuple[list[list[int]], str]:
+    """([train positions, val positions], how): the source's own split, or a stratified one."""
+    given = any(p.split for p in pictures)
+    if given:
+        kind, validates = "given", [p.split == "val" for p in pictures]
+    else:
+        kind = "stratified"
+        validates = split.validation_split(label_of, options.val_fraction, options.seed)
+    members = [[i for i, v in enumerate(validates) if not v], [i for i, v in enumerate(validates) if v]]
+    for name, chosen in zip(("train", "val"), members):
+        if not chosen:
+            reason = "the source's own split names none" if given else "no class has two pictures or more"
+            raise DataError(f"No {name} pictures: {reason}. Training needs both (or no val/ at all: --folds).")
+    return members, kind
+
+
+def fold_members(
+    options: Options, pictures: Sequence[Picture], label_of: Sequence[int], classes: labels.Classes
+) -> tuple[list[list[int]], str]:
+    """([the positions in each fold], how): stratified folds of every labeled picture."""
+    if any(p.split for p in pictures):
+        raise ParameterError("--folds puts every labeled picture into a fold, but the source has its own val split.")
+    per_class = split.by_class(label_of)
+    smallest = min(per_class, key=lambda label: len(per_class[label]))
+    if len(per_class[smallest]) < options.folds:
+        raise ParameterError(
+            f"--folds {options.folds}: class {classes.names[smallest]!r} has only {len(per_class[smallest])} "
+            "pictures, fewer than the folds, so some fold would lack it. Use fewer folds."
+        )
+    fold_of = split.folds(label_of, options.folds, options.seed)
+    return [[i for i, f in enumerate(fold_of) if f == fold] for fold in range(options.folds)], "folds"
+
+
+def write_splits(
+    options: Options, splits: dict[str, list[Group]], staging: Path
+) -> tuple[dict[str, list[list[str]]], list[str], workers.Progress]:
+    """Encode every picture (all cores) and write each split's files; (file names per split and
+    group, the ids of skipped pictures, the progress: pictures done and their rate)."""
+    everything = [picture for groups in splits.values() for group in groups for picture in group.pictures]
+    progress = workers.Progress(len(everything), say)
+    say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
+    paths = [picture.path for picture in everything]
+    names, skipped = {}, []
+    # closing(): a failure stops the worker processes now, not when the generator is collected
+    with contextlib.closing(
+        workers.encoded(paths, options.size, options.fit, options.quality, options.workers)
+    ) as encoded:
+        head = list(islice(encoded, shards.ESTIMATE_FROM))
+        sizes = [len(r) for r in head if isinstance(r, bytes)]
+        bytes_per_record = sum(sizes) / len(sizes) if sizes else options.size**2 / 4
+        results = chain(head, encoded)
+        for name, groups in splits.items():
+            counts = shards.plan([len(g.pictures) for g in groups], bytes_per_record)
+            records = (r for group in groups for r in examples(group, results, options.skip_damaged, skipped, progress))
+            folder = Path(layout.split_folder(staging, options.size, name))
+            names[name] = shards.write_files(records, folder, options.size, counts)
+    return names, skipped, progress
+
+
+def examples(
+    group: Group, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: workers.Progress
+) -> Iterator[bytes | None]:
+    """The group's serialized examples (`image`, `id`, and `class` when labeled), in order; None
+    for a damaged picture when skipping, else a DataError naming it."""
+    for picture, label, result in zip(group.pictures, group.labels, results):
+        progress.advance(group.split)
+        if isinstance(result, str):
+            if not skip_damaged:
+                raise DataError(
+                    f"{picture.where}: cannot decode {picture.path} as a picture ({result}). Replace or delete "
+                    "it, or pass --skip-damaged (skip_damaged=True) to leave it out and list it."
+                )
+            say(f"  skipped {picture.where}: {result}")
+            skipped.append(picture.id)
+            yield None
+            continue
+        features: dict[str, Any] = {"image": result, "id": picture.id}
+        if label is not None:
+            features["class"] = label
+        yield writer.encode_example(features)
+
+
+def submission_columns(sample: labels.Table | None, labeled: sources.Labeled) -> tuple[str, str]:
+    """submission.csv's header: the sample submission's, else the labels CSV's columns, else id,label."""
+    if sample is not None:
+        return sample.header[0], sample.header[1]
+    return labeled.id_column or "id", labeled.label_column or "label"
+
+
+def describe_plan(
+    options: Options, labeled: sources.Labeled, classes: labels.Classes, splits: dict[str, list[Group]], kind: str
+) -> str:
+    """What is about to happen, in a few lines."""
+    counts = ", ".join(f"{name} {sum(len(g.pictures) for g in groups):,}" for name, groups in splits.items())
+    how = {
+        "stratified": f"stratified validation split, {options.val_fraction:.0%} of each class",
+        "given": "the source's own train/val split",
+        "folds": f"{options.folds} stratified folds",
+    }[kind]
+    return (
+        f"nbkit tfrecords: {len(labeled.pictures):,} labeled pictures of {len(classes.values)} classes in "
+        f"{options.source} -> {options.output}, {options.size}x{options.size} JPEG, fit={options.fit}\n"
+        f"  {how}, seed {options.seed}: {counts}"
+    )
+
+
+def summary(
+    options: Options,
+    description: descriptions.Description,
+    names: dict[str, list[list[str]]],
+    skipped: list[str],
+    progress: workers.Progress,
+    dataset_id: str,
+) -> str:
+    """The closing lines: records and files per split, classes, skipped pictures, how to publish."""
+    lines = [f"done: {progress.done:,} pictures in {progress.seconds:.1f} s, {progress.rate:,.0f} images/s"]
+    for name, groups in names.items():
+        files = sum(len(g) for g in groups)
+        per_fold = f" ({len(groups)} folds: {', '.join(str(len(g)) for g in groups)} files)" if len(groups) > 1 else ""
+        lines.append(f"  {name}: {description.counts[name]:,} records in {files} files{per_fold}")
+    shown = ", ".join(f"{v}={n}" if str(v) != n else n for v, n in zip(description.label_values, description.classes))
+    lines.append(f"  classes ({len(description.classes)}): {shown}")
+    if skipped:
+        lines.append(f"  skipped {len(skipped)} damaged pictures: {', '.join(skipped)}")
+    lines.append(
+        f"  wrote {options.output}: tfrecords-jpeg-{options.size}x{options.size}/, {descriptions.DESCRIPTION_FILE}, "
+        f"{METADATA_FILE} (id {dataset_id})"
+    )
+    lines.append(f"  publish: kaggle datasets create -p {options.output} --dir-mode zip")
+    return "\n".join(lines)

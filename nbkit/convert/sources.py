@@ -1,0 +1,271 @@
+"""Where the pictures are and what they are: the labeled pictures of a competition (a CSV of ids and
+labels beside a folder of pictures, or one sub-folder per class) and its test pictures.
+
+Ids stay as the competition writes them: a CSV may name `1000015157.jpg` or `abc` for `abc.png`,
+and either matches its file. In the folder form a picture's id is its path under SOURCE
+(`daisy/123.jpg`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from nbkit.convert import labels
+from nbkit.convert.pictures import SUFFIXES
+from nbkit.errors import DataError, ParameterError
+
+VAL_FOLDERS = ("val", "valid", "validation")
+SPLIT_VALUES = {"train": "train", "val": "val", "valid": "val", "validation": "val"}
+SHOWN = 5  # problems named in one message; the rest are counted
+
+
+@dataclass(frozen=True)
+class Picture:
+    """One picture: its file, its id as the competition writes it, its label as written (None for a
+    test picture), where it was named (for messages), and its split when the source gives one."""
+
+    path: Path
+    id: str
+    label: str | None
+    where: str
+    split: str | None = None
+
+
+@dataclass(frozen=True)
+class Labeled:
+    """The labeled pictures and what the source says about the submission's columns."""
+
+    pictures: list[Picture]
+    id_column: str | None  # the labels CSV's columns; None in the folder form
+    label_column: str | None
+    ids_with_extension: bool  # how the labels CSV writes ids (test ids follow it when nothing else says)
+
+
+def visible(path: Path) -> bool:
+    """Not hidden, not macOS's `._*` resource forks or a zip's __MACOSX folder."""
+    return not path.name.startswith(".") and path.name != "__MACOSX"
+
+
+def list_pictures(folder: Path, leave_out: Iterable[Path] = ()) -> list[PurePosixPath]:
+    """The pictures under `folder` (any depth, any letter case of the suffix), as sorted paths
+    relative to it; hidden files and the folders in `leave_out` are skipped."""
+    leave_out = {p.resolve() for p in leave_out}
+    found, todo = [], [folder]
+    while todo:
+        current = todo.pop()
+        for entry in current.iterdir():
+            if not visible(entry) or entry.resolve() in leave_out:
+                continue
+            if entry.is_dir():
+                todo.append(entry)
+            elif entry.suffix.lower() in SUFFIXES:
+                found.append(PurePosixPath(entry.relative_to(folder).as_posix()))
+    return sorted(found)
+
+
+def existing_folder(path: str | Path, option: str) -> Path:
+    """`path` as a folder, or a ParameterError saying it is not one."""
+    path = Path(path)
+    if not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise ParameterError(f"{option} {path} {what}: give the folder that holds the pictures.")
+    return path
+
+
+def problems(kind: str, found: Sequence[str], advice: str) -> DataError:
+    """One DataError for several problems of one kind: the first few named, the rest counted."""
+    shown = "; ".join(found[:SHOWN]) + (f"; and {len(found) - SHOWN} more" if len(found) > SHOWN else "")
+    return DataError(f"{len(found)} {kind}: {shown}. {advice}")
+
+
+# ---- the folder form: SOURCE/<class>/..., or SOURCE/train/<class>/ + SOURCE/val/<class>/ ----------
+
+
+def subfolders(folder: Path, leave_out: Sequence[Path] = ()) -> list[Path]:
+    """The visible sub-folders of `folder`, sorted, less those in `leave_out` (resolved paths)."""
+    return [p for p in sorted(folder.iterdir()) if p.is_dir() and visible(p) and p.resolve() not in leave_out]
+
+
+def split_parts(source: Path, leave_out: Sequence[Path]) -> dict[str | None, Path]:
+    """{split: the folder of its class folders}: {None: SOURCE} (one folder per class), or, when
+    SOURCE/train/ holds class folders, train/ and a val/ (valid/, validation/) beside it (a test/
+    there is left alone: give it with --test). {None: train/} when there is no val folder."""
+    folders = {p.name: p for p in subfolders(source, leave_out)}
+    if "train" not in folders or not subfolders(folders["train"], leave_out):
+        return {None: source}
+    val_name = next((name for name in VAL_FOLDERS if name in folders), None)
+    others = sorted(set(folders) - {"train", "test", val_name})
+    if others:
+        raise DataError(
+            f"{source} holds train/ (with class folders) and also {', '.join(others)}: give SOURCE as one folder "
+            "per class, or as train/ and val/ folders of class folders, and move the rest out."
+        )
+    return {"train": folders["train"], "val": folders[val_name]} if val_name else {None: folders["train"]}
+
+
+def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
+    """One sub-folder per class (the folder names are the labels); the competition's own split when
+    SOURCE holds train/ and val/ (or valid/, validation/) folders of class folders."""
+    leave_out = [p.resolve() for p in leave_out]
+    pictures = []
+    for split, part in split_parts(source, leave_out).items():
+        loose = [p.name for p in part.iterdir() if p.is_file() and visible(p) and p.suffix.lower() in SUFFIXES]
+        if loose:
+            raise DataError(
+                f"{part} holds pictures directly ({', '.join(sorted(loose)[:3])}), but without a labels CSV "
+                "each class needs its own sub-folder: move them into one folder per class, or give --labels CSV."
+            )
+        classes = subfolders(part, leave_out)
+        if not classes:
+            raise DataError(f"{part} has no class folders: put the pictures in one sub-folder per class.")
+        for folder in classes:
+            found = list_pictures(folder, leave_out)
+            if not found:
+                raise DataError(
+                    f"Class folder {folder} holds no pictures ({' '.join(SUFFIXES)}): add some or remove the folder."
+                )
+            for relative in found:
+                picture_id = (folder / relative).relative_to(source).as_posix()
+                pictures.append(Picture(folder / relative, picture_id, folder.name, picture_id, split))
+    return Labeled(pictures, None, None, ids_with_extension=False)
+
+
+# ---- the CSV form: SOURCE holds the pictures the CSV names ---------------------------------------
+
+
+class PictureIndex:
+    """The pictures under a folder, found by relative path, with or without their suffix."""
+
+    def __init__(self, folder: Path, files: Sequence[PurePosixPath]) -> None:
+        self.folder, self.files = folder, list(files)
+        self.by_name: dict[str, PurePosixPath] = {}
+        self.by_stem: dict[str, list[PurePosixPath]] = {}
+        for file in files:
+            self.by_name[str(file)] = file
+            self.by_name.setdefault(str(file.with_suffix(file.suffix.lower())), file)
+            self.by_stem.setdefault(str(file.with_suffix("")), []).append(file)
+
+    def find(self, picture_id: str) -> tuple[PurePosixPath | None, bool, str]:
+        """(the file `picture_id` names or None, whether the id carries the suffix, what is wrong)."""
+        name = PurePosixPath(picture_id)
+        exact = self.by_name.get(picture_id) or self.by_name.get(str(name.with_suffix(name.suffix.lower())))
+        if exact is not None:
+            return exact, True, ""
+        files = self.by_stem.get(picture_id, [])
+        if len(files) > 1:
+            return None, False, f"{picture_id!r} could be any of {', '.join(map(str, files))}"
+        return (files[0], False, "") if files else (None, False, f"no picture {picture_id!r} in {self.folder}")
+
+
+def from_csv(
+    source: Path,
+    table: labels.Table,
+    id_column: str | None,
+    label_column: str | None,
+    split_column: str | None = None,
+    leave_out: Sequence[Path] = (),
+) -> Labeled:
+    """The pictures a labels CSV names (id and label per line), each matched to its file in SOURCE;
+    every picture there must have a line, every line a picture."""
+    id_column = table.column(id_column, 0, "--id-column")
+    label_column = table.column(label_column, 1, "--label-column")
+    if split_column is not None:
+        table.column(split_column, 0, "--split-column")
+    index = PictureIndex(source, list_pictures(source, leave_out))
+    pictures, seen, missing, used, suffixed = [], {}, [], {}, []
+    for line, row in table.rows:
+        picture_id, label = row.get(id_column, ""), row.get(label_column, "")
+        where = f"{table.path.name} line {line} (id {picture_id!r})"
+        if not picture_id:
+            raise DataError(f"{table.path.name} line {line} has no {id_column}: fill it in or delete the line.")
+        if not label:
+            raise DataError(f"{where} has an empty {label_column}: fill it in or delete the line.")
+        if picture_id in seen:
+            raise DataError(f"{where} repeats the id of line {seen[picture_id]}: each picture needs one line.")
+        seen[picture_id] = line
+        file, with_suffix, wrong = index.find(picture_id)
+        if file is None:
+            missing.append(f"line {line}: {wrong}")
+            continue
+        if file in used:
+            raise DataError(f"{where} names the same picture as line {used[file]} ({file}): keep one line.")
+        used[file] = line
+        suffixed.append(with_suffix)
+        split = _split_value(row.get(split_column, ""), where, split_column) if split_column else None
+        pictures.append(Picture(source / file, picture_id, label, where, split))
+    if missing:
+        raise problems(f"lines of {table.path.name} name no picture", missing, f"Check --labels and SOURCE ({source}).")
+    unnamed = [f"{source.name}/{file}" for file in index.files if file not in used]
+    if unnamed:
+        raise problems(
+            f"pictures in {source} have no line in {table.path.name}",
+            unnamed,
+            "Add a line (id,label) for each, or move them out of SOURCE.",
+        )
+    return Labeled(pictures, id_column, label_column, ids_with_extension=all(suffixed))
+
+
+def _split_value(value: str, where: str, split_column: str) -> str:
+    split = SPLIT_VALUES.get(value.lower())
+    if split is None:
+        raise DataError(f"{where}: {split_column} is {value!r}; write train or val.")
+    return split
+
+
+# ---- test pictures -------------------------------------------------------------------------------
+
+
+def find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extension: bool) -> list[Picture]:
+    """The test pictures, each with its id as the sample submission writes it (in its order), or,
+    without one, as the labels CSV writes ids (with or without the suffix; the folder form: without)."""
+    files = list_pictures(test)
+    if not files:
+        raise DataError(f"The test folder {test} holds no pictures ({' '.join(SUFFIXES)}).")
+    if sample is None:
+        pictures, seen = [], {}
+        for file in files:
+            picture_id = str(file) if ids_with_extension else str(file.with_suffix(""))
+            if picture_id in seen:
+                raise DataError(f"Test pictures {seen[picture_id]} and {file} would both have the id {picture_id!r}.")
+            seen[picture_id] = file
+            pictures.append(Picture(test / file, picture_id, None, f"{test.name}/{file}"))
+        return pictures
+    return _match_sample(test, files, sample)
+
+
+def _match_sample(test: Path, files: Sequence[PurePosixPath], sample: labels.Table) -> list[Picture]:
+    id_column = sample.column(None, 0, "")
+    index = PictureIndex(test, files)
+    pictures, seen, no_picture, named = [], {}, [], set()
+    for line, row in sample.rows:
+        picture_id = row.get(id_column, "")
+        if picture_id in seen:
+            raise DataError(
+                f"{sample.path.name} line {line} repeats id {picture_id!r} (first on line {seen[picture_id]})."
+            )
+        seen[picture_id] = line
+        file, _, wrong = index.find(picture_id)
+        if file is None:
+            no_picture.append(f"line {line}: {wrong}")
+        elif test / file in named:
+            raise DataError(f"{sample.path.name} line {line} (id {picture_id!r}) names {file} a second time.")
+        else:
+            named.add(test / file)
+            pictures.append(Picture(test / file, picture_id, None, f"{sample.path.name} line {line}"))
+    if no_picture:
+        raise problems(
+            f"ids of {sample.path.name} have no test picture",
+            no_picture,
+            f"Check --test ({test}) and the sample submission.",
+        )
+    extra = [f"{test.name}/{file}" for file in files if test / file not in named]
+    if extra:
+        raise problems(
+            f"test pictures are not in {sample.path.name}",
+            extra,
+            "Every test picture needs a line in the sample submission: give the right --sample-submission, "
+            "or move the extra pictures out of the test folder.",
+        )
+    return pictures

@@ -1,0 +1,566 @@
+"""The converter: a competition's pictures + CSV -> the kit's TFRecords. Records are read back with
+nbkit.tfrecord and Pillow: layout and counts, square upright RGB JPEGs, labels and ids as the CSV
+writes them, stratified splits and disjoint folds, the same bytes every time, the description, and
+nothing half written. Pictures are tiny and few: the whole file runs in seconds."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, JpegImagePlugin
+
+from nbkit import tfrecord
+from nbkit.convert import example, labels, pictures, shards, split
+from nbkit.convert.run import convert
+from nbkit.errors import DataError, ParameterError
+from nbkit.images import description as descriptions
+from nbkit.images import layout, writer
+from nbkit.publish import cli
+
+SIZE = 32
+
+
+def read_split(output: Path, split_name: str, size: int = SIZE) -> list[dict]:
+    """Every record of one split, files in name order: {"image": PIL image, "id": str[, "class": int]}."""
+    records = []
+    for path in sorted((output / f"tfrecords-jpeg-{size}x{size}" / split_name).glob("*.tfrec")):
+        for raw in tfrecord.read_records(path):
+            features = tfrecord.decode_example(raw)
+            record = {"image": Image.open(io.BytesIO(features["image"][0])), "id": features["id"][0].decode()}
+            if "class" in features:
+                record["class"] = features["class"][0]
+            record["file"] = path.name
+            records.append(record)
+    return records
+
+
+def csv_rows(path: Path) -> list[list[str]]:
+    with open(path, newline="") as f:
+        return list(csv.reader(f))[1:]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def cassava(tmp_path_factory):
+    return example.make_example(tmp_path_factory.mktemp("competition") / "cassava", per_class=12, test_pictures=6)
+
+
+def convert_cassava(cassava: Path, output: Path, **options) -> Path:
+    arguments = {
+        "labels": cassava / "train.csv",
+        "test": cassava / "test_images",
+        "sample_submission": cassava / "sample_submission.csv",
+        "class_names": cassava / "label_num_to_disease_map.json",
+        "workers": 1,
+        **options,
+    }
+    return convert(cassava / "train_images", output, SIZE, **arguments)
+
+
+@pytest.fixture(scope="module")
+def converted(cassava, tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KAGGLE_USERNAME", "alice")
+        return convert_cassava(cassava, tmp_path_factory.mktemp("one") / "cassava-tfrecords")
+
+
+# ---- the records ---------------------------------------------------------------------------------
+
+
+def test_layout_names_and_counts(converted):
+    description = descriptions.read(converted)
+    for split_name, count in {"train": 50, "val": 10, "test": 6}.items():
+        files = layout.find_files(converted, SIZE, split_name)
+        assert [Path(f).name for f in files] == [
+            layout.file_name(i, SIZE, layout.count_in_name(f)) for i, f in enumerate(files)
+        ]
+        assert (
+            layout.count_items(files)
+            == count
+            == description.counts[split_name]
+            == len(read_split(converted, split_name))
+        )
+        assert len(files) == min(count, writer.MIN_SHARDS)  # the seeds' rule: 16 files when there are enough records
+
+
+def test_every_record_is_a_square_rgb_jpeg_with_id_and_class_only_when_labeled(converted):
+    for split_name in layout.SPLITS:
+        for record in read_split(converted, split_name):
+            image = record["image"]
+            assert (image.format, image.mode, image.size) == ("JPEG", "RGB", (SIZE, SIZE))
+            assert ("class" in record) == (split_name != "test")
+
+
+def test_labels_and_ids_are_the_csvs(converted, cassava):
+    description = descriptions.read(converted)
+    assert description.label_values == (0, 1, 2, 3, 4)
+    assert description.classes == example.DISEASES
+    assert (description.id_column, description.label_column) == ("image_id", "label")
+    truth = {picture_id: int(label) for picture_id, label in csv_rows(cassava / "train.csv")}
+    labeled = read_split(converted, "train") + read_split(converted, "val")
+    assert sorted(r["id"] for r in labeled) == sorted(truth)  # ids as written, with ".jpg" / ".png"
+    assert all(description.label_values[r["class"]] == truth[r["id"]] for r in labeled)
+    # Test records in the sample submission's order, ids as it writes them.
+    assert [r["id"] for r in read_split(converted, "test")] == [
+        i for i, _ in csv_rows(cassava / "sample_submission.csv")
+    ]
+
+
+def test_the_validation_split_is_stratified_and_files_mix_classes(converted):
+    train, val = read_split(converted, "train"), read_split(converted, "val")
+    assert {r["class"] for r in val} == {r["class"] for r in train} == set(range(5))
+    assert all(sum(r["class"] == c for r in val) == round(12 * 0.2) for c in range(5))
+    order = [r["class"] for r in train]
+    assert order != sorted(order) and len({r["class"] for r in train[:6]}) > 1  # shuffled, not class by class
+
+
+def test_a_nearest_centroid_beats_chance_on_the_example(converted):
+    # The example must be learnable: a model far simpler than a CNN already beats 1 in 5.
+    def arrays(split_name):
+        records = read_split(converted, split_name)
+        return np.stack([np.asarray(r["image"], np.float32).ravel() for r in records]), [r["class"] for r in records]
+
+    (x, y), (vx, vy) = arrays("train"), arrays("val")
+    centroids = np.stack([x[np.array(y) == c].mean(0) for c in range(5)])
+    predicted = np.argmin(((vx[:, None] - centroids[None]) ** 2).sum(-1), axis=1)
+    assert np.mean(predicted == np.array(vy)) > 0.5
+
+
+def test_same_bytes_again_and_with_two_workers(converted, cassava, tmp_path, monkeypatch):
+    monkeypatch.setenv("KAGGLE_USERNAME", "alice")
+    again = convert_cassava(cassava, tmp_path / "cassava-tfrecords", workers=2)
+    assert snapshot(again) == snapshot(converted)
+
+
+def test_description_and_dataset_metadata(converted):
+    text = (converted / descriptions.DESCRIPTION_FILE).read_text()
+    assert str(converted.parent) not in text and "/" not in json.dumps(json.loads(text)["converted_with"])
+    description = descriptions.read(converted)
+    assert description.image_sizes == (SIZE,) and description.metric == "accuracy" and description.folds == ()
+    assert description.converted_with["labels"] == "train.csv" and description.converted_with["skipped"] == []
+    metadata = json.loads((converted / "dataset-metadata.json").read_text())
+    assert metadata["id"] == "alice/cassava-tfrecords" and metadata["licenses"] == [{"name": "CC0-1.0"}]
+    assert 6 <= len(metadata["title"]) <= 50
+
+
+def test_folds_are_disjoint_stratified_files(cassava, tmp_path):
+    output = convert_cassava(
+        cassava, tmp_path / "folds-out", folds=3, title="Cassava in three folds", sample_submission=None
+    )
+    assert all(r["id"].endswith(".jpg") for r in read_split(output, "test"))  # as train.csv writes ids
+    description = descriptions.read(output)
+    assert not (output / f"tfrecords-jpeg-{SIZE}x{SIZE}" / "val").exists() and len(description.folds) == 3
+    records = read_split(output, "train")
+    files = {f for fold in description.folds for f in fold}
+    assert files == {r["file"] for r in records} and len(files) >= writer.MIN_SHARDS
+    fold_of_file = {f: i for i, fold in enumerate(description.folds) for f in fold}
+    ids_by_fold = [{r["id"] for r in records if fold_of_file[r["file"]] == i} for i in range(3)]
+    assert sum(map(len, ids_by_fold)) == len(set().union(*ids_by_fold)) == 60  # each picture in one fold
+    for i in range(3):
+        in_fold = [r["class"] for r in records if fold_of_file[r["file"]] == i]
+        assert all(in_fold.count(c) == 4 for c in range(5))  # 12 per class over 3 folds
+    assert description.converted_with["folds"] == 3 and description.converted_with["val_fraction"] is None
+
+
+def test_folder_form_with_name_labels_and_stem_ids(tmp_path):
+    source = example.make_example(tmp_path / "flowers", per_class=4, test_pictures=3, num_classes=3, form="folders")
+    output = convert(source / "train_images", tmp_path / "out", SIZE, test=source / "test_images", workers=1)
+    description = descriptions.read(output)
+    assert description.label_values == ("cbb", "cbsd", "cgm") == description.classes  # alphabetical
+    labeled = read_split(output, "train") + read_split(output, "val")
+    assert all(r["id"].split("/")[0] == description.label_values[r["class"]] for r in labeled)  # id: class/file
+    order = [r["class"] for r in read_split(output, "train")]
+    assert order != sorted(order)  # listed class by class, written shuffled
+    assert {r["id"] for r in read_split(output, "test")} == {p.stem for p in (source / "test_images").iterdir()}
+    assert (description.id_column, description.label_column) == ("id", "label")
+
+
+def test_csv_ids_without_extension_match_png_and_jpg(tmp_path):
+    source = example.make_example(
+        tmp_path / "c", per_class=3, test_pictures=2, ids_with_extension=False, name_labels=True
+    )
+    output = convert(
+        source / "train_images",
+        tmp_path / "out",
+        SIZE,
+        labels=source / "train.csv",
+        test=source / "test_images",
+        workers=1,
+    )
+    ids = {r["id"] for r in read_split(output, "train") + read_split(output, "val")}
+    assert ids == {i for i, _ in csv_rows(source / "train.csv")} and not any("." in i for i in ids)
+    assert descriptions.read(output).label_values == ("cbb", "cbsd", "cgm", "cmd", "healthy")
+    # Without a sample submission, test ids are written the way the labels CSV writes ids: no suffix.
+    assert {r["id"] for r in read_split(output, "test")} == {i for i, _ in csv_rows(source / "sample_submission.csv")}
+
+
+def test_the_folder_forms_own_split_is_kept(tmp_path):
+    for part, count in (("train", 3), ("valid", 1)):
+        for name in ("a", "b"):
+            tiny(tmp_path / "src" / part / name, [f"{part}{i}.jpg" for i in range(count)])
+    tiny(tmp_path / "src" / "test", ["t.jpg"])  # the test pictures beside them are no class
+    output = convert(tmp_path / "src", tmp_path / "out", SIZE, workers=1)
+    assert sorted(r["id"] for r in read_split(output, "val")) == ["valid/a/valid0.jpg", "valid/b/valid0.jpg"]
+    description = descriptions.read(output)
+    assert description.converted_with["split"] == "given" and description.label_values == ("a", "b")
+    # train/ alone (no val/ beside it) is split here, and its classes are still a and b
+    (tmp_path / "src" / "valid").rename(tmp_path / "elsewhere")
+    output = convert(tmp_path / "src", tmp_path / "out", SIZE, workers=1)
+    assert descriptions.read(output).label_values == ("a", "b") and descriptions.read(output).counts["val"] == 2
+
+
+# ---- pictures ------------------------------------------------------------------------------------
+
+
+def tiny(folder: Path, names: list[str], colour=(200, 40, 40), size=(24, 16)) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        Image.new("RGB", size, colour).save(folder / name)
+    return folder
+
+
+def asymmetric(width=96, height=64) -> np.ndarray:
+    """A picture whose every turn and flip looks different: a bright top-left corner, a gradient."""
+    pixels = np.zeros((height, width, 3), np.uint8)
+    pixels[..., 2] = np.linspace(0, 255, width, dtype=np.uint8)[None, :]
+    pixels[: height // 3, : width // 4] = (255, 255, 0)
+    return pixels
+
+
+def test_an_exif_turned_picture_converts_like_its_upright_twin(tmp_path):
+    upright = asymmetric()
+    folder = tmp_path / "src" / "a"
+    folder.mkdir(parents=True)
+    Image.fromarray(upright).save(folder / "upright.jpg", quality=95)
+    for kind in example.STORED_TURN:
+        example.save_picture(upright, folder / f"{kind}.jpg", kind)
+    Image.fromarray(np.rot90(upright)).save(folder / "turned-no-tag.jpg", quality=95)
+    tiny(tmp_path / "src" / "b", ["1.jpg", "2.jpg"])
+    output = convert(tmp_path / "src", tmp_path / "out", SIZE, workers=1)
+    decoded = {r["id"]: np.asarray(r["image"], np.float32) for s in ("train", "val") for r in read_split(output, s)}
+    twin = decoded["a/upright.jpg"]
+    for kind in example.STORED_TURN:
+        assert np.abs(decoded[f"a/{kind}.jpg"] - twin).mean() < 6, kind
+    assert np.abs(decoded["a/turned-no-tag.jpg"] - twin).mean() > 30  # the check can tell a turned picture
+
+
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda: Image.fromarray(np.full((8, 8), 128 * 257, np.uint16)), (128, 128, 128)),  # 16-bit: scaled
+        (lambda: Image.new("I", (8, 8), 65535), (255, 255, 255)),
+        (lambda: Image.new("RGBA", (8, 8), (0, 0, 0, 0)), (255, 255, 255)),  # transparent: white
+        (lambda: Image.new("LA", (8, 8), (0, 0)), (255, 255, 255)),
+        (lambda: Image.new("L", (8, 8), 77), (77, 77, 77)),
+        (lambda: Image.new("CMYK", (8, 8), (0, 255, 255, 0)), (255, 0, 0)),
+        (lambda: palette_with_transparency(), (255, 255, 255)),
+    ],
+    ids=["I;16", "I", "RGBA", "LA", "L", "CMYK", "P+transparency"],
+)
+def test_every_kind_of_picture_becomes_8_bit_rgb(make, expected):
+    rgb = pictures.to_rgb(make())
+    assert rgb.mode == "RGB" and rgb.getpixel((4, 4)) == expected
+
+
+def palette_with_transparency():
+    image = Image.new("P", (8, 8), 0)
+    image.putpalette([10, 20, 30] * 256)
+    image.info["transparency"] = 0
+    return image
+
+
+def test_the_example_pictures_of_every_kind_convert(tmp_path, cassava):
+    odd = [cassava / "train_images" / name for name, _ in csv_rows(cassava / "train.csv")[: len(example.ODD_KINDS)]]
+    assert {Image.open(p).mode for p in odd} == {"RGB", "CMYK", "L", "RGBA", "P", "I;16"}
+    for path in odd:
+        image = Image.open(io.BytesIO(pictures.square_jpeg(path, SIZE)))
+        assert (image.mode, image.size) == ("RGB", (SIZE, SIZE))
+        assert 20 < np.asarray(image).mean() < 250, path.name  # neither clipped to white nor black
+
+
+@pytest.mark.parametrize("fit", pictures.FITS)
+def test_fit_resize_crop_pad(tmp_path, fit):
+    wide = np.zeros((32, 96, 3), np.uint8)
+    wide[:, :32], wide[:, 32:64], wide[:, 64:] = (255, 0, 0), (0, 255, 0), (0, 0, 255)
+    Image.fromarray(wide).save(tmp_path / "wide.png")
+    square = np.asarray(Image.open(io.BytesIO(pictures.square_jpeg(tmp_path / "wide.png", 48, fit))), np.int32)
+    left, middle, top = square[24, 4], square[24, 24], square[2, 24]
+    if fit == "resize":  # all three colours, full height
+        assert left[0] > 200 and middle[1] > 200 and top[1] > 200
+    elif fit == "crop":  # the middle third only
+        assert left[1] > 200 and middle[1] > 200 and left[0] < 60
+    else:  # letterboxed: black above and below
+        assert left[0] > 200 and middle[1] > 200 and top.max() < 40
+
+
+def test_a_large_jpeg_is_decoded_at_a_reduced_scale(tmp_path, monkeypatch):
+    Image.fromarray(asymmetric(1200, 800)).save(tmp_path / "big.jpg")
+    scales = []
+    draft = JpegImagePlugin.JpegImageFile.draft
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft", lambda self, *a: scales.append(draft(self, *a)))
+    image = Image.open(io.BytesIO(pictures.square_jpeg(tmp_path / "big.jpg", 64)))
+    assert image.size == (64, 64) and scales and scales[0][1][2] == 1200 / 8  # decoded at 1/8: 150 x 100
+
+
+# ---- split, order, files, labels -----------------------------------------------------------------
+
+
+def test_validation_split_keeps_a_training_picture_of_every_class():
+    labels_ = [0] * 10 + [1] * 2 + [2]
+    validates = split.validation_split(labels_, 0.9, seed=1)
+    assert sum(validates[:10]) == 9 and sum(validates[10:12]) == 1 and not validates[12]
+    assert validates == split.validation_split(labels_, 0.9, seed=1) != split.validation_split(labels_, 0.9, seed=2)
+
+
+def test_folds_are_balanced_within_each_class():
+    labels_ = [0] * 7 + [1] * 5
+    fold_of = split.folds(labels_, 3, seed=0)
+    sizes = [fold_of.count(f) for f in range(3)]
+    assert max(sizes) - min(sizes) <= 1
+    assert all(
+        max(c) - min(c) <= 1
+        for c in ([fold_of[:7].count(f) for f in range(3)], [fold_of[7:].count(f) for f in range(3)])
+    )
+
+
+def test_the_file_plan_follows_the_seeds_rule():
+    assert shards.plan([1000], 200_000) == [shards.balanced(1000, writer.MIN_SHARDS)]  # small: 16 files
+    assert len(shards.plan([100_000], 150_000)[0]) == writer.shard_count(15_000_000_000, 100_000)  # ~100 MB each
+    assert [len(files) for files in shards.plan([200] * 5, 100)] == [4] * 5  # folds share the files
+    assert shards.plan([5], 100) == [[1] * 5]
+
+
+def test_label_order_integers_numerically_names_alphabetically_or_as_given():
+    assert labels.class_list({"10": "", "2": "", "1": ""}).values == (1, 2, 10)
+    assert labels.class_list({"rose": "", "daisy": ""}).values == ("daisy", "rose")
+    given = labels.class_list({"rose": ""}, ["tulip", "rose", "daisy"])
+    assert given.values == ("tulip", "rose", "daisy") and given.index("daisy", "") == 2
+
+
+# ---- nothing half written, damaged pictures ------------------------------------------------------
+
+
+def small_folders(root: Path) -> Path:
+    tiny(root / "a", ["1.jpg", "2.jpg", "3.PNG"], (200, 40, 40))
+    tiny(root / "b", ["1.jpg", "2.jpg", "3.jpg"], (40, 40, 200))
+    (root / "b" / ".hidden.jpg").write_bytes(b"not read")
+    (root / "b" / "._1.jpg").write_bytes(b"macOS resource fork")
+    return root
+
+
+def test_a_failed_conversion_leaves_the_earlier_output_exactly_as_it_was(tmp_path, capsys):
+    source, output = small_folders(tmp_path / "src"), tmp_path / "out"
+    convert(source, output, SIZE, workers=1)
+    before = snapshot(output)
+    good = (source / "a" / "1.jpg").read_bytes()
+    (source / "a" / "4.jpg").write_bytes(good[: len(good) // 2])  # cut short
+    with pytest.raises(DataError, match=r"a/4\.jpg: cannot decode .*4\.jpg as a picture.*--skip-damaged"):
+        convert(source, output, SIZE, workers=2)
+    assert snapshot(output) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]  # no staging folder, no stray .tfrec
+    capsys.readouterr()
+    convert(source, output, SIZE, workers=1, skip_damaged=True)
+    assert "skipped a/4.jpg" in capsys.readouterr().out
+    description = descriptions.read(output)
+    assert description.converted_with["skipped"] == ["a/4.jpg"] and sum(description.counts.values()) == 6
+
+
+def test_a_killed_conversion_leaves_the_earlier_output_exactly_as_it_was(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    source, output = small_folders(tmp_path / "src"), tmp_path / "out"
+    convert(source, output, SIZE, workers=1)
+    before = snapshot(output)
+    os.mkfifo(source / "a" / "4.jpg")  # opening it blocks: the conversion stops there until killed
+    command = [
+        sys.executable,
+        "-m",
+        "nbkit",
+        "tfrecords",
+        str(source),
+        str(output),
+        "--size",
+        str(SIZE),
+        "--workers",
+        "1",
+    ]
+    running = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    for line in running.stdout:
+        if line.startswith("encoding"):
+            break
+    running.send_signal(signal.SIGKILL)
+    running.wait()
+    assert snapshot(output) == before
+    staging = [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.tmp-")]
+    assert staging == [f".out.tmp-{running.pid}"]  # the killed run's, hidden; the next run deletes it
+    (source / "a" / "4.jpg").unlink()
+    convert(source, output, SIZE, workers=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]
+
+
+def test_a_killed_conversions_staging_folder_goes_at_the_next_one(tmp_path):
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = tmp_path / f".out.tmp-{int(gone.stdout)}"  # atomic.staged_dir's name for it
+    (leftover / f"tfrecords-jpeg-{SIZE}x{SIZE}" / "train").mkdir(parents=True)
+    (leftover / f"tfrecords-jpeg-{SIZE}x{SIZE}" / "train" / "00-writing.tfrec").write_bytes(b"half")
+    running = tmp_path / f".out.tmp-{os.getppid()}"  # a live process's (pytest's parent): kept
+    running.mkdir()
+    convert(small_folders(tmp_path / "src"), tmp_path / "out", SIZE, workers=1)
+    assert not leftover.exists() and running.exists()
+
+
+def test_the_command_line(tmp_path, capsys, cassava):
+    code = cli.main(
+        [
+            "tfrecords", str(cassava / "train_images"), str(tmp_path / "cli-out"), "--size", "32",
+            "--labels", str(cassava / "train.csv"), "--test", str(cassava / "test_images"),
+            "--sample-submission", str(cassava / "sample_submission.csv"), "--metric", "qwk", "--workers", "1",
+        ]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and "train: 50 records in 16 files" in out and out.endswith("--dir-mode zip\n")
+    assert f"kaggle datasets create -p {tmp_path / 'cli-out'} --dir-mode zip" in out
+    assert descriptions.read(tmp_path / "cli-out").metric == "qwk"
+    assert cli.main(["tfrecords", str(tmp_path / "nowhere"), str(tmp_path / "o"), "--size", "32"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("nbkit tfrecords: ParameterError: SOURCE") and err.count("\n") == 1
+
+
+# ---- bad input: one clear error each -------------------------------------------------------------
+
+
+def labels_csv(root: Path, rows: list[tuple[str, str]], header=("image_id", "label"), name="train.csv") -> Path:
+    with open(root / name, "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+    return root / name
+
+
+def csv_case(rows, **options):
+    def call(root: Path):
+        tiny(root / "pics", ["a.jpg", "b.jpg", "c.png", "d.jpg"])
+        return convert(root / "pics", root / "out", SIZE, labels=labels_csv(root, rows), workers=1, **options)
+
+    return call
+
+
+GOOD_ROWS = [("a.jpg", "0"), ("b.jpg", "1"), ("c", "0"), ("d.jpg", "1")]
+
+
+def folders_case(**options):
+    def call(root: Path):
+        return convert(
+            small_folders(root / "src"),
+            options.pop("output", root / "out"),
+            options.pop("size", SIZE),
+            workers=1,
+            **options,
+        )
+
+    return call
+
+
+def sample_case(make_test, sample_rows):
+    def call(root: Path):
+        test = tiny(root / "test", ["t1.jpg", "t2.jpg"])
+        make_test(test)
+        sample = labels_csv(root, sample_rows, ("id", "label"), "sample.csv")
+        return convert(small_folders(root / "src"), root / "out", SIZE, test=test, sample_submission=sample, workers=1)
+
+    return call
+
+
+def empty_class_folder(root: Path):
+    (small_folders(root / "src") / "c").mkdir()
+    return convert(root / "src", root / "out", SIZE, workers=1)
+
+
+def output_is_a_file(root: Path):
+    (root / "out").write_text("a file")
+    return convert(small_folders(root / "src"), root / "out", SIZE, workers=1)
+
+
+def output_holds_other_things(root: Path):
+    tiny(root / "out", ["holiday.jpg"])
+    return convert(small_folders(root / "src"), root / "out", SIZE, workers=1)
+
+
+BAD_INPUTS = [
+    ("a CSV id with no picture", csv_case([*GOOD_ROWS, ("e.jpg", "1")]), DataError, "line 6: no picture 'e.jpg'"),
+    ("a picture with no CSV line", csv_case(GOOD_ROWS[:3]), DataError, "pics/d.jpg"),
+    (
+        "an empty label",
+        csv_case([("a.jpg", ""), *GOOD_ROWS[1:]]),
+        DataError,
+        "train.csv line 2 (id 'a.jpg') has an empty label",
+    ),
+    (
+        "a repeated id",
+        csv_case([*GOOD_ROWS, ("b.jpg", "0")]),
+        DataError,
+        "line 6 (id 'b.jpg') repeats the id of line 3",
+    ),
+    ("the same picture twice", csv_case([*GOOD_ROWS, ("a", "0")]), DataError, "names the same picture as line 2"),
+    ("a missing column", csv_case(GOOD_ROWS, label_column="disease"), DataError, "'image_id', 'label'"),
+    (
+        "an unknown label",
+        csv_case(GOOD_ROWS, class_names=["0", "2"]),
+        DataError,
+        "line 3 (id 'b.jpg'): label '1' is not one",
+    ),
+    ("folds for one picture a class", csv_case(GOOD_ROWS, folds=3), ParameterError, "has only 2 pictures"),
+    ("one fold", csv_case(GOOD_ROWS, folds=1), ParameterError, "--folds 1"),
+    ("a tiny size", folders_case(size=16), ParameterError, "--size 16"),
+    ("an absurd size", folders_case(size=100_000), ParameterError, "--size 100000"),
+    ("a zero val fraction", folders_case(val_fraction=0), ParameterError, "--val-fraction 0"),
+    ("a huge val fraction", folders_case(val_fraction=0.95), ParameterError, "--val-fraction 0.95"),
+    ("an unknown fit", folders_case(fit="stretch"), ParameterError, "--fit 'stretch'"),
+    ("a bad dataset id", folders_case(dataset_id="Alice/My Data"), ParameterError, "DATASET_ID='Alice/My Data'"),
+    ("an empty class folder", empty_class_folder, DataError, "holds no pictures"),
+    ("a missing source", lambda t: convert(t / "nowhere", t / "out", SIZE), ParameterError, "does not exist"),
+    ("a missing CSV", lambda t: convert(t, t / "out", SIZE, labels=t / "no.csv"), ParameterError, "--labels"),
+    ("a missing test folder", folders_case(test="/no/such/test"), ParameterError, "--test /no/such/test"),
+    ("OUTPUT is a file", output_is_a_file, ParameterError, "is a file"),
+    ("OUTPUT holds other things", output_holds_other_things, ParameterError, "holiday.jpg"),
+    (
+        "a test picture not in the sample submission",
+        sample_case(lambda t: tiny(t, ["t3.jpg"]), [("t1", "a"), ("t2", "a")]),
+        DataError,
+        "test/t3.jpg",
+    ),
+    (
+        "a sample submission id with no picture",
+        sample_case(lambda t: None, [("t1", "a"), ("t2", "a"), ("t9", "a")]),
+        DataError,
+        "line 4: no picture 't9'",
+    ),
+]
+
+
+@pytest.mark.parametrize("case, call, error, words", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_each_bad_input_stops_with_a_clear_error(tmp_path, case, call, error, words):
+    with pytest.raises(error) as raised:
+        call(tmp_path)
+    assert words in str(raised.value)
+    assert not list(tmp_path.rglob("*.tfrec"))
+
+
+def test_a_notebook_that_converts_carries_the_writer_but_not_the_example():
+    from nbkit.publish import bundle
+
+    needed = bundle.modules_needed(["from nbkit.convert.run import convert"])
+    assert {"convert/run", "convert/pictures", "images/writer", "tfrecord"} <= set(needed)
+    assert "convert/example" not in needed and not [m for m in needed if m.startswith(("accel/", "handoff/"))]
