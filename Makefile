@@ -64,8 +64,8 @@ demo: $(STAMP)
 	mkdir -p out
 	$(BIN)/papermill notebooks/02_flowers_classifier.ipynb out/02_flowers_classifier.ipynb --cwd . --progress-bar
 	@echo "Executed notebook: out/02_flowers_classifier.ipynb"
-	@echo "Plots, model.keras, metrics.json and submission.csv: out/flowers/"
-	@ls out/flowers
+	@echo "Plots, model.keras, metrics.json and submission.csv: out/classifier/"
+	@ls out/classifier
 
 # Lint and format check (ruff); then, environment by environment, each reported by name (tools/matrix.py),
 # TEST_JOBS at a time: the current versions (the unit tests, the notebook tests, every committed .ipynb
@@ -84,7 +84,7 @@ matrix: $(STAMP) $(ENVS:%=.venv-%/.installed)
 
 # Re-sync each .ipynb from its .py source and re-execute it (smoke profile) so nbval has outputs.
 notebooks: $(STAMP) $(XLA_STAMP)
-	rm -rf out/flowers out/flowers-train out/flowers-torch  # stored outputs show a fresh run, not a resumed one
+	rm -rf out/classifier out/train-on-tpu out/classifier-torch out/*-tfrecords  # stored outputs show a fresh run, not a resumed one
 	$(BIN)/python tools/sync_notebooks.py $(filter-out $(XLA_NOTEBOOK).py,$(wildcard notebooks/[0-9]*.py))
 	PJRT_DEVICE=CPU $(XLA_BIN)/python tools/sync_notebooks.py $(XLA_NOTEBOOK).py
 

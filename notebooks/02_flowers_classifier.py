@@ -164,14 +164,14 @@ figure = plots.input_wait(input_monitor.epochs, path=outputs.staging / "input_wa
 # macro F1 / precision / recall, and a batch titled OK or, in red, NO -> the true class.
 
 # %%
-from nbkit.images import evaluate, predict
+from nbkit.images import metrics, predict, submission
 
 val_logits, val_labels = predict.predict_in_order(
     model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch
 )
 val_predictions = val_logits.argmax(axis=1)
-confusion = evaluate.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
-scores = evaluate.scores(confusion)
+confusion = metrics.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
+scores = metrics.scores(confusion, dataset.metric)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
 figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 
@@ -188,8 +188,8 @@ figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:2
 test_logits, test_ids = predict.predict_in_order(
     model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch
 )
-submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), dataset, outputs.staging / "submission.csv")
-metrics = evaluate.write_metrics(
+written = submission.write(test_ids, test_logits.argmax(axis=1), dataset, outputs.staging / "submission.csv")
+metrics_file = metrics.write(
     {
         **scores,
         "epochs": profile.epochs,
@@ -204,10 +204,11 @@ metrics = evaluate.write_metrics(
     outputs.staging / "metrics.json",
 )
 saved = models.save_model(model, outputs.staging / "model.keras")
-print(f"wrote {len(test_ids)} rows to {submission.name}, plus {metrics.name} and {saved.name}")
+print(f"wrote {len(test_ids)} rows to {written.name}, plus {metrics_file.name} and {saved.name}")
 
 # %% [markdown]
 # The run ended well: its outputs replace the previous run's, all at once.
 
 # %% tags=["nbval-ignore-output"]
+print(metrics.describe(scores))
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))

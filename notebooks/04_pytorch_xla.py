@@ -159,12 +159,12 @@ figure = plots.learning_rate(history["learning_rate"], path=outputs.staging / "l
 # or, in red, NO -> the true class.
 
 # %%
-from nbkit.images import evaluate
+from nbkit.images import metrics, submission
 
 val_labels = np.array([label for _, label in splits["val"].items])
 val_predictions = result["val_logits"].argmax(axis=1)
-confusion = evaluate.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
-scores = evaluate.scores(confusion)
+confusion = metrics.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
+scores = metrics.scores(confusion, dataset.metric)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
 figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 
@@ -192,10 +192,10 @@ print(f"the saved weights predict the same on the CPU: {same}")
 
 # %%
 test_ids = [test_id for _, test_id in splits["test"].items]
-submission = evaluate.write_submission(
+written = submission.write(
     test_ids, result["test_logits"].argmax(axis=1), dataset, outputs.staging / "submission.csv"
 )
-metrics = evaluate.write_metrics(
+metrics_file = metrics.write(
     {
         **scores,
         "epochs": profile.epochs,
@@ -211,7 +211,8 @@ metrics = evaluate.write_metrics(
     },
     outputs.staging / "metrics.json",
 )
-print(f"wrote {len(test_ids)} rows to {submission.name}, plus {metrics.name} and model.pt")
+print(f"wrote {len(test_ids)} rows to {written.name}, plus {metrics_file.name} and model.pt")
 
 # %% tags=["nbval-ignore-output"]
+print(metrics.describe(scores))
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))

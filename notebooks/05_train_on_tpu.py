@@ -183,20 +183,20 @@ figure = plots.training_curves(history, path=outputs.staging / "training_curves.
 # Scores on the validation set; `submission.csv` from this model, which notebook 06 must reproduce.
 
 # %%
-from nbkit.images import evaluate, predict
+from nbkit.images import metrics, predict, submission
 
 val_logits, val_labels = predict.predict_in_order(
     model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch
 )
-confusion = evaluate.confusion_matrix(val_labels, val_logits.argmax(axis=1), dataset.num_classes)
-scores = evaluate.scores(confusion)
+confusion = metrics.confusion_matrix(val_labels, val_logits.argmax(axis=1), dataset.num_classes)
+scores = metrics.scores(confusion, dataset.metric)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
 figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 
 test_logits, test_ids = predict.predict_in_order(
     model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch
 )
-submission = evaluate.write_submission(test_ids, test_logits.argmax(axis=1), dataset, outputs.staging / "submission.csv")
+written = submission.write(test_ids, test_logits.argmax(axis=1), dataset, outputs.staging / "submission.csv")
 
 # %% [markdown]
 # ## Model package
@@ -227,6 +227,7 @@ if dataset_id.startswith(package.PLACEHOLDER_OWNER):
 # The run ended well: its outputs replace the previous run's, all at once.
 
 # %% tags=["nbval-ignore-output"]
+print(metrics.describe(scores))
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))
 package_folder = outputs.folder / "model-package"  # published now
 print(f"kaggle datasets create -p {package_folder.resolve()}")

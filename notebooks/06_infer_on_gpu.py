@@ -100,10 +100,10 @@ test_predictions = test_logits.argmax(axis=1)
 # Kaggle looks for it, with a picture of some predictions; both replace an earlier run's only together.
 
 # %%
-from nbkit.images import evaluate, pipeline, plots
+from nbkit.images import pipeline, plots, submission
 
-submission = evaluate.write_submission(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
-print(f"wrote {len(test_ids)} rows to {submission.name}")
+written = submission.write(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
+print(f"wrote {len(test_ids)} rows to {written.name}")
 shown = next(iter(pipeline.images_in_order(test.files, image_size, labeled=False, global_batch=20)[0])).numpy()
 figure = plots.batch(shown, test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
 print("published:", ", ".join(outputs.publish()))

@@ -145,11 +145,11 @@ def check_submission(sample_dir: Path, output_dir: Path, files: tuple[str, ...])
     (`id,label`) with one row per test record in file order and valid labels, and the non-empty `files`."""
     import json
 
-    from nbkit.images import evaluate
+    from nbkit.images import submission
 
     metrics = json.loads((output_dir / "metrics.json").read_text())
     assert metrics["accuracy"] >= 3 / 104, metrics
-    header, rows = evaluate.read_submission(output_dir / "submission.csv")
+    header, rows = submission.read(output_dir / "submission.csv")
     assert header == ["id", "label"]
     assert [i for i, _ in rows] == split_keys(sample_dir, "test")
     assert all(0 <= int(label) < 104 for _, label in rows)

@@ -113,6 +113,9 @@ def test_labels_and_ids_are_the_csvs(converted, cassava):
     assert [r["id"] for r in read_split(converted, "test")] == [
         i for i, _ in csv_rows(cassava / "sample_submission.csv")
     ]
+    # The sample submission travels with the data, and the notebooks find it through the description.
+    assert (converted / "sample_submission.csv").read_bytes() == (cassava / "sample_submission.csv").read_bytes()
+    assert descriptions.load(converted).sample_submission == str(converted / "sample_submission.csv")
 
 
 def test_the_validation_split_is_stratified_and_files_mix_classes(converted):

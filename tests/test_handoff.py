@@ -13,8 +13,8 @@ import pytest
 from conftest import execute, kill_notebook_when, split_keys, text_outputs
 
 from nbkit.handoff import package, resume
-from nbkit.images import evaluate
 from nbkit.images import sample as flower_sample
+from nbkit.images import submission
 
 EPOCHS = 5
 TRAIN = dict(BACKEND="jax", SIMULATE_DEVICES=8, EPOCHS=EPOCHS)  # Kaggle's TPUs today: Keras on JAX, 8 cores
@@ -53,9 +53,9 @@ def test_06_predicts_with_tensorflow_what_05_trained_with_jax(trained, sample, t
     )
     assert "Keras backend tensorflow" in " ".join(out.split())
     assert "checked its outputs against the manifest" in out
-    submitted = evaluate.read_submission(tmp_path / "submit" / "submission.csv")
+    submitted = submission.read(tmp_path / "submit" / "submission.csv")
     assert [i for i, _ in submitted[1]] == split_keys(sample, "test")
-    assert submitted == evaluate.read_submission(trained / "submission.csv")  # the same predictions as in 05
+    assert submitted == submission.read(trained / "submission.csv")  # the same predictions as in 05
     assert (tmp_path / "submit" / "test_predictions.png").stat().st_size > 0
 
 

@@ -4,7 +4,7 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from nbkit.images import evaluate, plots  # noqa: E402
+from nbkit.images import metrics, plots  # noqa: E402
 
 NAMES = ["daisy", "rose", "tulip"]
 
@@ -35,8 +35,8 @@ def test_curves_schedule_and_confusion(tmp_path):
     assert [len(a.lines) for a in figure.axes] == [2, 2]
     figure = plots.learning_rate([1e-5, 4e-4, 3e-4], tmp_path / "lr.png")
     assert "max 0.0004" in figure.axes[0].get_title()
-    counts = evaluate.confusion_matrix([0, 1, 2], [0, 2, 2], 3)
-    figure = plots.confusion(counts, NAMES, evaluate.scores(counts), tmp_path / "cm.png")
+    counts = metrics.confusion_matrix([0, 1, 2], [0, 2, 2], 3)
+    figure = plots.confusion(counts, NAMES, metrics.scores(counts), tmp_path / "cm.png")
     assert figure.axes[0].get_title().startswith("F1 0.556")
     assert all((tmp_path / name).exists() for name in ("curves.png", "lr.png", "cm.png"))
 

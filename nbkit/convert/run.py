@@ -3,6 +3,7 @@
     OUTPUT/tfrecords-jpeg-512x512/{train,val,test}/00-512x512-<count>.tfrec
     OUTPUT/nbkit-dataset.json      classes, label values, submission columns, metric, folds
     OUTPUT/dataset-metadata.json   for `kaggle datasets create -p OUTPUT --dir-mode zip`
+    OUTPUT/sample_submission.csv   the competition's, when given: the notebooks check their submission against it
 
 (Without `--dir-mode` the kaggle CLI skips folders and would upload the description alone.)
 Nothing half-written: OUTPUT is built in a staging folder beside it and renamed into place at the
@@ -33,6 +34,7 @@ from nbkit.inputs import account
 
 say = functools.partial(print, flush=True)
 METADATA_FILE = "dataset-metadata.json"
+SAMPLE_FILE = "sample_submission.csv"
 
 
 @dataclass
@@ -115,10 +117,13 @@ def _convert(options: Options) -> Path:
             metric=options.metric,
             competition=options.competition,
             folds=tuple(tuple(files) for files in names["train"]) if options.folds else (),
+            sample_submission=SAMPLE_FILE if sample is not None else "",
             counts={split: sum(map(layout.count_in_name, chain(*groups))) for split, groups in names.items()},
             converted_with=options.converted_with(split_kind, (labeled.id_column, labeled.label_column), skipped),
         )
         descriptions.write(staging, description)
+        if sample is not None:  # the notebooks check their submission.csv against it
+            shutil.copyfile(sample.path, staging / SAMPLE_FILE)
         (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
     say(summary(options, description, names, skipped, progress, metadata["id"]))
     return options.output

@@ -16,11 +16,11 @@ from typing import Any
 
 from nbkit import atomic, storage
 from nbkit.errors import DataError
+from nbkit.images.metrics import METRICS
 
 DESCRIPTION_FILE = "nbkit-dataset.json"
 FORMAT = "nbkit-dataset"
 FORMAT_VERSION = 1
-METRICS = ("accuracy", "f1_macro", "qwk")  # qwk: quadratic weighted kappa (ordinal labels)
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Description:
     metric: str = "accuracy"  # one of METRICS: how the competition scores
     competition: str | None = None  # its Kaggle slug, when it is one
     folds: tuple[tuple[str, ...], ...] = ()  # names of the train/ files of each fold; () = a train/val split
+    sample_submission: str = ""  # the competition's sample_submission.csv beside the description (a path once loaded)
     counts: dict[str, int] = field(default_factory=dict)  # records per split, as converted (informational)
     converted_with: dict[str, Any] = field(default_factory=dict)  # the converter's options (informational)
     origin: str = field(default="", compare=False)  # where the description was read from (not written)
@@ -68,6 +69,7 @@ class Description:
             "submission": {"id_column": self.id_column, "label_column": self.label_column},
             "metric": self.metric,
             "folds": [list(files) for files in self.folds],
+            "sample_submission": Path(self.sample_submission).name if self.sample_submission else "",
             "counts": self.counts,
             "converted_with": self.converted_with,
         }
@@ -114,6 +116,7 @@ def from_json(values: dict[str, Any], where: str) -> Description:
             metric=str(values["metric"]),
             competition=values.get("competition"),
             folds=tuple(tuple(files) for files in values.get("folds") or ()),
+            sample_submission=str(values.get("sample_submission") or ""),
             counts=dict(values.get("counts") or {}),
             converted_with=dict(values.get("converted_with") or {}),
         )
@@ -149,7 +152,8 @@ def load(data_root: str | Path) -> Description:
     built-in facts (its `origin` says which)."""
     found = read(data_root)
     if found is not None:
-        return replace(found, origin=f"from {storage.join(data_root, DESCRIPTION_FILE)}")
+        sample = storage.join(data_root, found.sample_submission) if found.sample_submission else ""
+        return replace(found, sample_submission=sample, origin=f"from {storage.join(data_root, DESCRIPTION_FILE)}")
     from nbkit.competitions import flowers
 
     return replace(

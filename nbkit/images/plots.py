@@ -56,6 +56,30 @@ def batch(
     return _save(figure, path)
 
 
+def pictures(files: Sequence[str | Path], path: str | Path | None = None) -> Any:
+    """Picture files as a decoder that ignores EXIF orientation sees them (tf.io.decode_jpeg does),
+    titled with their name, size, mode and EXIF orientation: phone pictures show up turned."""
+    from PIL import Image
+
+    count = len(files)
+    cols = math.ceil(math.sqrt(count))
+    rows = math.ceil(count / cols)
+    figure, axes = _figure(rows, cols, (2.8 * cols, 3.1 * rows))
+    for index, axis in enumerate(axes.flat):
+        axis.axis("off")
+        if index >= count:
+            continue
+        with Image.open(files[index]) as image:
+            orientation = image.getexif().get(0x0112, 1)  # the EXIF Orientation tag
+            title = f"{Path(files[index]).name}\n{image.width}x{image.height} {image.mode}"
+            axis.imshow(np.asarray(image.convert("RGB")))
+        turned = orientation != 1
+        axis.set_title(
+            title + (f", EXIF turn {orientation}" if turned else ""), fontsize=8, color="red" if turned else "black"
+        )
+    return _save(figure, path)
+
+
 def training_curves(history: dict[str, list[float]], path: str | Path | None = None) -> Any:
     """Loss and each metric per epoch, training against validation."""
     metrics = [k for k in history if not k.startswith("val_") and k not in ("learning_rate", "lr")]

@@ -1,0 +1,105 @@
+import json
+
+import numpy as np
+import pytest
+
+from nbkit.errors import DataError, ParameterError
+from nbkit.images import metrics, submission
+from nbkit.images.description import Description
+
+
+def test_confusion_and_macro_scores_by_hand():
+    labels, predictions = [0, 0, 1, 1, 2], [0, 1, 1, 1, 0]
+    counts = metrics.confusion_matrix(labels, predictions, 4)
+    assert counts.tolist() == [[1, 1, 0, 0], [0, 2, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]]
+    got = metrics.scores(counts)
+    # per class (0, 1, 2): precision 1/2, 2/3, 0; recall 1/2, 1, 0; class 3 never occurs and is left out
+    assert got["accuracy"] == pytest.approx(3 / 5)
+    assert got["precision_macro"] == pytest.approx((1 / 2 + 2 / 3 + 0) / 3)
+    assert got["recall_macro"] == pytest.approx((1 / 2 + 1 + 0) / 3)
+    assert got["f1_macro"] == pytest.approx((0.5 + 0.8 + 0) / 3)
+    assert got["metric"] == "accuracy" and "qwk" not in got
+    assert metrics.describe(got) == "validation accuracy 0.600 (the competition's metric)"
+
+
+def test_quadratic_weighted_kappa_against_its_definition():
+    # sklearn's cohen_kappa_score(weights="quadratic") on these gives 0.8 (worked by hand below).
+    labels, predictions = [0, 1, 2, 2, 3, 3], [0, 1, 2, 3, 3, 1]
+    counts = metrics.confusion_matrix(labels, predictions, 4)
+    weights = np.array([[(i - j) ** 2 / 9 for j in range(4)] for i in range(4)])
+    expected = np.outer(counts.sum(1), counts.sum(0)) / counts.sum()
+    kappa = 1 - (weights * counts).sum() / (weights * expected).sum()
+    got = metrics.scores(counts, "qwk")
+    assert got["qwk"] == pytest.approx(kappa) and got["metric"] == "qwk"
+    assert metrics.scores(metrics.confusion_matrix([0, 1, 2], [0, 1, 2], 3), "qwk")["qwk"] == 1.0
+    assert metrics.scores(metrics.confusion_matrix([0, 0, 2, 2], [2, 2, 0, 0], 3), "qwk")["qwk"] < -0.9
+    assert "validation qwk" in metrics.describe(got) and "; accuracy" in metrics.describe(got)
+    with pytest.raises(ParameterError, match="metric='auc' is not one of accuracy, f1_macro, qwk"):
+        metrics.scores(counts, "auc")
+
+
+FLOWERS_LIKE = Description(title="t", classes=tuple("abcd"), label_values=(0, 1, 2, 103), image_sizes=(64,))
+CASSAVA_LIKE = Description(
+    title="c", classes=("healthy", "sick"), label_values=("H", "S"), image_sizes=(64,), id_column="image_id"
+)
+
+
+def test_submission_has_the_datasets_header_and_label_values(tmp_path):
+    path = submission.write(["b", "a", "c"], np.array([3, 1, 0]), FLOWERS_LIKE, tmp_path / "submission.csv")
+    assert path.read_text() == "id,label\nb,103\na,1\nc,0\n"
+    assert submission.read(path) == (["id", "label"], [("b", "103"), ("a", "1"), ("c", "0")])
+    other = submission.write(["x.jpg", "y.jpg"], [1, 0], CASSAVA_LIKE, tmp_path / "other.csv")
+    assert other.read_text() == "image_id,label\nx.jpg,S\ny.jpg,H\n"
+
+
+def test_submission_is_checked_against_the_sample_submission(tmp_path):
+    from dataclasses import replace
+
+    (tmp_path / "sample.csv").write_text("image_id,label\nx.jpg,H\ny.jpg,H\n")
+    dataset = replace(CASSAVA_LIKE, sample_submission=str(tmp_path / "sample.csv"))
+    written = submission.write(["y.jpg", "x.jpg"], [0, 1], dataset, tmp_path / "ok.csv")  # any order
+    assert written.read_text() == "image_id,label\ny.jpg,H\nx.jpg,S\n"
+    with pytest.raises(DataError, match=r"1 of its ids have no test record \(e.g. \['y.jpg'\]\) and 1 test ids"):
+        submission.write(["x.jpg", "z.jpg"], [0, 1], dataset, tmp_path / "bad.csv")
+    with pytest.raises(DataError, match="header would be id,label but .*sample.csv's is image_id,label"):
+        submission.write(["x.jpg", "y.jpg"], [0, 1], replace(dataset, id_column="id"), tmp_path / "bad.csv")
+    assert not (tmp_path / "bad.csv").exists()
+
+
+def test_submission_refuses_mismatch_and_keeps_the_old_file(tmp_path):
+    path = submission.write(["a"], [1], FLOWERS_LIKE, tmp_path / "submission.csv")
+    with pytest.raises(DataError, match="2 test ids but 1 predictions"):
+        submission.write(["a", "b"], [1], FLOWERS_LIKE, path)
+    with pytest.raises(DataError, match="repeat"):
+        submission.write(["a", "a"], [1, 2], FLOWERS_LIKE, path)
+    assert path.read_text() == "id,label\na,1\n"
+
+
+def test_metrics_json_holds_plain_numbers(tmp_path):
+    path = metrics.write({"accuracy": np.float32(0.5), "epochs": 3}, tmp_path / "metrics.json")
+    assert json.loads(path.read_text()) == {"accuracy": 0.5, "epochs": 3}
+
+
+def test_predictions_are_checked_against_the_same_rows_on_one_device(tmp_path):
+    """predict_in_order passes an honest model and stops, before anything is written, on one whose
+    batched predictions come back with rows swapped (what keras 3.8 + jax 0.4.35 did on 8 devices)."""
+    import keras
+
+    from nbkit import models
+    from nbkit.errors import PredictionError
+    from nbkit.images import layout, predict, sample
+
+    root = sample.make_sample(tmp_path / "data", image_sizes=(64,), train_per_class=1, val_per_class=2, num_classes=6)
+    files = layout.find_files(root, 64, "val")
+    keras.utils.set_random_seed(0)
+    model = models.small_cnn((64, 64, 3), 6, filters=(8,), dense=16)
+    logits, labels = predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)
+    assert logits.shape == (12, 6) and len(labels) == 12
+    honest = model.predict
+
+    def rows_mixed(dataset, **kwargs):  # each row answered with its neighbour's logits
+        return np.roll(honest(dataset, **kwargs), 1, axis=0)
+
+    model.predict = rows_mixed
+    with pytest.raises(PredictionError, match=r"Row 0 of the distributed predictions differs.*keras \d"):
+        predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)
