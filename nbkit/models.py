@@ -4,11 +4,11 @@ keras.applications backbones with a new head; and saving / loading them whole.""
 from __future__ import annotations
 
 import contextlib
-import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nbkit import pretrained
 from nbkit.errors import ModelError, ParameterError
 
 
@@ -94,9 +94,9 @@ def build_classifier(
 ) -> Any:
     """`small_cnn` or a keras.applications backbone with a new head; takes uint8 images, gives logits.
 
-    weights: "none"; "imagenet" (a local copy of Keras' ImageNet file under one of the `search`
-    folders, e.g. the attached Kaggle inputs, else downloaded once into the Keras cache); or the
-    ImageNet file itself (or a folder holding it), for running with the internet off.
+    weights: "none"; "imagenet" (Keras' ImageNet file: a local copy under one of the `search` folders,
+    e.g. the attached Kaggle inputs, else downloaded once into Keras' cache); or that file itself (or a
+    folder holding it), for running with the internet off (see `nbkit.pretrained`).
     """
     import keras
     from keras import layers
@@ -115,97 +115,13 @@ def build_classifier(
             raise ModelError(
                 f"WEIGHTS={weights!r}: no such file or folder. Give 'imagenet', 'none' or Keras' ImageNet file."
             )
-        backbone = imagenet_backbone(constructor, input_shape, weights, search)
+        backbone = pretrained.imagenet_backbone(constructor, input_shape, weights, search)
     scale, offset = INPUT_SCALING[_family(constructor)]
     inputs = keras.Input(input_shape, dtype="uint8")
     x = layers.Rescaling(scale, offset)(inputs)
     x = layers.Dropout(dropout)(backbone(x))
     outputs = layers.Dense(num_classes, dtype="float32")(x)  # float32 logits under mixed precision
     return keras.Model(inputs, outputs, name=f"{name.lower()}_classifier")
-
-
-def imagenet_backbone(constructor: Any, input_shape: tuple[int, ...], weights: str, search: Sequence[Path]) -> Any:
-    """keras.applications' ImageNet backbone, exactly as `weights="imagenet"` builds it online (EfficientNet
-    adds a rescaling layer only then), its weights file taken from a local copy when there is one."""
-    roots = list(search) if weights == "imagenet" else [Path(weights)]
-    requested: list[str] = []
-    try:
-        with _local_imagenet_files(roots, requested, required=weights != "imagenet"):
-            return constructor(include_top=False, weights="imagenet", input_shape=input_shape, pooling="avg")
-    except ModelError:
-        raise
-    except Exception as error:  # Keras: a bare Exception offline; h5py: OSError; a mismatch: ValueError
-        raise _weights_error(constructor.__name__, weights, requested, error) from None
-
-
-@contextlib.contextmanager
-def _local_imagenet_files(roots: list[Path], requested: list[str], required: bool) -> Iterator[None]:
-    """Answer keras.applications' own request for its ImageNet file (`file_utils.get_file`, which every
-    application calls) from a file of that name under `roots`, after the checksum Keras expects."""
-    from unittest import mock
-
-    from keras.src.utils import file_utils
-
-    download = file_utils.get_file
-
-    def get_file(fname: str | None = None, origin: str | None = None, *args: Any, **kwargs: Any) -> str:
-        fname = fname or str(origin).rsplit("/", 1)[-1]
-        requested.append(fname)
-        local = _find(fname, roots)
-        if local is None and required:
-            raise ModelError(
-                f"WEIGHTS={str(roots[0])!r} is not {fname}, the ImageNet file keras.applications asks for "
-                "(without its top), and holds no file of that name."
-            )
-        if local is None:
-            return download(fname, origin, *args, **kwargs)
-        expected = kwargs.get("file_hash") or kwargs.get("md5_hash")
-        if expected and _checksum(local, expected) != expected:
-            raise ModelError(
-                f"{local} is not the {fname} keras.applications expects: its checksum differs, so it is "
-                "damaged or another file. Attach the original file (from ~/.keras/models/ after one online run)."
-            )
-        return str(local)
-
-    with mock.patch.object(file_utils, "get_file", get_file):
-        yield
-
-
-def _find(name: str, roots: list[Path]) -> Path | None:
-    """`name` itself, or the first file called `name` under the folders in `roots`."""
-    for root in roots:
-        if root.is_file():
-            if root.name == name:
-                return root
-        elif root.is_dir():
-            found = sorted(root.rglob(name))
-            if found:
-                return found[0]
-    return None
-
-
-def _checksum(path: Path, like: str) -> str:
-    """The file's md5, or sha256 when `like` is that long (Keras' "auto" rule)."""
-    digest = hashlib.md5() if len(like) == 32 else hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(2**20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _weights_error(name: str, weights: str, requested: list[str], error: Exception) -> ModelError:
-    file = requested[0] if requested else "its ImageNet weights file"
-    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    if "URL fetch failure" in str(error) or isinstance(error, (ConnectionError, TimeoutError)):
-        return ModelError(
-            f"Could not download {file}, the ImageNet weights of {name} (is the internet off?). Offline: attach a Kaggle "
-            f"dataset holding {file} (Keras keeps it in ~/.keras/models/ after one online run) and keep "
-            "WEIGHTS='imagenet', which finds it under /kaggle/input; or give its path as WEIGHTS; or use WEIGHTS='none'."
-        )
-    what = (
-        "not a readable weights file" if isinstance(error, OSError) else f"not {name}'s ImageNet weights (without top)"
-    )
-    return ModelError(f"WEIGHTS={weights!r} ({file}) is {what}: {first_line}")
 
 
 def save_model(model: Any, path: str | Path) -> Path:
@@ -223,8 +139,6 @@ def save_model(model: Any, path: str | Path) -> Path:
 
 def load_model(path: str | Path, acc: Any = None) -> Any:
     """Load a `.keras` model, inside the accelerator's scope when given (variables on every replica)."""
-    import contextlib
-
     import keras
 
     with acc.scope() if acc is not None else contextlib.nullcontext():

@@ -203,7 +203,7 @@ metrics_file = metrics.write(
         "cores": result["cores"],
         "global_batch": result["cores"] * PER_CORE_BATCH,
         "device": acc.runtime,
-        "hardware": acc.device_kind,
+        "hardware": acc.hardware,
         "precision": precision,
         "model": "small_cnn",
         "image_size": image_size,

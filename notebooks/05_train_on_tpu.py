@@ -49,6 +49,7 @@ OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the pack
 
 # %%
 from nbkit import accel, env, params, staging
+from nbkit.inputs import account
 
 params.check_parameters(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
@@ -57,7 +58,7 @@ params.check_int("IMAGE_SIZE", IMAGE_SIZE)
 params.check_choice("RESUME", RESUME, ("auto", "restart"))
 params.check_int("SEED", SEED)
 if DATASET_ID != "auto":
-    params.check_handle("DATASET_ID", DATASET_ID, example="alice/flowers-model")
+    params.check_handle("DATASET_ID", DATASET_ID, example="alice/flowers-model", slug=account.DATASET_SLUG)
 if MODEL_HANDLE != "none":
     params.check_handle("MODEL_HANDLE", MODEL_HANDLE, "owner/model/framework/variation", "alice/flowers/keras/default")
 environment = env.detect()

@@ -165,7 +165,7 @@ def test_tpu_vm_connects_locally_with_tpu_strategy(monkeypatch):
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")
     log = []
     acc = tf_devices.find_accelerator(fake_tf(tpu_cores=8, log=log), ["local"], explicit_tpu=False, simulate_devices=0)
-    assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("tpu", 8, "mixed_bfloat16")
+    assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("tpu", 8, "mixed_bfloat16")
     assert acc.describe().startswith("TPU v5e-8: 8 chips x 1 core, 16 GiB of HBM per core, Keras backend tensorflow")
     assert log == [("resolve", "local"), ("init", "local"), ("strategy", "local")]  # no remote connect
     assert len(acc.device_names) == 8 and "TPUClusterResolver(tpu='local')" in acc.reason
@@ -193,7 +193,7 @@ def test_explicit_tpu_that_fails_is_an_error():
 def test_two_t4_gpus_use_mirrored_strategy_and_float16():
     t4 = {"device_name": "Tesla T4", "compute_capability": (7, 5)}
     acc = tf_devices.find_accelerator(fake_tf(gpus=[t4, t4]), [], explicit_tpu=False, simulate_devices=8)
-    assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("gpu", 2, "mixed_float16")
+    assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("gpu", 2, "mixed_float16")
     assert "Tesla T4" in acc.describe() and "simulate_devices is ignored" in acc.describe()
     assert acc.max_steps_per_execution is None
 
@@ -201,7 +201,7 @@ def test_two_t4_gpus_use_mirrored_strategy_and_float16():
 def test_one_old_gpu_uses_default_strategy_and_float32():
     p100 = {"device_name": "Tesla P100", "compute_capability": (6, 0)}
     acc = tf_devices.find_accelerator(fake_tf(gpus=[p100]), [], explicit_tpu=False, simulate_devices=0)
-    assert (acc.kind, acc.num_replicas, acc.mixed_precision) == ("gpu", 1, "float32")
+    assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("gpu", 1, "float32")
 
 
 def make_accelerator(**overrides):

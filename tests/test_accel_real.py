@@ -127,7 +127,7 @@ def test_single_cpu_uses_the_default_strategy(run_python):
         from nbkit import accel
         acc = accel.setup()
         print(json.dumps({"backend": acc.backend, "replicas": acc.num_replicas, "cap": acc.max_steps_per_execution,
-                          "policy": acc.mixed_precision, "strategy": acc.distribution_name}))
+                          "policy": acc.recommended_precision, "strategy": acc.distribution_name}))
         """
     )
     assert last_json(result) == {
@@ -159,3 +159,36 @@ def test_simulated_jax_devices_get_enough_xla_threads(run_python):
     )
     report = last_json(result)
     assert int(report["nproc"]) >= 16 and report["eigen"] == int(report["nproc"])
+
+
+def test_keras_still_warns_about_shuffle_so_setup_hides_it(run_python):
+    # The workaround in nbkit.accel.choose (SHUFFLE_WARNING): if this fails, Keras stopped warning on
+    # every fit() with a tf.data dataset, and the filter can go.
+    result = run_python(
+        """
+        import os, warnings
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        import keras, numpy as np, tensorflow as tf
+        from nbkit.accel import choose
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        data = tf.data.Dataset.from_tensor_slices((np.zeros((4, 1)), np.zeros((4, 1)))).batch(2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(data, epochs=1, verbose=0)
+        print("WARNED", any(choose.SHUFFLE_WARNING in str(w.message) for w in caught))
+        """
+    )
+    assert "WARNED True" in result.stdout
+
+
+def test_setup_says_what_it_set_in_this_process(run_python):
+    result = run_python(
+        """
+        from nbkit import accel
+        print(" ".join(accel.setup("jax", simulate_devices=4).describe().split()))
+        """
+    )
+    said = result.stdout.split("Set in this process: ", 1)[1]
+    assert "KERAS_BACKEND=jax" in said and "--xla_force_host_platform_device_count=4" in said
+    assert "PJRT_NPROC=" in said and "`shuffle=True` was passed" in said

@@ -102,6 +102,14 @@ CASES = [
         "global batch of 100000, more than the 208 images of the val split",
     ),
     ("misspelt parameter", None, {"EPOCH": 3}, "ParameterError", "Unknown parameter EPOCH (did you mean EPOCHS?)"),
+    ("MODEL in the wrong case", None, {"MODEL": "efficientnetb0"}, "ParameterError", "Did you mean 'EfficientNetB0'?"),
+    (
+        "DATA_ROOT one level too deep",
+        None,
+        {"DATA_ROOT": "DEEPER"},
+        "DataError",
+        "is inside the data's layout: set DATA_ROOT=",
+    ),
     (
         "weights that are a text file",
         None,
@@ -117,11 +125,17 @@ def test_bad_input_stops_before_training_with_one_clear_error(made, tmp_path, ca
     root = shutil.copytree(made, tmp_path / "data")
     if spoil:
         spoil(root)
+    if params.get("DATA_ROOT") == "DEEPER":
+        params = {**params, "DATA_ROOT": str(root / "tfrecords-jpeg-192x192")}
     if params.get("WEIGHTS") == "TEXT_FILE":
         (tmp_path / "weights.h5").write_text("not weights")
         params = {**params, "WEIGHTS": str(tmp_path / "weights.h5")}
     with pytest.raises(papermill.PapermillExecutionError) as raised:
-        execute(tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(root), OUTPUT_DIR=str(tmp_path / "o"), **params)
+        execute(
+            tmp_path,
+            "02_flowers_classifier.ipynb",
+            **{"DATA_ROOT": str(root), "OUTPUT_DIR": str(tmp_path / "o"), **params},
+        )
     assert raised.value.ename == error, raised.value.evalue
     assert words in raised.value.evalue
     assert "model.fit" not in raised.value.source  # stopped before any training

@@ -107,6 +107,26 @@ def test_a_finished_run_is_not_trained_again(trained, sample, tmp_path):
     assert state(trained) == before and weights.stat().st_mtime_ns == modified
 
 
+def test_a_misspelt_model_is_named_before_any_resume_check(trained, sample, tmp_path):
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        execute(
+            tmp_path,
+            "05_train_on_tpu.ipynb",
+            DATA_ROOT=str(sample),
+            OUTPUT_DIR=str(trained),
+            **{**TRAIN, "MODEL": "EfficientNetB9"},
+        )
+    assert error.value.ename == "ParameterError" and "MODEL='EfficientNetB9' is not offered" in error.value.evalue
+
+
+def test_06_stops_at_once_on_an_output_folder_it_cannot_write(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        execute(tmp_path, "06_infer_on_gpu.ipynb", OUTPUT_DIR=str(tmp_path / "a-file" / "out"))
+    assert error.value.ename == "ParameterError" and "cannot be written (Not a directory)" in error.value.evalue
+    assert "params.check_parameters(globals())" in error.value.source  # the first cell: nothing loaded yet
+
+
 def test_05_refuses_to_resume_with_other_settings(trained, sample, tmp_path):
     with pytest.raises(papermill.PapermillExecutionError) as error:
         execute(

@@ -45,12 +45,18 @@ def offline(monkeypatch, tmp_path):
 
     from keras.src.utils import file_utils
 
-    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras-home"))
+    local = file_utils.urlretrieve
 
-    def no_internet(*args, **kwargs):
+    def no_internet(url, *args, **kwargs):
+        if url.startswith("file://"):  # a local copy: there is no network in that
+            return local(url, *args, **kwargs)
         raise urllib.error.URLError("no internet")
 
     monkeypatch.setattr(file_utils, "urlretrieve", no_internet)
+    from keras.src.backend import config
+
+    (tmp_path / "keras-home").mkdir()  # Keras falls back to /tmp/.keras where its folder is missing
+    monkeypatch.setattr(config, "_KERAS_DIR", str(tmp_path / "keras-home"))  # KERAS_HOME is read at import
 
 
 def legacy_weights(model, path):

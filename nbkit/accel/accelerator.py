@@ -13,12 +13,13 @@ from nbkit.accel import precision
 from nbkit.accel.tpu import TpuInfo
 from nbkit.params import check_int
 
-# Measured with TF 2.21 / Keras 3.15 on 2 and 8 logical CPUs; building the optimizer first
-# does not help (it does for a hand-written multi-step tf.function, see nbkit.guide.custom_loop).
+# Workaround, TensorFlow 2.18-2.21 with Keras 3.10-3.15 (measured on 2 and 8 logical CPUs); building the
+# optimizer first does not help (it does for a hand-written multi-step tf.function, nbkit.guide.custom_loop).
+# tests/test_accel_real.py::test_keras_bug_behind_the_steps_per_execution_cap_still_exists fails once it is fixed.
 MIRRORED_CPU_BUG = (
     "Keras fit under MirroredStrategy over logical CPU devices fails with "
     "'InvalidArgumentError: You must feed a value for placeholder tensor' when "
-    "steps_per_execution > 1 (TensorFlow 2.21 / Keras 3.15)"
+    "steps_per_execution > 1 (TensorFlow 2.18-2.21 / Keras 3.10-3.15)"
 )
 TPU_SHAPED = 8  # a TPU v5e-8 (8 chips x 1 core) or v3-8 (4 chips x 2 cores): 8 replicas either way
 
@@ -31,10 +32,10 @@ class Accelerator:
     backend: str  # "tensorflow" or "jax"
     num_replicas: int
     device_names: list[str]
-    device_kind: str = ""  # e.g. "TPU v5 lite", "Tesla T4", "cpu"
+    hardware: str = ""  # the device model, e.g. "TPU v5 lite", "Tesla T4", "cpu"
     strategy: Any = None  # tf.distribute.Strategy on the TensorFlow backend
     distribution: Any = None  # keras.distribution.DataParallel on the JAX backend (None: one device)
-    mixed_precision: str = "float32"  # the recommended Keras dtype policy
+    recommended_precision: str = "float32"  # the Keras dtype policy this hardware does best (PRECISION="auto")
     max_steps_per_execution: int | None = None  # None: no known limit
     simulated: bool = False  # replicas are slices of one CPU, not real devices
     remote_tpu: bool = False  # a TPU Node / named Cloud TPU: it reads input files itself, so from GCS
@@ -44,6 +45,7 @@ class Accelerator:
     compute_capability: tuple[int, int] | None = None  # a GPU's
     tpu: TpuInfo | None = None  # which TPU, where it can be told
     precision: str = "float32"  # the Keras dtype policy set by set_precision()
+    changes: list[str] = field(default_factory=list)  # what setup() set in this process (environment, warnings)
 
     @property
     def distribution_name(self) -> str:
@@ -138,8 +140,8 @@ class Accelerator:
         device = {"tpu": "TPU", "gpu": "GPU", "cpu": "CPU"}[self.kind]
         if self.tpu is not None:
             device = self.tpu.describe()
-        elif self.device_kind and self.device_kind.lower() not in ("cpu", device.lower()):
-            device += f" ({self.device_kind})"
+        elif self.hardware and self.hardware.lower() not in ("cpu", device.lower()):
+            device += f" ({self.hardware})"
         text = f"{device}, Keras backend {self.backend}, {self.num_replicas} replica(s)"
         if self.simulated:
             what = "logical CPU devices" if self.backend == "tensorflow" else "JAX host CPU devices"
@@ -147,13 +149,15 @@ class Accelerator:
             text += f" (simulated: {self.num_replicas} {what}{shape})"
         text += (
             f", distributed with {self.distribution_name}. Chosen because: {self.reason}. "
-            f"Recommended precision policy: {self.mixed_precision}. "
+            f"Recommended precision policy: {self.recommended_precision}. "
             f"Global batch = {self.num_replicas} x per-replica batch."
         )
         if self.max_steps_per_execution is not None:
             text += f" steps_per_execution is capped at {self.max_steps_per_execution} here: {MIRRORED_CPU_BUG}."
         for note in self.notes:
             text += " " + note
+        if self.changes:
+            text += " Set in this process: " + "; ".join(self.changes) + "."
         return textwrap.fill(text, width=100)
 
     def __str__(self) -> str:

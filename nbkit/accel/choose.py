@@ -26,6 +26,21 @@ def setup(backend: str = "auto", *, tpu: str | None = None, simulate_devices: in
     """
     check_choice("backend", backend, BACKENDS)
     check_int("simulate_devices", simulate_devices, minimum=0)
+    before = {name: os.environ.get(name) for name in SET_HERE}
+    acc = _find(backend, tpu, simulate_devices)
+    acc.changes = [f"{name}={os.environ[name]}" for name in SET_HERE if os.environ.get(name) != before[name]]
+    acc.changes.append(f"Keras' warning {SHUFFLE_WARNING!r} hidden")
+    return acc
+
+
+# What setup() may set in this process's environment (describe() lists those it changed).
+SET_HERE = ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS", "PJRT_NPROC")
+# Workaround, Keras 3.10-3.15: every fit() on a tf.data dataset warns that shuffle=True is ignored, though the
+# kit's datasets shuffle themselves. tests/test_accel_real.py::test_keras_still_warns_about_shuffle fails once it stops.
+SHUFFLE_WARNING = "`shuffle=True` was passed, but will be ignored"
+
+
+def _find(backend: str, tpu: str | None, simulate_devices: int) -> Accelerator:
     tpu_vm = nbenv.is_tpu_vm()
     chosen, reason = choose_backend(
         backend,
@@ -38,8 +53,7 @@ def setup(backend: str = "auto", *, tpu: str | None = None, simulate_devices: in
     os.environ["KERAS_BACKEND"] = chosen
     # TensorFlow's C++ INFO/WARNING lines (CUDA probing, CPU features) drown notebook output.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Keras 3.15 warns on every fit() with a tf.data dataset, though our datasets shuffle themselves.
-    warnings.filterwarnings("ignore", message="`shuffle=True` was passed, but will be ignored")
+    warnings.filterwarnings("ignore", message=SHUFFLE_WARNING)
     if chosen == "jax":
         return jax_devices.find_accelerator(simulate_devices, reason)
     addresses = tpu_addresses(tpu, nbenv.tpu_address(), tpu_vm, nbenv.platform())

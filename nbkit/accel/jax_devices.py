@@ -23,11 +23,13 @@ def request_cpu_devices(count: int) -> None:
     """Ask XLA for `count` host devices, and enough threads to run them; read when JAX starts its backends."""
     flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", os.environ.get("XLA_FLAGS", ""))
     os.environ["XLA_FLAGS"] = f"{flags.strip()} --xla_force_host_platform_device_count={count}".strip()
-    # XLA:CPU's PjRt pool has max(cores, devices) threads. A multi-device launch holds one per device
-    # while that device has 32 computations queued (Keras' JAX fit dispatches ahead), and queued
-    # computations need pool threads to finish: with 8 devices on fewer than 16 cores, all-reduces
-    # deadlocked ("only 7 of them arrived"; 37 of 50 runs on 2 cores). Twice the device count leaves
-    # room (0 of 50; bench/jax_deadlock.py). jaxlib reads PJRT_NPROC when it creates the CPU client.
+    # Workaround, jaxlib 0.4.35-0.12 (XLA:CPU): its PjRt pool has max(cores, devices) threads. A multi-device
+    # launch holds one per device while that device has 32 computations queued (Keras' JAX fit dispatches
+    # ahead), and queued computations need pool threads to finish: with 8 devices on fewer than 16 cores,
+    # all-reduces deadlocked ("only 7 of them arrived"; 37 of 50 runs on 2 cores). Twice the device count
+    # leaves room (0 of 50). jaxlib reads PJRT_NPROC when it creates the CPU client. Whether it is still
+    # needed is measured by bench/jax_deadlock.py (a race: no test can show it every time);
+    # tests/test_accel_real.py::test_simulated_jax_devices_get_enough_xla_threads checks the knob still works.
     os.environ["PJRT_NPROC"] = str(max(os.cpu_count() or 1, 2 * count))
 
 
@@ -67,9 +69,9 @@ def find_accelerator(simulate_devices: int, reason: str) -> Accelerator:
         backend="jax",
         num_replicas=len(devices),
         device_names=[str(d) for d in devices],
-        device_kind=getattr(devices[0], "device_kind", kind),
+        hardware=getattr(devices[0], "device_kind", kind),
         distribution=distribution,
-        mixed_precision=recommended(kind, capability),
+        recommended_precision=recommended(kind, capability),
         compute_capability=capability,
         tpu=tpu.from_device_kind(devices[0].device_kind, len(devices)) if kind == "tpu" else None,
         simulated=simulated,

@@ -39,7 +39,7 @@ class TorchAccelerator:
 
     kind: str
     runtime: str
-    device_kind: str  # torch_xla's device type ("TPU", "CPU", ...), the GPU's name, or "cpu"
+    hardware: str  # torch_xla's device type ("TPU", "CPU", ...), the GPU's name, or "cpu"
     reason: str
 
     @property
@@ -49,8 +49,8 @@ class TorchAccelerator:
     def describe(self) -> str:
         """One line for the notebook."""
         if self.xla:
-            return f"PyTorch/XLA on {self.device_kind}: {self.reason}"
-        where = f"CUDA ({self.device_kind})" if self.runtime == "cuda" else "the CPU"
+            return f"PyTorch/XLA on {self.hardware}: {self.reason}"
+        where = f"CUDA ({self.hardware})" if self.runtime == "cuda" else "the CPU"
         return f"PyTorch on {where}: {self.reason}"
 
 
@@ -104,7 +104,7 @@ def precision(acc: TorchAccelerator, requested: str) -> tuple[str, str]:
 
         if not torch.cuda.is_bf16_supported():
             raise ParameterError(
-                f"PRECISION='mixed_bfloat16': this GPU ({acc.device_kind}) has no bfloat16. Use 'float32'."
+                f"PRECISION='mixed_bfloat16': this GPU ({acc.hardware}) has no bfloat16. Use 'float32'."
             )
     what = "convolutions and matrix products in bfloat16 (torch.autocast), loss and weights in float32"
     return policy, f"precision {policy} ({why}): " + (what if policy == "mixed_bfloat16" else "everything in float32")

@@ -63,7 +63,7 @@ try:
 except ValueError as error:
     result["worker_error"] = str(error)
 state = xla.load(folder / "model.pt")
-result.update(kind=target.kind, runtime=target.runtime, device_kind=target.device_kind, describe=target.describe(),
+result.update(kind=target.kind, runtime=target.runtime, device_kind=target.hardware, describe=target.describe(),
               saved_devices=sorted({str(v.device) for v in state.values()}), files=sorted(p.name for p in folder.iterdir()),
               torch_xla_imported="torch_xla" in sys.modules)
 print("RESULT " + json.dumps(result))
