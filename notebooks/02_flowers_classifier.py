@@ -35,7 +35,9 @@ SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a 
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the training images (a cap keeps a trial run short)
 PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
-OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder's classifier/
+FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
+TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
+OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder's classifier/ (classifier-fold<k>/)
 
 # %% [markdown]
 # ## Setup
@@ -51,8 +53,11 @@ params.check_parameters(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
 params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
 params.check_int("IMAGE_SIZE", IMAGE_SIZE)
+params.check_int("FOLD", FOLD, minimum=-1)
+params.check_choice("TTA", TTA, range(1, 5))
 environment = env.detect()
-outputs = staging.start(environment.working_dir / "classifier" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+default_folder = environment.working_dir / ("classifier" if FOLD == -1 else f"classifier-fold{FOLD}")
+outputs = staging.start(default_folder if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(outputs.describe())
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
@@ -90,7 +95,8 @@ print(f"data: {data.reason}")
 dataset = description.load(data.path)
 print(f"dataset: {dataset.describe()}")
 image_size = layout.choose_size(data.path, IMAGE_SIZE)
-splits = checks.check_splits(data.path, image_size, dataset.num_classes)
+files = layout.split_files(data.path, image_size, dataset.folds, FOLD)  # FOLD k: fold k validates
+splits = checks.check_splits(files, image_size, dataset.num_classes)
 print(f"{image_size}x{image_size} images: {checks.describe(splits)}")
 plan = batching.plan(
     splits["train"].count,
@@ -160,20 +166,23 @@ figure = plots.input_wait(input_monitor.epochs, path=outputs.staging / "input_wa
 
 # %% [markdown]
 # ## Evaluate
-# Predictions on the whole validation set (padded to full batches, then cut): confusion matrix and
-# macro F1 / precision / recall, and a batch titled OK or, in red, NO -> the true class.
+# Predictions on the whole validation set (padded to full batches, then cut; with `TTA` views,
+# their probabilities averaged): confusion matrix, the competition's metric and macro F1 /
+# precision / recall, and a batch titled OK or, in red, NO -> the true class. With a `FOLD`, these
+# are out-of-fold predictions: `oof.csv` keeps them for `python -m nbkit oof`.
 
 # %%
-from nbkit.images import metrics, predict, submission
+from nbkit.images import metrics, oof, predict, submission
 
-val_logits, val_labels = predict.predict_in_order(
-    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch
+val = predict.predict_in_order(
+    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch, views=TTA
 )
-val_predictions = val_logits.argmax(axis=1)
-confusion = metrics.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
-scores = metrics.scores(confusion, dataset.metric)
+val_labels, val_predictions = val.keys, val.probabilities.argmax(axis=1)
+confusion, scores = metrics.of_predictions(val_labels, val.probabilities, dataset.metric)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
 figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
+if FOLD != -1:
+    oof.write(splits["val"].ids, val_labels, val.probabilities, FOLD, dataset, outputs.staging / "oof.csv")
 
 # %%
 shown = next(iter(pipeline.images_in_order(splits["val"].files, image_size, labeled=True, global_batch=20)[0])).numpy()
@@ -185,10 +194,10 @@ figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:2
 # `metrics.json` keeps the scores.
 
 # %%
-test_logits, test_ids = predict.predict_in_order(
-    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch
+test = predict.predict_in_order(
+    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch, views=TTA
 )
-written = submission.write(test_ids, test_logits.argmax(axis=1), dataset, outputs.staging / "submission.csv")
+written = submission.write(test.keys, test.probabilities.argmax(axis=1), dataset, outputs.staging / "submission.csv")
 metrics_file = metrics.write(
     {
         **scores,
@@ -199,16 +208,20 @@ metrics_file = metrics.write(
         "precision": acc.precision,
         "model": profile.model,
         "image_size": image_size,
-        "test_rows": len(test_ids),
+        "fold": FOLD,
+        "tta": TTA,
+        "test_rows": len(test.keys),
     },
     outputs.staging / "metrics.json",
 )
 saved = models.save_model(model, outputs.staging / "model.keras")
-print(f"wrote {len(test_ids)} rows to {written.name}, plus {metrics_file.name} and {saved.name}")
+print(f"wrote {len(test.keys)} rows to {written.name}, plus {metrics_file.name} and {saved.name}")
 
 # %% [markdown]
 # The run ended well: its outputs replace the previous run's, all at once.
 
 # %% tags=["nbval-ignore-output"]
 print(metrics.describe(scores))
+if TTA > 1:  # what the extra views bought
+    print(metrics.describe(metrics.of_predictions(val_labels, val.per_view[0], dataset.metric)[1], "1 view:"))
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))

@@ -42,7 +42,9 @@ RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if an
 RESUME_FROM: str = "none"  # an earlier run's checkpoints folder, or that Kaggle notebook's output as "owner/slug" (kagglehub)
 DATASET_ID: str = "auto"  # Kaggle dataset of the package, "owner/slug"; "auto": your user name + /<the data's name>-model
 MODEL_HANDLE: str = "none"  # also publish the package to Kaggle Models as "owner/model/keras/variation" (kagglehub)
-OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the package; "auto": the working folder's train-on-tpu/
+FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
+TTA: int = 1  # test-time augmentation of the validation and test predictions: views averaged (1: none; up to 4)
+OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the package; "auto": the working folder's train-on-tpu/ (train-on-tpu-fold<k>/)
 
 # %% [markdown]
 # ## Setup
@@ -57,12 +59,15 @@ params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
 params.check_int("IMAGE_SIZE", IMAGE_SIZE)
 params.check_choice("RESUME", RESUME, ("auto", "restart"))
 params.check_int("SEED", SEED)
+params.check_int("FOLD", FOLD, minimum=-1)
+params.check_choice("TTA", TTA, range(1, 5))
 if DATASET_ID != "auto":
     params.check_handle("DATASET_ID", DATASET_ID, example="alice/flowers-model", slug=account.DATASET_SLUG)
 if MODEL_HANDLE != "none":
     params.check_handle("MODEL_HANDLE", MODEL_HANDLE, "owner/model/framework/variation", "alice/flowers/keras/default")
 environment = env.detect()
-outputs = staging.start(environment.working_dir / "train-on-tpu" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+run_name = "train-on-tpu" if FOLD == -1 else f"train-on-tpu-fold{FOLD}"  # its folder, here and as a notebook output
+outputs = staging.start(environment.working_dir / run_name if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(outputs.describe())
 
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
@@ -90,7 +95,8 @@ print(f"data: {data.reason}")
 dataset = description.load(data.path)
 print(f"dataset: {dataset.describe()}")
 image_size = layout.choose_size(data.path, IMAGE_SIZE)
-splits = checks.check_splits(data.path, image_size, dataset.num_classes)
+files = layout.split_files(data.path, image_size, dataset.folds, FOLD)  # FOLD k: fold k validates
+splits = checks.check_splits(files, image_size, dataset.num_classes)
 fingerprint = checks.fingerprint(splits["train"].files + splits["val"].files)
 print(f"{image_size}x{image_size} images: {checks.describe(splits)}; data fingerprint {fingerprint}")
 plan = batching.plan(
@@ -116,7 +122,7 @@ from nbkit.inputs import kaggle_hub
 
 checkpoints = outputs.folder / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto":
-    print(resume.copy_checkpoint(kaggle_hub.notebook_output(RESUME_FROM, "train-on-tpu/checkpoints"), checkpoints))
+    print(resume.copy_checkpoint(kaggle_hub.notebook_output(RESUME_FROM, f"{run_name}/checkpoints"), checkpoints))
 settings = {
     "model": profile.model,
     "weights": profile.weights,
@@ -126,6 +132,7 @@ settings = {
     "precision": acc.precision,
     "max_lr": schedule.max_lr,
     "seed": SEED,
+    "fold": FOLD,
     "data": fingerprint,
 }
 run = resume.TrainingRun(checkpoints, settings, restart=RESUME == "restart")
@@ -181,23 +188,25 @@ figure = plots.training_curves(history, path=outputs.staging / "training_curves.
 
 # %% [markdown]
 # ## Evaluate and predict
-# Scores on the validation set; `submission.csv` from this model, which notebook 06 must reproduce.
+# Scores on the validation set (with a `FOLD`, out of fold: `oof.csv`); `submission.csv` from this
+# model, which notebook 06 must reproduce (with the same `TTA`).
 
 # %%
-from nbkit.images import metrics, predict, submission
+from nbkit.images import metrics, oof, predict, submission
 
-val_logits, val_labels = predict.predict_in_order(
-    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch
+val = predict.predict_in_order(
+    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch, views=TTA
 )
-confusion = metrics.confusion_matrix(val_labels, val_logits.argmax(axis=1), dataset.num_classes)
-scores = metrics.scores(confusion, dataset.metric)
+confusion, scores = metrics.of_predictions(val.keys, val.probabilities, dataset.metric)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
 figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
+if FOLD != -1:
+    oof.write(splits["val"].ids, val.keys, val.probabilities, FOLD, dataset, outputs.staging / "oof.csv")
 
-test_logits, test_ids = predict.predict_in_order(
-    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch
+test = predict.predict_in_order(
+    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch, views=TTA
 )
-written = submission.write(test_ids, test_logits.argmax(axis=1), dataset, outputs.staging / "submission.csv")
+written = submission.write(test.keys, test.probabilities.argmax(axis=1), dataset, outputs.staging / "submission.csv")
 
 # %% [markdown]
 # ## Model package
@@ -208,7 +217,8 @@ written = submission.write(test_ids, test_logits.argmax(axis=1), dataset, output
 # %%
 from nbkit.handoff import package
 
-dataset_id = package.default_dataset_id(dataset) if DATASET_ID == "auto" else DATASET_ID
+suffix = "model" if FOLD == -1 else f"fold{FOLD}-model"
+dataset_id = package.default_dataset_id(dataset, suffix) if DATASET_ID == "auto" else DATASET_ID
 training = {**settings, "epochs": run.epochs_done, "replicas": acc.num_replicas, "accelerator": acc.kind}
 folder = package.write_package(
     outputs.staging / "model-package",

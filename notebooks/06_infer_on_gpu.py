@@ -9,22 +9,25 @@
 # ---
 
 # %% [markdown]
-# # Infer on GPU: predict with a model package, internet off
+# # Infer on GPU: predict with model packages, internet off
 #
-# The second half of `05_train_on_tpu`: attach the dataset made from its model package, pick a GPU
-# (or none) and run. The package's manifest is checked against the test data (image size, classes,
-# label values, the submission's columns) and the loaded model against the outputs recorded when it
-# was saved, so a wrong or damaged package stops with a message instead of a silently bad
-# `submission.csv`. Nothing is downloaded. A model trained on a TPU with the JAX backend predicts
-# here with TensorFlow on the GPU.
+# The second half of `05_train_on_tpu`: attach the datasets (or Kaggle Models) made from its model
+# packages, pick a GPU (or none) and run. Several packages (the K folds of a cross-validation, or
+# different models) are averaged: each predicts class probabilities (over `TTA` views of each image),
+# and the mean decides. Every manifest is checked against the test data (image size, classes, label
+# values, the submission's columns) and against the others before anything is predicted, and each
+# loaded model against the outputs recorded when it was saved, so a wrong or damaged package stops
+# with a message instead of a silently bad `submission.csv`. Nothing is downloaded. A model trained on
+# a TPU with the JAX backend predicts here with TensorFlow on the GPU.
 #
-# `papermill notebooks/06_infer_on_gpu.ipynb out/06.ipynb -p PACKAGE out/train-on-tpu/model-package`
+# `papermill notebooks/06_infer_on_gpu.ipynb out/06.ipynb -p PACKAGES out/train-on-tpu/model-package`
 
 # %% tags=["parameters"]
-PACKAGE: str = "auto"  # model package folder, or its Kaggle Models handle "owner/model/keras/variation"; "auto": the attached one, else 05's output
+PACKAGES: str = "auto"  # model packages to average: folders or Kaggle Models handles "owner/model/keras/variation", separated by commas; "auto": every one attached, else 05's output
 DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
-IMAGE_SIZE: int = 0  # image size of the test files to read; 0 means the model's (from its manifest)
+IMAGE_SIZE: int = 0  # image size of the test files to read; 0 means the models' (from their manifests)
 PER_REPLICA_BATCH: int = 64  # images per replica per prediction step
+TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
 BACKEND: str = "auto"  # Keras backend: "auto" (TensorFlow on a GPU or CPU), "tensorflow" or "jax"
 OUTPUT_DIR: str = "auto"  # where submission.csv goes; "auto": the working folder (/kaggle/working on Kaggle)
 
@@ -40,6 +43,7 @@ params.check_parameters(globals())
 params.check_choice("BACKEND", BACKEND, params.BACKENDS)
 params.check_int("IMAGE_SIZE", IMAGE_SIZE)
 params.check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=1)
+params.check_choice("TTA", TTA, range(1, 5))
 
 environment = env.detect()
 outputs = staging.start(environment.working_dir if OUTPUT_DIR == "auto" else OUTPUT_DIR)
@@ -47,63 +51,78 @@ acc = accel.setup(BACKEND)
 print(acc.describe())
 
 # %% [markdown]
-# ## The model package
-# What the model was trained with, and on what.
+# ## The model packages
+# What each model was trained with, and on what; models averaged together must agree on the image
+# size, the classes, their label values and the submission's columns.
 
 # %% tags=["nbval-ignore-output"]
 from nbkit.handoff import package
 
 kaggle_input = environment.input_dir if environment.platform == "kaggle" else None
-folder = package.find_package(PACKAGE, environment.working_dir / "train-on-tpu" / "model-package", kaggle_input)
-manifest = package.read_manifest(folder)
-trained, metric = manifest["trained_with"], manifest["dataset"]["metric"]
-print(
-    f"{folder}: {manifest['model_name']}, {manifest['image_size']}x{manifest['image_size']}, "
-    f"{len(manifest['dataset']['classes'])} classes, trained with Keras {trained['keras']} on "
-    f"{trained['keras_backend']}; validation {metric} {manifest['metrics'][metric]:.3f}"
-)
+folders = package.find_packages(PACKAGES, environment.working_dir / "train-on-tpu" / "model-package", kaggle_input)
+manifests = [package.read_manifest(folder) for folder in folders]
+package.check_same(manifests, [str(folder) for folder in folders])
+for folder, manifest in zip(folders, manifests):
+    print(package.describe(folder, manifest))
 
 # %% [markdown]
 # ## Test data
-# The test files are read once and checked against the manifest before anything is predicted.
+# The test files are read once and checked against every manifest before anything is predicted.
 
 # %%
 from nbkit.competitions import flowers
-from nbkit.images import checks, description
+from nbkit.images import checks, description, layout
 
 data = flowers.locate_data(DATA_ROOT, environment=environment)
 print(f"data: {data.reason}")
 dataset = description.load(data.path)
-image_size = IMAGE_SIZE or manifest["image_size"]
-package.check_compatible(manifest, image_size, dataset)
-test = checks.check_splits(data.path, image_size, dataset.num_classes, names=["test"])["test"]
-print(f"{test.count} test images in {len(test.files)} files")
+image_size = IMAGE_SIZE or manifests[0]["image_size"]
+for folder, manifest in zip(folders, manifests):
+    package.check_compatible(manifest, image_size, dataset, folder.name)
+test = checks.check_splits(layout.split_files(data.path, image_size, names=["test"]), image_size, dataset.num_classes)
+print(f"{test['test'].count} test images in {len(test['test'].files)} files, {len(folders)} model(s) to average")
 
 # %% [markdown]
 # ## Load and predict
-# The model loads with this machine's Keras backend; its check images must give the logits
-# recorded in the manifest.
+# Each model loads with this machine's Keras backend, its check images must give the logits recorded
+# in its manifest, and it predicts class probabilities for every test image; the ensemble is their
+# mean.
 
 # %%
+import numpy as np
+
 from nbkit.images import predict
 
-model, manifest = package.load_package(folder, acc)
-print(f"loaded {model.name} and checked its outputs against the manifest")
-test_logits, test_ids = predict.predict_in_order(
-    model, test.files, image_size, labeled=False, global_batch=acc.global_batch(PER_REPLICA_BATCH)
-)
-test_predictions = test_logits.argmax(axis=1)
+members = []
+for folder in folders:
+    model, _ = package.load_package(folder, acc)
+    members.append(
+        predict.predict_in_order(
+            model, test["test"].files, image_size, labeled=False, global_batch=acc.global_batch(PER_REPLICA_BATCH), views=TTA
+        )
+    )
+    print(f"loaded {model.name} from {folder.name}, checked its outputs against the manifest, predicted")
+test_ids = members[0].keys
+probabilities = np.mean([member.probabilities for member in members], axis=0)  # the ensemble
+test_predictions = probabilities.argmax(axis=1)
 
 # %% [markdown]
 # ## Submit
 # `submission.csv` (in the dataset's form, one row per test image) in the working folder, where
-# Kaggle looks for it, with a picture of some predictions; both replace an earlier run's only together.
+# Kaggle looks for it, the probabilities (each model's and the mean) and a picture of some
+# predictions; they replace an earlier run's only together.
 
 # %%
 from nbkit.images import pipeline, plots, submission
 
 written = submission.write(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
-print(f"wrote {len(test_ids)} rows to {written.name}")
-shown = next(iter(pipeline.images_in_order(test.files, image_size, labeled=False, global_batch=20)[0])).numpy()
-figure = plots.batch(shown, test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
+np.savez(
+    outputs.staging / "test_probabilities.npz",
+    ids=test_ids,
+    members=np.stack([member.probabilities for member in members]),
+    ensemble=probabilities,
+)
+print(f"wrote {len(test_ids)} rows to {written.name}, and test_probabilities.npz")
+shown = next(iter(pipeline.images_in_order(test["test"].files, image_size, labeled=False, global_batch=20)[0]))
+figure = plots.batch(shown.numpy(), test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
 print("published:", ", ".join(outputs.publish()))

@@ -126,17 +126,22 @@ def record_items(files: list, labeled: bool) -> list:
     from nbkit.images import checks
 
     return [
-        checks.record_item(raw, labeled, f"{name}: record {index}")
+        checks.record_item(raw, labeled, f"{name}: record {index}")[:2]
         for name in map(str, files)
         for index, raw in enumerate(tfrecord.read_records(name))
     ]
 
 
+def check_data(root, image_size: int, num_classes: int, names=("train", "val", "test"), keep_items: bool = False):
+    """`checks.check_splits` of the splits `names` under `root`, as the notebooks call it."""
+    from nbkit.images import checks, layout
+
+    return checks.check_splits(layout.split_files(root, image_size, names=names), image_size, num_classes, keep_items)
+
+
 def split_keys(root: Path, split: str, image_size: int = 192, num_classes: int = 104) -> list:
     """The labels (or, for test, the ids) of a split's records, in file order."""
-    from nbkit.images import checks
-
-    found = checks.check_splits(root, image_size, num_classes, names=[split], keep_items=True)[split]
+    found = check_data(root, image_size, num_classes, names=[split], keep_items=True)[split]
     return [key for _, key in found.items]
 
 

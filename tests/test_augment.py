@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import check_data
 
 from nbkit import batching
 from nbkit.images import augment, checks, layout, pipeline, sample
@@ -48,7 +49,7 @@ def test_notebook_02_and_04_flip_the_same_images(asymmetric, epoch):
     import tensorflow as tf
 
     files = layout.find_files(asymmetric, 64, "train")
-    items = checks.check_splits(asymmetric, 64, 6, names=["train"], keep_items=True)["train"].items
+    items = check_data(asymmetric, 64, 6, names=["train"], keep_items=True)["train"].items
     originals = [tf.io.decode_jpeg(jpeg).numpy().astype(np.int32) for jpeg, _ in items]
     plan = batching.Plan(per_replica_batch=4, replicas=1, steps_per_epoch=6, steps_per_execution=1)
     dataset = pipeline.train_batches(files, 64, plan, seed=11, first_epoch=epoch)

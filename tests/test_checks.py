@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import record_items
+from conftest import check_data, record_items
 
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import checks, layout, sample
@@ -20,15 +20,15 @@ def made(tmp_path_factory):
 
 
 def items_of(root, split: str, size: int = 64) -> list:
-    return checks.check_splits(root, size, 5, names=[split], keep_items=True)[split].items
+    return check_data(root, size, 5, names=[split], keep_items=True)[split].items
 
 
 def test_check_splits_count_every_record_and_keep_them_when_asked(made):
-    splits = checks.check_splits(made, 64, 5)
+    splits = check_data(made, 64, 5)
     assert {s.name: s.count for s in splits.values()} == {"train": 15, "val": 5, "test": 7}
     assert splits["test"].files == layout.find_files(made, 64, "test") and splits["test"].items is None
     assert checks.describe(splits) == "train 15, val 5, test 7 images"
-    kept = checks.check_splits(made, 64, 5, names=["test"], keep_items=True)["test"]
+    kept = check_data(made, 64, 5, names=["test"], keep_items=True)["test"]
     assert len(kept.items) == 7 and all(isinstance(key, str) for _, key in kept.items) and not kept.labeled
     train = items_of(made, "train")
     assert sorted(label for _, label in train) == sorted(list(range(5)) * 3)
@@ -39,18 +39,18 @@ def test_a_file_whose_name_lies_is_named(made, tmp_path):
     lying.mkdir(parents=True)
     shutil.copy(layout.find_files(made, 64, "test")[0], lying / "00-64x64-99.tfrec")
     with pytest.raises(DataError, match=r"00-64x64-99.tfrec: its name promises 99 records but it holds \d"):
-        checks.check_splits(tmp_path, 64, 5, names=["test"])
+        check_data(tmp_path, 64, 5, names=["test"])
 
 
 def test_wrong_image_size_and_wrong_record_kind(made, tmp_path):
     shutil.copytree(made / "tfrecords-jpeg-64x64", tmp_path / "tfrecords-jpeg-192x192")
     with pytest.raises(DataError, match="record 0: the image is 64x64, but every image in the 192x192 folder"):
-        checks.check_splits(tmp_path, 192, 5, names=["train"])
+        check_data(tmp_path, 192, 5, names=["train"])
     val = tmp_path / "tfrecords-jpeg-192x192" / "val"
     shutil.rmtree(val)
     shutil.copytree(tmp_path / "tfrecords-jpeg-192x192" / "test", val)
     with pytest.raises(DataError, match="record 0 is not a labeled record"):
-        checks.check_splits(tmp_path, 192, 5, names=["val"])
+        check_data(tmp_path, 192, 5, names=["val"])
 
 
 def test_missing_root_size_and_split_are_clear(made, tmp_path):
@@ -76,7 +76,7 @@ def test_hidden_partial_files_are_not_data(made, tmp_path):
     shutil.copytree(layout.split_folder(made, 64, "train"), folder)
     (folder / ".partial-09-64x64-5.tfrec").write_bytes(b"half written")
     assert all(not Path(f).name.startswith(".") for f in layout.find_files(tmp_path, 64, "train"))
-    assert checks.check_splits(tmp_path, 64, 5, names=["train"])["train"].count == 15
+    assert check_data(tmp_path, 64, 5, names=["train"])["train"].count == 15
 
 
 def test_name_without_count_is_an_error():
@@ -138,7 +138,7 @@ def damaged_middle(jpeg: bytes) -> bytes:
 def test_every_record_is_checked_not_only_each_files_first(made, tmp_path, split, change, message):
     root = rewritten(made, tmp_path, split, change)
     with pytest.raises(DataError, match=message) as error:
-        checks.check_splits(root, 64, 5, names=[split])
+        check_data(root, 64, 5, names=[split])
     assert f"tfrecords-jpeg-64x64/{split}/0" in str(error.value)  # names the file
 
 
@@ -162,7 +162,7 @@ def test_a_split_without_records_is_refused(made, tmp_path):
     folder.mkdir()
     writer.write_records(folder / "00-64x64-0.tfrec", [])
     with pytest.raises(DataError, match="The val split .* holds no records"):
-        checks.check_splits(tmp_path / "copy", 64, 5, names=["val"])
+        check_data(tmp_path / "copy", 64, 5, names=["val"])
 
 
 @pytest.mark.parametrize("inside", ["tfrecords-jpeg-64x64", "tfrecords-jpeg-64x64/train"])

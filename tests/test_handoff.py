@@ -45,7 +45,7 @@ def test_06_predicts_with_tensorflow_what_05_trained_with_jax(trained, sample, t
         execute(
             tmp_path,
             "06_infer_on_gpu.ipynb",
-            PACKAGE=str(trained / "model-package"),
+            PACKAGES=str(trained / "model-package"),
             DATA_ROOT=str(sample),
             BACKEND="tensorflow",
             OUTPUT_DIR=str(tmp_path / "submit"),
@@ -149,9 +149,9 @@ def copy_without_model(trained: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "params, message",
     [
-        (lambda trained, tmp: {"PACKAGE": str(tmp / "nowhere")}, "No model package at"),
-        (lambda trained, tmp: {"PACKAGE": str(trained / "model-package"), "IMAGE_SIZE": 224}, "takes 192x192 images"),
-        (lambda trained, tmp: {"PACKAGE": str(copy_without_model(trained, tmp))}, "lacks model.keras"),
+        (lambda trained, tmp: {"PACKAGES": str(tmp / "nowhere")}, "No model package at"),
+        (lambda trained, tmp: {"PACKAGES": str(trained / "model-package"), "IMAGE_SIZE": 224}, "takes 192x192 images"),
+        (lambda trained, tmp: {"PACKAGES": str(copy_without_model(trained, tmp))}, "lacks model.keras"),
     ],
     ids=["missing", "image-size", "incomplete"],
 )

@@ -239,24 +239,24 @@ def test_notebook_06_reads_a_package_by_its_kaggle_models_handle(credentials, tm
     )
     for name, data in files.items():
         stub.routes[f"GET /model/{name}"] = served(data)
-    folder = package.find_package(MODEL, tmp_path / "unused")
+    (folder,) = package.find_packages(MODEL, tmp_path / "unused")
     assert folder == tmp_path / "cache" / "models" / "alice" / "flowers-model" / "keras" / "default" / "2"
     assert package.read_manifest(folder)["model_name"] == "small_cnn"
     stub.routes[f"{models}/GetModelInstance"] = lambda body, headers: (404, {"code": 404})
-    with pytest.raises(PackageError, match="PACKAGE='alice/gone/keras/default' is no folder here.*404"):
-        package.find_package("alice/gone/keras/default", tmp_path / "unused")
+    with pytest.raises(PackageError, match="PACKAGES: 'alice/gone/keras/default' is no folder here.*404"):
+        package.find_packages("alice/gone/keras/default", tmp_path / "unused")
 
 
 def test_on_kaggle_a_package_is_attached_by_handle_or_found_attached(in_kaggle_notebook, tmp_path):
     stub, mount = in_kaggle_notebook
     files = package_files(tmp_path / "p")
     mount("flowers-model/keras/default/2", files)
-    folder = package.find_package(MODEL, tmp_path / "unused", tmp_path / "input")
+    (folder,) = package.find_packages(MODEL, tmp_path / "unused", tmp_path / "input")
     assert folder == tmp_path / "input" / "flowers-model" / "keras" / "default" / "2"
     assert stub.requests[0].body["modelRef"]["Framework"] == "keras"
     nested = tmp_path / "input2" / "models" / "alice" / "flowers-model" / "keras" / "default" / "1"
     write_package(nested)
-    assert package.find_package("auto", tmp_path / "unused", tmp_path / "input2") == nested
+    assert package.find_packages("auto", tmp_path / "unused", tmp_path / "input2") == [nested]
 
 
 def test_resume_from_a_kaggle_notebook_output(credentials, tmp_path):

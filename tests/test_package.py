@@ -173,18 +173,32 @@ def test_compatibility_with_the_data(written):
         package.check_compatible(manifest, SIZE, replace(DATASET, id_column="image_id"))
 
 
-def test_find_package_on_kaggle_input(tmp_path, written):
+def test_find_packages_on_kaggle_input_and_by_name(tmp_path, written):
     kaggle_input = tmp_path / "input"
     (kaggle_input / "competition-data").mkdir(parents=True)
-    with pytest.raises(PackageError, match="No model package under"):
-        package.find_package("auto", "unused", kaggle_input)
+    with pytest.raises(PackageError, match="No model package under .*set PACKAGES"):
+        package.find_packages("auto", "unused", kaggle_input)
     shutil.copytree(written, kaggle_input / "my-flowers-model" / "v1")
-    assert package.find_package("auto", "unused", kaggle_input) == kaggle_input / "my-flowers-model" / "v1"
-    shutil.copytree(written, kaggle_input / "another-model")
-    with pytest.raises(PackageError, match="Several model packages"):
-        package.find_package("auto", "unused", kaggle_input)
-    assert package.find_package("auto", tmp_path / "local", None) == tmp_path / "local"
-    assert package.find_package(str(written), "unused", kaggle_input) == written
+    assert package.find_packages("auto", "unused", kaggle_input) == [kaggle_input / "my-flowers-model" / "v1"]
+    shutil.copytree(written, kaggle_input / "another-model")  # several attached: all of them, an ensemble
+    assert package.find_packages("auto", "unused", kaggle_input) == [
+        kaggle_input / "another-model",
+        kaggle_input / "my-flowers-model" / "v1",
+    ]
+    assert package.find_packages("auto", tmp_path / "local", None) == [tmp_path / "local"]
+    assert package.find_packages(f"{written}, {tmp_path / 'b'}", "unused", kaggle_input) == [written, tmp_path / "b"]
+
+
+def test_ensemble_members_must_agree_before_anything_is_predicted(written, tmp_path):
+    other = shutil.copytree(written, tmp_path / "other")
+    edit_manifest(other, dataset__label_values=["a", "b", "c"])
+    manifests = [package.read_manifest(written), package.read_manifest(other)]
+    with pytest.raises(PackageError, match="classes or label values differ.*ensemble members must agree"):
+        package.check_same(manifests, ["first", "other"])
+    edit_manifest(other, dataset__label_values=[0, 1, 2], image_size=32)
+    with pytest.raises(PackageError, match="The model other takes 32x32 images but the data given is 16x16"):
+        package.check_same([package.read_manifest(written), package.read_manifest(other)], ["first", "other"])
+    package.check_same([package.read_manifest(written)] * 2, ["first", "second"])
 
 
 SAVE_AND_PREDICT = """

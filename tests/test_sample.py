@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import check_data
 
 from nbkit.competitions import flowers
 from nbkit.errors import ParameterError
@@ -39,11 +40,11 @@ def test_sample_is_deterministic_and_the_same_at_every_size(made, tmp_path):
     again = sample.make_sample(
         tmp_path, image_sizes=(64,), train_per_class=3, val_per_class=1, test_images=7, num_classes=5
     )
-    first = checks.check_splits(made, 64, 5, keep_items=True)
+    first = check_data(made, 64, 5, keep_items=True)
     assert [s.items for s in first.values()] == [
-        s.items for s in checks.check_splits(again, 64, 5, keep_items=True).values()
+        s.items for s in check_data(again, 64, 5, keep_items=True).values()
     ]
-    ids = [key for _, key in checks.check_splits(made, 96, 5, names=["test"], keep_items=True)["test"].items]
+    ids = [key for _, key in check_data(made, 96, 5, names=["test"], keep_items=True)["test"].items]
     assert ids == [key for _, key in first["test"].items] and len(set(ids)) == 7
 
 

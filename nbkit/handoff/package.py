@@ -25,7 +25,7 @@ from nbkit import atomic
 from nbkit.env import installed_versions
 from nbkit.errors import PackageError
 from nbkit.handoff import manifest as manifest_schema
-from nbkit.handoff.manifest import MANIFEST_FILE, MODEL_FILE, check_compatible
+from nbkit.handoff.manifest import MANIFEST_FILE, MODEL_FILE, check_compatible, check_same
 from nbkit.handoff.manifest import read as read_manifest
 from nbkit.images.description import Description
 from nbkit.inputs import account
@@ -38,7 +38,9 @@ __all__ = [
     "PLACEHOLDER_OWNER",
     "check_compatible",
     "default_dataset_id",
-    "find_package",
+    "check_same",
+    "describe",
+    "find_packages",
     "load_package",
     "publish_model",
     "read_manifest",
@@ -54,10 +56,10 @@ def versions(backend: str) -> dict[str, str]:
     return {"keras_backend": backend, "python": platform.python_version(), **installed_versions(names)}
 
 
-def default_dataset_id(dataset: Description) -> str:
-    """`<your Kaggle user name>/<the data's name>-model`, with a placeholder owner where the name is not known."""
-    slug = re.sub(r"[^a-z0-9]+", "-", dataset.title.lower()).strip("-")[:44].strip("-")
-    return account.default_dataset_id(f"{slug}-model")
+def default_dataset_id(dataset: Description, suffix: str = "model") -> str:
+    """`<your Kaggle user name>/<the data's name>-<suffix>`, with a placeholder owner where the name is not known."""
+    slug = re.sub(r"[^a-z0-9]+", "-", dataset.title.lower()).strip("-")[: 49 - len(suffix)].strip("-")
+    return account.default_dataset_id(f"{slug}-{suffix}")
 
 
 def dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0") -> dict[str, Any]:
@@ -158,17 +160,27 @@ def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, An
     return model, manifest
 
 
-def find_package(location: str, local_default: str | Path, input_dir: str | Path | None = None) -> Path:
-    """The package folder: `location` if it is a folder; a Kaggle Models handle
-    (owner/model/framework/variation[/version]) attached or downloaded by kagglehub; "auto" looks for
-    one under Kaggle's input folder (`input_dir`) when on Kaggle, else uses `local_default` (where
-    notebook 05 writes it)."""
+def describe(folder: Path, manifest: dict[str, Any]) -> str:
+    """One line: which model, what it takes, what it was trained with, how it scored."""
+    trained, metric = manifest["trained_with"], manifest["dataset"]["metric"]
+    return (
+        f"{folder}: {manifest['model_name']}, {manifest['image_size']}x{manifest['image_size']}, "
+        f"{len(manifest['dataset']['classes'])} classes, trained with Keras {trained['keras']} on "
+        f"{trained['keras_backend']}; validation {metric} {manifest['metrics'][metric]:.3f}"
+    )
+
+
+def find_packages(locations: str, local_default: str | Path, input_dir: str | Path | None = None) -> list[Path]:
+    """The package folders: each of `locations` (separated by commas), a folder or a Kaggle Models handle
+    (owner/model/framework/variation[/version]) attached or downloaded by kagglehub; "auto": every
+    package under Kaggle's input folder (`input_dir`) when on Kaggle, else `local_default` (where
+    notebook 05 writes its package)."""
     from nbkit.storage import user_path
 
-    if location != "auto":
-        return _folder_or_model(user_path(location))
+    if locations != "auto":
+        return [_folder_or_model(user_path(place.strip())) for place in locations.split(",") if place.strip()]
     if input_dir is None:
-        return Path(local_default)
+        return [Path(local_default)]
     # Datasets mount as <input>/<slug>/..., models as <input>/<model>/<framework>/<variation>/<version>
     # or, in newer sessions, <input>/models/<owner>/<model>/<framework>/<variation>/<version>.
     found = sorted({p.parent for depth in range(1, 8) for p in Path(input_dir).glob("*/" * depth + MANIFEST_FILE)})
@@ -176,13 +188,9 @@ def find_package(location: str, local_default: str | Path, input_dir: str | Path
     if not packages:
         raise PackageError(
             f"No model package under {input_dir}: attach notebook 05's package (its Kaggle dataset or model) "
-            "with 'Add Input', or set PACKAGE to its folder or its Kaggle Models handle."
+            "with 'Add Input', or set PACKAGES to its folder or its Kaggle Models handle."
         )
-    if len(packages) > 1:
-        raise PackageError(
-            f"Several model packages are attached ({', '.join(map(str, packages))}): set PACKAGE to one."
-        )
-    return packages[0]
+    return packages
 
 
 def _folder_or_model(location: str) -> Path:
@@ -194,7 +202,9 @@ def _folder_or_model(location: str) -> Path:
     try:
         return Path(kaggle_hub.fetch("model", location))
     except DataError as error:
-        raise PackageError(f"PACKAGE={location!r} is no folder here, and as a Kaggle Models handle: {error}") from None
+        raise PackageError(
+            f"PACKAGES: {location!r} is no folder here, and as a Kaggle Models handle: {error}"
+        ) from None
 
 
 def publish_model(folder: str | Path, handle: str, version_notes: str = "") -> str:

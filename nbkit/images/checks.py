@@ -26,6 +26,7 @@ class Split:
     name: str
     files: list[str]
     count: int
+    ids: list[str]  # every record's id, in file order: its `id` feature, or file:index where it has none
     items: list[tuple[bytes, Any]] | None = None  # (JPEG bytes, class or id), in file order
 
     @property
@@ -42,8 +43,9 @@ FEATURES = {
 KINDS = {bytes: "bytes", int: "int64", float: "float"}
 
 
-def record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str]:
-    """(JPEG bytes, class or id) of one serialized record; a DataError says `where` it is wrong."""
+def record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str, str | None]:
+    """(JPEG bytes, class or id, id or None) of one serialized record (a labeled record's `id` is
+    optional); a DataError says `where` it is wrong."""
     key = "class" if labeled else "id"
     kind = "labeled" if labeled else "test"
     try:
@@ -52,7 +54,7 @@ def record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str
         raise DataError(f"{where} is not a tf.train.Example ({error}).") from None
     if "image" not in example or key not in example:
         raise DataError(f"{where} is not a {kind} record (needs one image and one {key}; has {sorted(example)}).")
-    for name in ("image", key):
+    for name in ("image", key, "id") if "id" in example else ("image", key):
         needed, in_words = FEATURES[name]
         values = example[name]
         if len(values) != 1 or type(values[0]) is not needed:
@@ -62,16 +64,14 @@ def record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str
                 f"{where}: feature '{name}' holds {found}, but a {kind} record needs {in_words}. Is the file from "
                 "another split or dataset? Re-download or regenerate it."
             )
-    value = example[key][0]
-    if labeled:
-        return example["image"][0], value
     try:
-        return example["image"][0], value.decode()
+        record_id = example["id"][0].decode() if "id" in example else None
     except UnicodeDecodeError:
         raise DataError(
-            f"{where}: feature 'id' is not UTF-8 text ({value[:20]!r}), but a test record needs {FEATURES['id'][1]}. "
-            "Re-download or regenerate the file."
+            f"{where}: feature 'id' is not UTF-8 text ({example['id'][0][:20]!r}), but a {kind} record needs "
+            f"{FEATURES['id'][1]}. Re-download or regenerate the file."
         ) from None
+    return example["image"][0], example["class"][0] if labeled else record_id, record_id
 
 
 def check_image(jpeg: bytes, image_size: int, where: str) -> None:
@@ -99,25 +99,29 @@ def check_file(
     image_size: int,
     labeled: bool,
     num_classes: int,
-    seen: dict[Any, str],
+    seen: dict[str, str],
     items: list[tuple[bytes, Any]] | None,
 ) -> int:
     """Read one file: every record's checksums and features, image and label or id (`seen` holds the
-    split's test ids so far, with where each was), and the count in its name. Appends the records
-    to `items` when given; returns the record count."""
+    split's ids so far, with where each was), and the count in its name. Adds the ids to `seen` and
+    the records to `items` when given; returns the record count."""
     count = 0
     for index, raw in enumerate(tfrecord.read_records(name)):
         where = f"{name}: record {index}"
-        jpeg, key = record_item(raw, labeled, where)
+        jpeg, key, record_id = record_item(raw, labeled, where)
         check_image(jpeg, image_size, where)
         if labeled and not 0 <= key < num_classes:
             raise DataError(
                 f"{where} has class {key}, outside 0..{num_classes - 1} ({num_classes} classes): the file is damaged "
                 "or from another dataset. Re-download or regenerate it."
             )
-        if not labeled and key in seen:
-            raise DataError(f"{where} repeats the test id {key!r} of {seen[key]}: submission.csv needs each id once.")
-        seen.setdefault(key, where)
+        record_id = record_id if record_id is not None else f"{Path(name).name}:{index}"
+        if record_id in seen:
+            why = "submission.csv needs each id once" if not labeled else "out-of-fold scores need each id once"
+            raise DataError(
+                f"{where} repeats the {'test ' * (not labeled)}id {record_id!r} of {seen[record_id]}: {why}."
+            )
+        seen[record_id] = where
         if items is not None:
             items.append((jpeg, key))
         count += 1
@@ -131,27 +135,22 @@ def check_file(
 
 
 def check_splits(
-    data_root: str | Path,
-    image_size: int,
-    num_classes: int,
-    names: Sequence[str] = layout.SPLITS,
-    keep_items: bool = False,
+    files: dict[str, Sequence[str]], image_size: int, num_classes: int, keep_items: bool = False
 ) -> dict[str, Split]:
-    """The splits `names`, by name, each file read once and checked; with `keep_items` their records too."""
-    return {name: _check_split(data_root, image_size, name, num_classes, keep_items) for name in names}
+    """Each split's files (`layout.split_files`), read once and checked; with `keep_items` their records too."""
+    return {name: _check_split(name, list(names), image_size, num_classes, keep_items) for name, names in files.items()}
 
 
-def _check_split(data_root: str | Path, image_size: int, split: str, num_classes: int, keep_items: bool) -> Split:
-    files = layout.find_files(data_root, image_size, split)
+def _check_split(split: str, files: list[str], image_size: int, num_classes: int, keep_items: bool) -> Split:
     items: list[tuple[bytes, Any]] | None = [] if keep_items else None
-    seen: dict[Any, str] = {}
+    seen: dict[str, str] = {}  # id -> where; in file order
     count = sum(check_file(name, image_size, split != "test", num_classes, seen, items) for name in files)
     if count == 0:
         folder = files[0].rsplit("/", 1)[0]
         raise DataError(
             f"The {split} split ({len(files)} files in {folder}) holds no records: re-download or regenerate it."
         )
-    return Split(split, files, count, items)
+    return Split(split, files, count, list(seen), items)
 
 
 def describe(splits: dict[str, Split]) -> str:

@@ -4,7 +4,7 @@ NN-<s>x<s>-<count>.tfrec`, the item count of each file written in its name."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from nbkit import storage
@@ -86,6 +86,39 @@ def find_files(data_root: str | Path, image_size: int, split: str) -> list[str]:
         f"No .tfrec files in {folder}: the {split} split is missing or empty. Re-download the data, or "
         "convert it again (python -m nbkit tfrecords)."
     )
+
+
+def split_files(
+    data_root: str | Path,
+    image_size: int,
+    folds: Sequence[Sequence[str]] = (),
+    fold: int = -1,
+    names: Sequence[str] = SPLITS,
+) -> dict[str, list[str]]:
+    """The files of each split in `names`. With `fold` k of a dataset converted into `folds` (the
+    file names of each fold, from its description): val is fold k's files and train the others';
+    with fold -1, the data's own train/val split."""
+    if fold == -1:
+        return {name: find_files(data_root, image_size, name) for name in names}
+    if not folds:
+        raise ParameterError(
+            f"FOLD={fold}, but this data has no folds (one train/val split): use FOLD=-1, or convert the data "
+            "with folds (python -m nbkit tfrecords ... --folds K)."
+        )
+    if not 0 <= fold < len(folds):
+        raise ParameterError(f"FOLD={fold}: this data has {len(folds)} folds, 0 to {len(folds) - 1}.")
+    train = {Path(name).name: name for name in find_files(data_root, image_size, "train")}
+    missing = sorted({f for files in folds for f in files} - set(train))
+    if missing:
+        raise DataError(
+            f"The description's folds name files that are not in the train split ({', '.join(missing[:3])}): "
+            "the data was changed after conversion; convert it again."
+        )
+    chosen = {
+        "train": [train[f] for k, files in enumerate(folds) if k != fold for f in files],
+        "val": [train[f] for f in folds[fold]],
+    }
+    return {name: chosen[name] if name in chosen else find_files(data_root, image_size, name) for name in names}
 
 
 def count_in_name(name: str) -> int:

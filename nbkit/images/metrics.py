@@ -71,3 +71,9 @@ def write(values: dict[str, Any], path: str | Path) -> Path:
     """`metrics.json`, sorted keys, plain Python numbers."""
     plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
     return atomic.write_text(path, json.dumps(plain, indent=2, sort_keys=True) + "\n")
+
+
+def of_predictions(labels: Sequence[int], probabilities: np.ndarray, metric: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """(confusion matrix, scores) of class `probabilities` against `labels`; `metric` is the competition's."""
+    counts = confusion_matrix(labels, np.asarray(probabilities).argmax(axis=1), np.asarray(probabilities).shape[1])
+    return counts, scores(counts, metric)

@@ -201,8 +201,30 @@ def keys_in_order(files: Sequence[str], labeled: bool) -> Any:
     return np.array(found if labeled else [k.decode() for k in found])
 
 
-def images_in_order(files: Sequence[str], image_size: int, labeled: bool, global_batch: int) -> tuple[Any, Any]:
-    """Every image of `files` in file order, padded to whole global batches, and their labels or ids.
+# The views test-time augmentation averages over, in this order (TTA=n takes the first n).
+VIEWS = ("as is", "flipped", "zoomed", "flipped and zoomed")
+ZOOM = 0.875  # the zoomed views: the central 87.5%, scaled back up
+
+
+def view(images: Any, index: int) -> Any:
+    """View `index` of VIEWS of a uint8 batch [n, size, size, 3] (0: the batch itself)."""
+    import tensorflow as tf
+
+    name = VIEWS[index]
+    if "zoomed" in name:
+        size = images.shape[1]
+        cropped = tf.image.central_crop(images, ZOOM)
+        images = tf.saturate_cast(tf.round(tf.image.resize(cropped, [size, size], method="bilinear")), tf.uint8)
+    if "flipped" in name:
+        images = tf.reverse(images, [2])
+    return images
+
+
+def images_in_order(
+    files: Sequence[str], image_size: int, labeled: bool, global_batch: int, view_index: int = 0
+) -> tuple[Any, Any]:
+    """Every image of `files` in file order (as view `view_index` of VIEWS), padded to whole global
+    batches, and their labels or ids.
 
     Returns (dataset of image batches, numpy array of labels or ids). Predict on the dataset and
     keep the first len(labels) rows: padding lets every replica get a full batch.
@@ -213,6 +235,7 @@ def images_in_order(files: Sequence[str], image_size: int, labeled: bool, global
 
     def padded(batch: Any) -> Any:
         images, _ = decode_batch(batch, image_size, labeled)
+        images = view(images, view_index) if view_index else images
         images = tf.pad(images, [[0, global_batch - tf.shape(images)[0]], [0, 0], [0, 0], [0, 0]])
         return tf.ensure_shape(images, [global_batch, image_size, image_size, 3])
 

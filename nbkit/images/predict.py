@@ -8,28 +8,54 @@ keras 3.8 + jax 0.4.35 under DataParallel on 8 devices returned rows that belong
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from nbkit.env import installed_versions
-from nbkit.errors import PredictionError
+from nbkit.errors import ParameterError, PredictionError
 
 CHECKED_ROWS = 8
 
 
-def predict_in_order(
-    model: Any, files: Sequence[str], image_size: int, labeled: bool, global_batch: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Logits for every image of `files`, in file order, and their labels (or test ids), checked
-    against one-device predictions of some of them (`check_rows`)."""
-    from nbkit.images.pipeline import images_in_order
+@dataclass(frozen=True)
+class Predictions:
+    """A model's class probabilities for images in file order, and their labels (or test ids)."""
 
-    images, keys = images_in_order(files, image_size, labeled=labeled, global_batch=global_batch)
-    # The last batch is padded so every replica gets a full one; the padding's rows are cut.
-    logits = np.asarray(model.predict(images, verbose=0))[: len(keys)]
-    check_rows(model, np.asarray(next(iter(images))), logits)
-    return logits, keys
+    per_view: np.ndarray  # [views, images, classes]: softmax of each view's logits (`pipeline.VIEWS`)
+    keys: np.ndarray  # labels, or test ids
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """[images, classes]: the mean over the views (test-time augmentation; one view: that view's)."""
+        return self.per_view.mean(axis=0)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Probabilities of float64 logits (rows)."""
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def predict_in_order(
+    model: Any, files: Sequence[str], image_size: int, labeled: bool, global_batch: int, views: int = 1
+) -> Predictions:
+    """Class probabilities for every image of `files`, in file order, for each of the first `views`
+    views of `pipeline.VIEWS` (test-time augmentation: TTA=1 is the images as they are), and their
+    labels (or test ids). Each pass is checked against one-device predictions of some rows (`check_rows`)."""
+    from nbkit.images.pipeline import VIEWS, images_in_order
+
+    if not 1 <= views <= len(VIEWS):
+        raise ParameterError(f"TTA={views}: from 1 (no test-time augmentation) to {len(VIEWS)} views: {VIEWS}.")
+    per_view = []
+    for index in range(views):
+        images, keys = images_in_order(files, image_size, labeled, global_batch, view_index=index)
+        # The last batch is padded so every replica gets a full one; the padding's rows are cut.
+        logits = np.asarray(model.predict(images, verbose=0), np.float64)[: len(keys)]
+        check_rows(model, np.asarray(next(iter(images))), logits)
+        per_view.append(softmax(logits))
+    return Predictions(np.stack(per_view), keys)
 
 
 def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: int = CHECKED_ROWS) -> None:

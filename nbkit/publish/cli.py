@@ -97,6 +97,26 @@ def _convert(args: argparse.Namespace) -> str:
     return ""  # convert() printed its progress and summary
 
 
+def _oof(args: argparse.Namespace) -> str:
+    """Gather the folds' out-of-fold predictions into one table and one score (checked against the data)."""
+    from nbkit import storage
+    from nbkit.images import checks, description, layout, metrics, oof
+
+    dataset = description.load(args.data)
+    size = layout.choose_size(args.data, args.size)
+    train = checks.check_splits(layout.split_files(args.data, size, names=["train"]), size, dataset.num_classes)
+    files = [str(Path(p) / "oof.csv") if Path(p).is_dir() else p for p in map(storage.user_path, args.files)]
+    gathered = oof.gather(files, dataset, labeled_ids=train["train"].ids)
+    scores = gathered.scores(dataset.metric)
+    out = Path(storage.user_path(args.out))
+    oof.write(gathered.ids, gathered.labels, gathered.probabilities, gathered.folds.tolist(), dataset, out / "oof.csv")
+    metrics.write({**scores, "folds": len(files), "pictures": len(gathered.ids)}, out / "metrics.json")
+    return (
+        f"out of fold, {len(set(gathered.folds.tolist()))} folds, {len(gathered.ids):,} pictures: "
+        f"{metrics.describe(scores, 'OOF')}\nwrote {out / 'oof.csv'} and {out / 'metrics.json'}"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nbkit", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -117,6 +137,11 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("paths", nargs="+", type=user_path, help="notebooks, bundles, or folders of them")
     tfrecords = commands.add_parser("tfrecords", help="a competition's pictures + CSV -> TFRecords for the notebooks")
     _tfrecords_options(tfrecords)
+    oof = commands.add_parser("oof", help="the folds' oof.csv files -> one out-of-fold score in the data's metric")
+    oof.add_argument("files", nargs="+", help="each fold's oof.csv, or the folder holding it (its OUTPUT_DIR)")
+    oof.add_argument("--data", required=True, type=user_path, help="the folded data (its DATA_ROOT)")
+    oof.add_argument("--size", type=int, default=0, help="its image size (default: the smallest there)")
+    oof.add_argument("--out", default="out/oof", help="where oof.csv and metrics.json go (default out/oof)")
     return parser
 
 
@@ -189,6 +214,8 @@ def run(args: argparse.Namespace) -> str:
         return f"done: outputs in {folder}"
     if args.command == "tfrecords":
         return _convert(args)
+    if args.command == "oof":
+        return _oof(args)
     if args.command == "status":
         from nbkit.publish import push
 

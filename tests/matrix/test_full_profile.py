@@ -80,7 +80,7 @@ def test_notebook_05_full_profile_package_predicts_in_notebook_06(small, tmp_pat
             "06_infer_on_gpu.ipynb",
             output="06.ipynb",
             DATA_ROOT=str(small),
-            PACKAGE=str(tmp_path / "train" / "model-package"),
+            PACKAGES=str(tmp_path / "train" / "model-package"),
             BACKEND="tensorflow",
             OUTPUT_DIR=str(tmp_path / "submit"),
         )

@@ -71,7 +71,7 @@ def test_05_package_predicts_the_same_in_06(made, tmp_path, trained, predicted):
             "06_infer_on_gpu.ipynb",
             output="06.ipynb",
             DATA_ROOT=str(made),
-            PACKAGE=str(folder),
+            PACKAGES=str(folder),
             OUTPUT_DIR=str(tmp_path / "submit"),
             **predicted,
         )

@@ -7,6 +7,7 @@ import io
 
 import numpy as np
 import pytest
+from conftest import check_data
 import torch
 from PIL import Image
 
@@ -21,7 +22,7 @@ def items(tmp_path_factory):
     root = sample.make_sample(
         tmp_path_factory.mktemp("sample"), train_per_class=2, val_per_class=1, test_images=5, num_classes=4
     )
-    return {name: split.items for name, split in checks.check_splits(root, 192, 4, keep_items=True).items()}
+    return {name: split.items for name, split in check_data(root, 192, 4, keep_items=True).items()}
 
 
 def test_images_are_uint8_channels_first_with_their_class_or_position(items):
