@@ -23,10 +23,20 @@ class Plan:
     steps_per_epoch: int
     steps_per_execution: int
     notes: tuple[str, ...] = ()  # each value lowered, and why
+    local_replicas: tuple[int, ...] = ()  # the replicas this process feeds (a pod host's); () : all of them
+
+    def __post_init__(self) -> None:
+        if not self.local_replicas:
+            object.__setattr__(self, "local_replicas", tuple(range(self.replicas)))
 
     @property
     def global_batch(self) -> int:
         return self.per_replica_batch * self.replicas
+
+    @property
+    def local_batch(self) -> int:
+        """The rows of each global batch this process feeds."""
+        return self.per_replica_batch * len(self.local_replicas)
 
     def describe(self) -> str:
         """`global batch 128 (16 x 8 replicas), 6 steps per epoch, 6 per execution` (+ why lowered)."""
@@ -85,6 +95,7 @@ def plan(
     max_steps_per_epoch: int = 0,
     execution_limit: tuple[int, str] | None = None,
     available_bytes: int | None = None,
+    local_replicas: tuple[int, ...] = (),
 ) -> Plan:
     """The plan for training on `train_items` items of `item_bytes` bytes, validating on `val_items`
     (both need full batches). An epoch is one pass (at most `max_steps_per_epoch` steps when given).
@@ -93,6 +104,7 @@ def plan(
     (4 x 16), reading on into the next epoch's data. So an epoch is cut to whole executions: at most
     steps_per_execution - 1 batches are left out, different ones each epoch (each is shuffled anew).
     `execution_limit`: (the most steps per execution this hardware runs, why), e.g. the accelerator's.
+    `local_replicas`: the replicas this process feeds, on a pod slice (default: all).
     """
     check_int("STEPS_PER_EXECUTION", steps_per_execution, minimum=1)
     check_int("STEPS_PER_EPOCH", max_steps_per_epoch, minimum=0)
@@ -112,4 +124,4 @@ def plan(
     steps = batches // per_execution * per_execution
     if steps < batches:
         notes.append(f"an epoch of {batches} batches cut to {steps}, whole executions of {per_execution}")
-    return Plan(per_replica_batch, replicas, steps, per_execution, tuple(notes))
+    return Plan(per_replica_batch, replicas, steps, per_execution, tuple(notes), tuple(local_replicas))

@@ -35,6 +35,8 @@ SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a 
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the training images (a cap keeps a trial run short)
 PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
+SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
+AUGMENT: str = "flips"  # training augmentation on the host: "flips" (the starter notebooks') or "standard" (+ zoom, rotation, colour)
 FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
 TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
 OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder's classifier/ (classifier-fold<k>/)
@@ -48,11 +50,14 @@ OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv 
 
 # %%
 from nbkit import accel, env, params, staging
+from nbkit.images import augment
 
 params.check_parameters(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
 params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
 params.check_int("IMAGE_SIZE", IMAGE_SIZE)
+params.check_int("SEED", SEED)
+params.check_choice("AUGMENT", AUGMENT, augment.SETS)
 params.check_int("FOLD", FOLD, minimum=-1)
 params.check_choice("TTA", TTA, range(1, 5))
 environment = env.detect()
@@ -111,10 +116,10 @@ plan = batching.plan(
 print(plan.describe())
 
 # %%
-from nbkit.images import pipeline, plots
+from nbkit.images import ordered, pipeline, plots
 
-train_batches = pipeline.train_batches(splits["train"].files, image_size, plan)
-val_batches = pipeline.val_batches(splits["val"].files, image_size, plan.global_batch)
+train_batches = pipeline.train_batches(splits["train"].files, image_size, plan, SEED, recipe=AUGMENT)
+val_batches = ordered.val_batches(splits["val"].files, image_size, plan.global_batch)
 images, labels = next(iter(train_batches))
 figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs.staging / "batch.png")
 
@@ -127,6 +132,7 @@ figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, 
 # %%
 import keras
 
+keras.utils.set_random_seed(SEED)  # the same initial weights on every run (and every pod host)
 with acc.scope():
     model = models.build_classifier(
         profile.model, image_size, dataset.num_classes, weights=profile.weights, search=[environment.input_dir]
@@ -185,7 +191,7 @@ if FOLD != -1:
     oof.write(splits["val"].ids, val_labels, val.probabilities, FOLD, dataset, outputs.staging / "oof.csv")
 
 # %%
-shown = next(iter(pipeline.images_in_order(splits["val"].files, image_size, labeled=True, global_batch=20)[0])).numpy()
+shown = next(iter(ordered.images_in_order(splits["val"].files, image_size, labeled=True, global_batch=20)[0])).numpy()
 figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs.staging / "predictions.png")
 
 # %% [markdown]

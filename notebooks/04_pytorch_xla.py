@@ -28,6 +28,8 @@ PER_CORE_BATCH: int = 16  # images per core per step (the global batch is this t
 PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
 DEVICE: str = "auto"  # "auto" (XLA if torch_xla imports, else CUDA, else CPU), "xla", "cuda" or "cpu"
 SEED: int = 0  # seeds the weights, the shuffles and the augmentation
+AUGMENT: str = "flips"  # training augmentation: "flips" or "standard" (+ zoom, rotation, colour), drawn as in notebook 02
+TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
 PRECISION: str = "auto"  # "auto" (bfloat16 on a TPU, else float32), "float32" or "mixed_bfloat16" (torch.autocast)
 OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.csv go; "auto": the working folder's classifier-torch/
 
@@ -38,6 +40,7 @@ OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.c
 
 # %%
 from nbkit import env, params, staging
+from nbkit.images import augment
 from nbkit.pytorch import runtime
 
 params.check_parameters(globals())
@@ -45,6 +48,8 @@ params.check_choice("PROFILE", PROFILE, params.PROFILES)
 for name, value in {"IMAGE_SIZE": IMAGE_SIZE, "EPOCHS": EPOCHS, "SEED": SEED}.items():
     params.check_int(name, value)
 params.check_int("PER_CORE_BATCH", PER_CORE_BATCH, minimum=1)
+params.check_choice("AUGMENT", AUGMENT, augment.SETS)
+params.check_choice("TTA", TTA, range(1, 5))
 working_dir = env.detect().working_dir
 outputs = staging.start(working_dir / "classifier-torch" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(outputs.describe())
@@ -93,7 +98,7 @@ import numpy as np
 from nbkit.images import plots
 from nbkit.pytorch import classifier
 
-train_set = classifier.ImageRecords(splits["train"].items, image_size, augment=True, seed=SEED)
+train_set = classifier.ImageRecords(splits["train"].items, image_size, recipe=AUGMENT, seed=SEED)
 val_set = classifier.ImageRecords(splits["val"].items, image_size)
 test_set = classifier.ImageRecords(splits["test"].items, image_size)
 shown = np.stack([train_set.image(i) for i in range(20)])
@@ -133,11 +138,13 @@ def train_on_core(index: int) -> dict:
         acc, core_model, train_set, val_set, profile, PER_CORE_BATCH, device, seed=SEED, precision=precision
     )
     runtime.save(acc, core_model.state_dict(), outputs.staging / "model.pt")
-    predict = lambda images, tag: classifier.predict(acc, core_model, images, PER_CORE_BATCH, device, tag, precision=precision)
+    predict = lambda images, tag: classifier.predict_views(
+        acc, core_model, images, TTA, PER_CORE_BATCH, device, tag, precision=precision
+    )
     return {
         "history": history,
-        "val_logits": predict(val_set, "val"),
-        "test_logits": predict(test_set, "test"),
+        "val_probabilities": predict(val_set, "val"),  # averaged over TTA views
+        "test_probabilities": predict(test_set, "test"),
         "device": str(device),
         "cores": runtime.world_size(acc),
     }
@@ -155,16 +162,15 @@ figure = plots.learning_rate(history["learning_rate"], path=outputs.staging / "l
 
 # %% [markdown]
 # ## Evaluate
-# Confusion matrix and macro F1 / precision / recall on the validation set, and a batch titled OK
-# or, in red, NO -> the true class.
+# Confusion matrix, the competition's metric and macro F1 / precision / recall on the validation
+# set (with `TTA` views averaged, as in notebook 02), and a batch titled OK or, in red, NO -> the true class.
 
 # %%
 from nbkit.images import metrics, submission
 
 val_labels = np.array([label for _, label in splits["val"].items])
-val_predictions = result["val_logits"].argmax(axis=1)
-confusion = metrics.confusion_matrix(val_labels, val_predictions, dataset.num_classes)
-scores = metrics.scores(confusion, dataset.metric)
+val_predictions = result["val_probabilities"].argmax(axis=1)
+confusion, scores = metrics.of_predictions(val_labels, result["val_probabilities"], dataset.metric)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
 figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 
@@ -180,10 +186,10 @@ figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:2
 # %%
 cpu_model = classifier.small_cnn(image_size, dataset.num_classes)
 cpu_model.load_state_dict(runtime.load(outputs.staging / "model.pt"))
-cpu_logits = classifier.predict(
-    runtime.select("cpu"), cpu_model, val_set, 64, torch.device("cpu"), "check", precision=precision
+cpu_probabilities = classifier.predict_views(
+    runtime.select("cpu"), cpu_model, val_set, TTA, 64, torch.device("cpu"), "check", precision=precision
 )
-same = classifier.same_logits(cpu_logits, result["val_logits"], precision)
+same = classifier.same_outputs(cpu_probabilities, result["val_probabilities"], precision)
 print(f"the saved weights predict the same on the CPU: {same}")
 
 # %% [markdown]
@@ -193,7 +199,7 @@ print(f"the saved weights predict the same on the CPU: {same}")
 # %%
 test_ids = [test_id for _, test_id in splits["test"].items]
 written = submission.write(
-    test_ids, result["test_logits"].argmax(axis=1), dataset, outputs.staging / "submission.csv"
+    test_ids, result["test_probabilities"].argmax(axis=1), dataset, outputs.staging / "submission.csv"
 )
 metrics_file = metrics.write(
     {
@@ -207,6 +213,8 @@ metrics_file = metrics.write(
         "precision": precision,
         "model": "small_cnn",
         "image_size": image_size,
+        "augment": AUGMENT,
+        "tta": TTA,
         "test_rows": len(test_ids),
     },
     outputs.staging / "metrics.json",

@@ -37,7 +37,8 @@ SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a 
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the training images (a cap keeps a trial run short)
 PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
-SEED: int = 42  # fixes the initial weights, the shuffling and the augmentation of every epoch
+SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
+AUGMENT: str = "flips"  # training augmentation on the host: "flips" (the starter notebooks') or "standard" (+ zoom, rotation, colour)
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
 RESUME_FROM: str = "none"  # an earlier run's checkpoints folder, or that Kaggle notebook's output as "owner/slug" (kagglehub)
 DATASET_ID: str = "auto"  # Kaggle dataset of the package, "owner/slug"; "auto": your user name + /<the data's name>-model
@@ -51,6 +52,7 @@ OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the pack
 
 # %%
 from nbkit import accel, env, params, staging
+from nbkit.images import augment
 from nbkit.inputs import account
 
 params.check_parameters(globals())
@@ -59,6 +61,7 @@ params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
 params.check_int("IMAGE_SIZE", IMAGE_SIZE)
 params.check_choice("RESUME", RESUME, ("auto", "restart"))
 params.check_int("SEED", SEED)
+params.check_choice("AUGMENT", AUGMENT, augment.SETS)
 params.check_int("FOLD", FOLD, minimum=-1)
 params.check_choice("TTA", TTA, range(1, 5))
 if DATASET_ID != "auto":
@@ -132,6 +135,7 @@ settings = {
     "precision": acc.precision,
     "max_lr": schedule.max_lr,
     "seed": SEED,
+    "augment": AUGMENT,
     "fold": FOLD,
     "data": fingerprint,
 }
@@ -166,10 +170,12 @@ print(f"{model.name}: {model.count_params():,} parameters")
 # `run.fit` is `model.fit` from the first epoch not done yet, with a checkpoint after each.
 
 # %% tags=["nbval-ignore-output"]
-from nbkit.images import pipeline
+from nbkit.images import ordered, pipeline
 
-train_batches = pipeline.train_batches(splits["train"].files, image_size, plan, seed=SEED, first_epoch=run.epochs_done)
-val_batches = pipeline.val_batches(splits["val"].files, image_size, plan.global_batch)
+train_batches = pipeline.train_batches(
+    splits["train"].files, image_size, plan, SEED, first_epoch=run.epochs_done, recipe=AUGMENT
+)
+val_batches = ordered.val_batches(splits["val"].files, image_size, plan.global_batch)
 history = run.fit(
     model,
     train_batches,

@@ -113,7 +113,7 @@ test_predictions = probabilities.argmax(axis=1)
 # predictions; they replace an earlier run's only together.
 
 # %%
-from nbkit.images import pipeline, plots, submission
+from nbkit.images import ordered, plots, submission
 
 written = submission.write(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
 np.savez(
@@ -123,6 +123,6 @@ np.savez(
     ensemble=probabilities,
 )
 print(f"wrote {len(test_ids)} rows to {written.name}, and test_probabilities.npz")
-shown = next(iter(pipeline.images_in_order(test["test"].files, image_size, labeled=False, global_batch=20)[0]))
+shown = next(iter(ordered.images_in_order(test["test"].files, image_size, labeled=False, global_batch=20)[0]))
 figure = plots.batch(shown.numpy(), test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
 print("published:", ", ".join(outputs.publish()))

@@ -17,6 +17,13 @@ from nbkit.errors import ParameterError
 METRICS = ("accuracy", "f1_macro", "qwk")  # what a dataset description may name as its metric
 
 
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Class probabilities of logits (rows), in float64."""
+    logits = np.asarray(logits, np.float64)
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
 def confusion_matrix(labels: Sequence[int], predictions: Sequence[int], num_classes: int) -> np.ndarray:
     """counts[true, predicted]."""
     counts = np.zeros((num_classes, num_classes), np.int64)

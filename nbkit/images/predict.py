@@ -15,6 +15,7 @@ import numpy as np
 
 from nbkit.env import installed_versions
 from nbkit.errors import ParameterError, PredictionError
+from nbkit.images import metrics
 
 CHECKED_ROWS = 8
 
@@ -23,7 +24,7 @@ CHECKED_ROWS = 8
 class Predictions:
     """A model's class probabilities for images in file order, and their labels (or test ids)."""
 
-    per_view: np.ndarray  # [views, images, classes]: softmax of each view's logits (`pipeline.VIEWS`)
+    per_view: np.ndarray  # [views, images, classes]: softmax of each view's logits (`ordered.VIEWS`)
     keys: np.ndarray  # labels, or test ids
 
     @property
@@ -32,19 +33,13 @@ class Predictions:
         return self.per_view.mean(axis=0)
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Probabilities of float64 logits (rows)."""
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return shifted / shifted.sum(axis=1, keepdims=True)
-
-
 def predict_in_order(
     model: Any, files: Sequence[str], image_size: int, labeled: bool, global_batch: int, views: int = 1
 ) -> Predictions:
     """Class probabilities for every image of `files`, in file order, for each of the first `views`
-    views of `pipeline.VIEWS` (test-time augmentation: TTA=1 is the images as they are), and their
+    views of `ordered.VIEWS` (test-time augmentation: TTA=1 is the images as they are), and their
     labels (or test ids). Each pass is checked against one-device predictions of some rows (`check_rows`)."""
-    from nbkit.images.pipeline import VIEWS, images_in_order
+    from nbkit.images.ordered import VIEWS, images_in_order
 
     if not 1 <= views <= len(VIEWS):
         raise ParameterError(f"TTA={views}: from 1 (no test-time augmentation) to {len(VIEWS)} views: {VIEWS}.")
@@ -54,7 +49,7 @@ def predict_in_order(
         # The last batch is padded so every replica gets a full one; the padding's rows are cut.
         logits = np.asarray(model.predict(images, verbose=0), np.float64)[: len(keys)]
         check_rows(model, np.asarray(next(iter(images))), logits)
-        per_view.append(softmax(logits))
+        per_view.append(metrics.softmax(logits))
     return Predictions(np.stack(per_view), keys)
 
 

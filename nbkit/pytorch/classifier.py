@@ -22,15 +22,17 @@ from nbkit.pytorch.runtime import TorchAccelerator
 
 class ImageRecords:
     """A map-style dataset of (uint8 image [3, size, size], class) items, or (image, position) for
-    test items, from (JPEG bytes, class or id) pairs in file order. With `augment`, the left-right
-    flips of `nbkit.images.augment` for (seed, epoch, index)."""
+    test items, from (JPEG bytes, class or id) pairs in file order. With a `recipe` (a key of
+    `nbkit.images.augment.SETS`), each image augmented as notebook 02 augments it for (seed, epoch,
+    its position)."""
 
     def __init__(
-        self, items: Sequence[tuple[bytes, Any]], image_size: int, augment: bool = False, seed: int = 0
+        self, items: Sequence[tuple[bytes, Any]], image_size: int, recipe: str | None = None, seed: int = 0
     ) -> None:
-        self.items, self.image_size, self.augment, self.seed = items, image_size, augment, seed
+        self.items, self.image_size, self.recipe, self.seed = items, image_size, recipe, seed
         self.labeled = bool(items) and isinstance(items[0][1], int)
         self.epoch = 0
+        self.view_index = 0  # a test-time view (`augment.VIEWS`) of unaugmented images
 
     def set_epoch(self, epoch: int) -> None:
         """Augment differently in each epoch (call it with the sampler's)."""
@@ -51,9 +53,15 @@ class ImageRecords:
                 f"item {index} is {image.shape[1]}x{image.shape[0]}, not {self.image_size}x{self.image_size}: "
                 "every image in a size folder must have its size: convert the pictures again."
             )
-        if self.augment and augment.flips(self.seed, self.epoch, index):
-            image = image[:, ::-1]
-        return image
+        if self.recipe:
+            return augment.apply(image, self.seed, self.epoch, index, self.recipe)
+        return augment.view(image, self.view_index) if self.view_index else image
+
+    def seen_as(self, view_index: int) -> ImageRecords:
+        """The same items, as test-time view `view_index` of `augment.VIEWS`."""
+        copy = ImageRecords(self.items, self.image_size)
+        copy.view_index = view_index
+        return copy
 
     def __getitem__(self, index: int) -> tuple[Any, int]:
         import torch
@@ -212,14 +220,38 @@ def predict(
     return ordered
 
 
-def same_logits(logits: Any, reference: Any, precision: str) -> bool:
-    """Whether two predictions of the same images agree: to float32 round-off, or, in bfloat16
-    (8 significant bits, computed on other hardware), to within 5% of the largest logit."""
+def predict_views(
+    acc: TorchAccelerator,
+    model: Any,
+    dataset: ImageRecords,
+    views: int,
+    batch_size: int,
+    torch_device: Any,
+    tag: str,
+    precision: str = "float32",
+) -> Any:
+    """Class probabilities for every item of `dataset`, in its order, averaged over its first `views`
+    test-time views (`augment.VIEWS`; 1: the images as they are), as notebook 02 averages them."""
+    from nbkit.images.metrics import softmax
+
+    each = [
+        softmax(
+            predict(acc, model, dataset.seen_as(index), batch_size, torch_device, f"{tag}-{index}", precision=precision)
+        )
+        for index in range(views)
+    ]
+    return sum(each) / views
+
+
+def same_outputs(outputs: Any, reference: Any, precision: str) -> bool:
+    """Whether two predictions (logits or probabilities) of the same images agree: to float32
+    round-off, or, in bfloat16 (8 significant bits, computed on other hardware), to within 5% of the
+    largest value (at least 1)."""
     import numpy as np
 
     scale = max(1.0, float(np.abs(reference).max()))
     tolerance = (5e-2 if precision == "mixed_bfloat16" else 1e-4) * scale
-    return bool(np.abs(np.asarray(logits) - np.asarray(reference)).max() <= tolerance)
+    return bool(np.abs(np.asarray(outputs) - np.asarray(reference)).max() <= tolerance)
 
 
 def _sum_columns(rows: list[tuple[float, int, int]]) -> tuple[float, int, int]:

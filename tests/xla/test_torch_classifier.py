@@ -38,7 +38,7 @@ def test_images_are_uint8_channels_first_with_their_class_or_position(items):
 def test_augmentation_is_notebook_02s_flip_for_seed_epoch_and_index(items):
     plain = classifier.ImageRecords(items["train"], 192)
     for epoch in (0, 1):
-        flipped = classifier.ImageRecords(items["train"], 192, augment=True, seed=1)
+        flipped = classifier.ImageRecords(items["train"], 192, recipe="flips", seed=1)
         flipped.set_epoch(epoch)
         for i in range(len(plain)):
             expected = plain[i][0].flip(2) if augment.flips(1, epoch, i) else plain[i][0]  # left-right, nothing else
@@ -74,7 +74,7 @@ def test_one_epoch_on_the_cpu_reports_loss_and_accuracy(items):
     cpu = xla.select("cpu")
     torch.manual_seed(0)
     model = classifier.small_cnn(192, 4)
-    dataset = classifier.ImageRecords(items["train"], 192, augment=True)
+    dataset = classifier.ImageRecords(items["train"], 192, recipe="flips")
     sampler, batches = classifier.batches(cpu, dataset, 4, torch.device("cpu"), shuffle=True, drop_last=True)
     before = [p.detach().clone() for p in model.parameters()]
     scores = classifier.train_epoch(cpu, model, batches, torch.optim.Adam(model.parameters(), 1e-3), epoch=0)
@@ -138,9 +138,9 @@ def test_precision_choices():
         xla.precision(cpu, "mixed_float16")
 
 
-def test_same_logits_allows_bfloat16_round_off_but_not_other_predictions():
+def test_same_outputs_allows_bfloat16_round_off_but_not_other_predictions():
     reference = np.random.default_rng(0).normal(size=(20, 104)) * 5
-    assert classifier.same_logits(reference + 1e-5, reference, "float32")
-    assert not classifier.same_logits(reference + 0.1, reference, "float32")
-    assert classifier.same_logits(reference + 0.1, reference, "mixed_bfloat16")
-    assert not classifier.same_logits(reference[::-1], reference, "mixed_bfloat16")  # rows of other images
+    assert classifier.same_outputs(reference + 1e-5, reference, "float32")
+    assert not classifier.same_outputs(reference + 0.1, reference, "float32")
+    assert classifier.same_outputs(reference + 0.1, reference, "mixed_bfloat16")
+    assert not classifier.same_outputs(reference[::-1], reference, "mixed_bfloat16")  # rows of other images
