@@ -4,9 +4,9 @@ fresh process and reports its own peak memory (RSS).
 
     .venv/bin/python bench/competition_scale.py [--sizes 192 512] [--steps 2]
 
-1. the data check of notebooks 02/04/05 (`checks.checked_splits`: every record read, every image
+1. the data check of notebooks 02/04/05 (`checks.check_splits`: every record read, every image
    decoded), seconds and images/s;
-2. from `pipeline.train_dataset(...)` to its first batch (the decoded cache is filled there when it
+2. from `pipeline.train_batches(...)` to its first batch (the decoded cache is filled there when it
    fits), then images/s of the following batches, global batch 128;
 3. steps/s of the full profile (EfficientNetB0, global batch 128) on 8 simulated JAX devices, in
    float32 and mixed_bfloat16, after a compiling step.
@@ -40,9 +40,10 @@ for split, records in sample.sample_splits(size, 104, per_class["train"], per_cl
 
 CHECK = """
 import json, resource, sys, time
-from nbkit.images import checks
+from nbkit.images import checks, layout
 start = time.perf_counter()
-splits = checks.checked_splits(sys.argv[2], int(sys.argv[1]))
+size = int(sys.argv[1])
+splits = checks.check_splits(layout.split_files(sys.argv[2], size), size, 104)
 seconds = time.perf_counter() - start
 images = sum(s.count for s in splits.values())
 print(json.dumps({"seconds": seconds, "images": images, "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
@@ -50,11 +51,12 @@ print(json.dumps({"seconds": seconds, "images": images, "rss_gib": resource.getr
 
 PIPELINE = """
 import json, resource, sys, time
+from nbkit import batching
 from nbkit.images import layout, pipeline
 size, root = int(sys.argv[1]), sys.argv[2]
 files = layout.find_files(root, size, "train")
 start = time.perf_counter()
-dataset = pipeline.train_dataset(files, size, 128)
+dataset = pipeline.train_batches(files, size, batching.Plan(128, 1, layout.count_items(files) // 128, 1), seed=1)
 iterator = iter(dataset)
 next(iterator)
 first = time.perf_counter() - start
@@ -138,7 +140,7 @@ def main() -> None:
         first = fresh(PIPELINE, size, root)
         rows.append(
             [
-                f"train_dataset to first batch, {size} px",
+                f"train_batches to first batch, {size} px",
                 f"{first['first_batch_s']:.0f} s",
                 f"{first['images_per_s']:,.0f}",
                 f"{first['rss_gib']:.2f}",

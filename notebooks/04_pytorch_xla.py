@@ -89,7 +89,7 @@ print(f"data: {data.reason}")
 dataset = description.load(data.path)
 print(f"dataset: {dataset.describe()}")
 image_size = layout.choose_size(data.path, IMAGE_SIZE)
-splits = checks.check_splits(data.path, image_size, dataset.num_classes, keep_items=True)
+splits = checks.check_splits(layout.split_files(data.path, image_size), image_size, dataset.num_classes, keep_items=True)
 print(f"{image_size}x{image_size} images: {checks.describe(splits)}")
 
 # %%

@@ -125,11 +125,12 @@ import io
 import numpy as np
 from PIL import Image
 
-from nbkit.images import checks, description
+from nbkit.images import checks, description, layout
 
 dataset = description.load(converted)
 print(f"dataset: {dataset.describe()}")
-splits = checks.check_splits(converted, IMAGE_SIZE, dataset.num_classes, keep_items=True, names=["train"])
+files = layout.split_files(converted, IMAGE_SIZE, names=["train"])
+splits = checks.check_splits(files, IMAGE_SIZE, dataset.num_classes, keep_items=True)
 print(f"{checks.describe(splits)} checked")
 first = splits["train"].items[:20]
 images = np.stack([np.asarray(Image.open(io.BytesIO(jpeg))) for jpeg, _ in first])

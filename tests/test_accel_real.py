@@ -189,6 +189,6 @@ def test_setup_says_what_it_set_in_this_process(run_python):
         print(" ".join(accel.setup("jax", simulate_devices=4).describe().split()))
         """
     )
-    said = result.stdout.split("Set in this process: ", 1)[1]
+    said = result.stdout.split("For this process: ", 1)[1]
     assert "KERAS_BACKEND=jax" in said and "--xla_force_host_platform_device_count=4" in said
     assert "PJRT_NPROC=" in said and "`shuffle=True` was passed" in said

@@ -87,14 +87,20 @@ def test_predictions_are_checked_against_the_same_rows_on_one_device(tmp_path):
 
     from nbkit import models
     from nbkit.errors import PredictionError
-    from nbkit.images import layout, predict, sample
+    from nbkit.images import layout, ordered, predict, sample
 
     root = sample.make_sample(tmp_path / "data", image_sizes=(64,), train_per_class=1, val_per_class=2, num_classes=6)
     files = layout.find_files(root, 64, "val")
     keras.utils.set_random_seed(0)
     model = models.small_cnn((64, 64, 3), 6, filters=(8,), dense=16)
-    logits, labels = predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)
-    assert logits.shape == (12, 6) and len(labels) == 12
+    found = predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)
+    assert found.probabilities.shape == (12, 6) and len(found.keys) == 12
+    assert np.allclose(found.probabilities.sum(axis=1), 1)
+    logits = np.asarray(model.predict(next(iter(ordered.images_in_order(files, 64, True, 12)[0])), verbose=0))
+    assert np.allclose(found.probabilities, metrics.softmax(logits[:12]), atol=1e-6)  # TTA=1: the images as they are
+    flipped = predict.predict_in_order(model, files, 64, labeled=True, global_batch=8, views=2)
+    assert np.array_equal(flipped.per_view[0], found.per_view[0])
+    assert np.allclose(flipped.probabilities, (flipped.per_view[0] + flipped.per_view[1]) / 2)
     honest = model.predict
 
     def rows_mixed(dataset, **kwargs):  # each row answered with its neighbour's logits

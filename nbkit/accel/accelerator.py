@@ -45,7 +45,7 @@ class Accelerator:
     compute_capability: tuple[int, int] | None = None  # a GPU's
     tpu: TpuInfo | None = None  # which TPU, where it can be told
     precision: str = "float32"  # the Keras dtype policy set by set_precision()
-    changes: list[str] = field(default_factory=list)  # what setup() set in this process (environment, warnings)
+    changes: list[str] = field(default_factory=list)  # what setup() sets for this process (environment, warnings)
 
     @property
     def distribution_name(self) -> str:
@@ -157,7 +157,7 @@ class Accelerator:
         for note in self.notes:
             text += " " + note
         if self.changes:
-            text += " Set in this process: " + "; ".join(self.changes) + "."
+            text += " For this process: " + "; ".join(self.changes) + "."
         return textwrap.fill(text, width=100)
 
     def __str__(self) -> str:

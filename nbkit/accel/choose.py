@@ -26,14 +26,13 @@ def setup(backend: str = "auto", *, tpu: str | None = None, simulate_devices: in
     """
     check_choice("backend", backend, BACKENDS)
     check_int("simulate_devices", simulate_devices, minimum=0)
-    before = {name: os.environ.get(name) for name in SET_HERE}
     acc = _find(backend, tpu, simulate_devices)
-    acc.changes = [f"{name}={os.environ[name]}" for name in SET_HERE if os.environ.get(name) != before[name]]
+    acc.changes = [f"{name}={os.environ[name]}" for name in SET_HERE if os.environ.get(name)]
     acc.changes.append(f"Keras' warning {SHUFFLE_WARNING!r} hidden")
     return acc
 
 
-# What setup() may set in this process's environment (describe() lists those it changed).
+# What setup() may set in this process's environment (describe() lists their values).
 SET_HERE = ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS", "PJRT_NPROC")
 # Workaround, Keras 3.10-3.15: every fit() on a tf.data dataset warns that shuffle=True is ignored, though the
 # kit's datasets shuffle themselves. tests/test_accel_real.py::test_keras_still_warns_about_shuffle fails once it stops.
