@@ -9,7 +9,7 @@ from conftest import check_data
 
 from nbkit.competitions import flowers
 from nbkit.errors import ParameterError
-from nbkit.images import checks, description, layout, sample
+from nbkit.images import description, layout, sample
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +41,7 @@ def test_sample_is_deterministic_and_the_same_at_every_size(made, tmp_path):
         tmp_path, image_sizes=(64,), train_per_class=3, val_per_class=1, test_images=7, num_classes=5
     )
     first = check_data(made, 64, 5, keep_items=True)
-    assert [s.items for s in first.values()] == [
-        s.items for s in check_data(again, 64, 5, keep_items=True).values()
-    ]
+    assert [s.items for s in first.values()] == [s.items for s in check_data(again, 64, 5, keep_items=True).values()]
     ids = [key for _, key in check_data(made, 96, 5, names=["test"], keep_items=True)["test"].items]
     assert ids == [key for _, key in first["test"].items] and len(set(ids)) == 7
 

@@ -7,12 +7,12 @@ import io
 
 import numpy as np
 import pytest
-from conftest import check_data
 import torch
+from conftest import check_data
 from PIL import Image
 
 from nbkit.errors import DataError
-from nbkit.images import augment, checks, sample
+from nbkit.images import augment, sample
 from nbkit.pytorch import classifier
 from nbkit.pytorch import runtime as xla
 
