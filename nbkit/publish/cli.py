@@ -1,4 +1,5 @@
-"""`python -m nbkit`: bundle a notebook as a Kaggle kernel, push it, run it remotely, scan for leaks.
+"""`python -m nbkit`: bundle a notebook as a Kaggle kernel, push it, run it remotely, scan for leaks;
+convert a competition's pictures; gather out-of-fold scores.
 
 python -m nbkit bundle notebooks/02_flowers_classifier.py               (no Kaggle login needed)
 python -m nbkit push build/kernels/02-flowers-classifier
@@ -7,6 +8,7 @@ python -m nbkit follow build/kernels/02-flowers-classifier              (or owne
 python -m nbkit status build/kernels/02-flowers-classifier              (or owner/slug)
 python -m nbkit scan notebooks build/kernels
 python -m nbkit tfrecords train_images out/cassava --size 512 --labels train.csv --test test_images
+python -m nbkit oof out/train-on-tpu-fold0 out/train-on-tpu-fold1 ... --data out/cassava
 """
 
 from __future__ import annotations
