@@ -1,20 +1,27 @@
 """The "your own competition" path as a user takes it: notebook 07 converts a Cassava-style
 competition (the generated example: mixed sizes, EXIF-turned, grayscale/RGBA/CMYK/palette/16-bit
-pictures, train.csv with integer labels, ids with extensions), then notebook 02 trains on the result
-with nothing but DATA_ROOT changed and writes a submission in the competition's form, checked
-against its sample submission."""
+pictures, train.csv with integer labels, ids with extensions) into 2 folds; notebook 02 trains on
+fold 0's complement with nothing but DATA_ROOT, FOLD and TTA changed and writes a submission in the
+competition's form, checked against its sample submission; notebook 05 trains one model per fold,
+`python -m nbkit oof` scores the folds' out-of-fold predictions as one, and notebook 06 averages the
+two models with test-time augmentation."""
 
 from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 
+import numpy as np
 import papermill
 import pytest
-from conftest import execute, text_outputs
+from conftest import REPO, execute, text_outputs
 
 from nbkit.convert import example
-from nbkit.images import description
+from nbkit.images import description, oof
+
+SMALL_RUN = {"EPOCHS": 2, "STEPS_PER_EPOCH": 2, "TTA": 2}  # a few steps: these runs check the flow, not learning
 
 
 @pytest.fixture(scope="module")
@@ -29,32 +36,102 @@ def converted(tmp_path_factory):
             output="07.ipynb",
             DATA_ROOT=str(source),
             IMAGE_SIZE=64,
+            FOLDS=2,
             OUTPUT_DIR=str(output),
             METRIC="qwk",
         )
     )
-    assert "stratified validation split, 20% of each class, seed 42: train 80, val 20, test 15" in out
-    assert "train 80 images checked" in out
+    assert "2 stratified folds, seed 42: train 100, test 15" in out and "(2 folds: 8, 8 files)" in out
+    assert "train 100 images checked" in out
     return source, output
 
 
-def test_notebook_02_trains_on_the_converted_competition_and_submits_in_its_form(converted, tmp_path):
+@pytest.fixture(scope="module")
+def folds_trained(converted, tmp_path_factory):
+    """Notebook 05 once per fold: each run's output folder."""
+    _, output = converted
+    runs = []
+    for fold in (0, 1):
+        tmp = tmp_path_factory.mktemp(f"fold{fold}")
+        execute(
+            tmp, "05_train_on_tpu.ipynb", DATA_ROOT=str(output), FOLD=fold, OUTPUT_DIR=str(tmp / "run"), **SMALL_RUN
+        )
+        runs.append(tmp / "run")
+    return runs
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_in_its_form(converted, tmp_path):
     source, output = converted
     dataset = description.load(output)
-    assert (dataset.num_classes, dataset.metric, dataset.id_column) == (5, "qwk", "image_id")
+    assert (dataset.num_classes, dataset.metric, dataset.id_column, len(dataset.folds)) == (5, "qwk", "image_id", 2)
     out = text_outputs(
-        execute(tmp_path, "02_flowers_classifier.ipynb", DATA_ROOT=str(output), OUTPUT_DIR=str(tmp_path / "run"))
+        execute(
+            tmp_path,
+            "02_flowers_classifier.ipynb",
+            DATA_ROOT=str(output),
+            FOLD=0,
+            TTA=2,
+            OUTPUT_DIR=str(tmp_path / "run"),
+        )
     )
-    assert "Cassava Bacterial Blight (CBB)" in out and "64x64 images: train 80, val 20, test 15 images" in out
-    with open(tmp_path / "run" / "submission.csv", newline="") as f:
-        rows = list(csv.reader(f))
-    with open(source / "sample_submission.csv", newline="") as f:
-        sample = list(csv.reader(f))
-    assert rows[0] == sample[0] == ["image_id", "label"]
-    assert sorted(r[0] for r in rows[1:]) == sorted(r[0] for r in sample[1:])  # every test id, once
-    assert {r[1] for r in rows[1:]} <= {"0", "1", "2", "3", "4"}  # the competition's label values
+    assert "Cassava Bacterial Blight (CBB)" in out and "64x64 images: train 50, val 50, test 15 images" in out
+    submission, sample = rows(tmp_path / "run" / "submission.csv"), rows(source / "sample_submission.csv")
+    assert submission[0] == sample[0] == ["image_id", "label"]
+    assert sorted(r[0] for r in submission[1:]) == sorted(r[0] for r in sample[1:])  # every test id, once
+    assert {r[1] for r in submission[1:]} <= {"0", "1", "2", "3", "4"}  # the competition's label values
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["metric"] == "qwk" and -1 <= metrics["qwk"] <= 1 and metrics["image_size"] == 64
+    assert (metrics["fold"], metrics["tta"]) == (0, 2)
+    held_out = oof.read(tmp_path / "run" / "oof.csv", dataset)
+    assert set(held_out.folds.tolist()) == {0} and len(set(held_out.ids)) == len(held_out.ids) == 50
+
+
+def test_each_fold_validates_on_its_own_pictures_and_the_oof_score_covers_every_one(converted, folds_trained, tmp_path):
+    source, output = converted
+    dataset = description.load(output)
+    first, second = (oof.read(run / "oof.csv", dataset) for run in folds_trained)
+    assert not set(first.ids) & set(second.ids)  # no picture validates in both folds
+    labeled = [r[0] for r in rows(source / "train.csv")[1:]]  # ids as the CSV writes them
+    assert sorted(first.ids + second.ids) == sorted(labeled)
+    done = subprocess.run(
+        [sys.executable, "-m", "nbkit", "oof", *map(str, folds_trained), "--data", str(output), "--out", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    gathered = json.loads((tmp_path / "metrics.json").read_text())
+    expected = oof.gather([run / "oof.csv" for run in folds_trained], dataset).scores("qwk")
+    assert gathered["qwk"] == pytest.approx(expected["qwk"]) and (gathered["folds"], gathered["pictures"]) == (2, 100)
+    assert "out of fold, 2 folds, 100 pictures" in done.stdout
+    assert len(rows(tmp_path / "oof.csv")) == 101
+
+
+def test_notebook_06_averages_the_fold_models_and_submits_what_each_predicted(converted, folds_trained, tmp_path):
+    source, output = converted
+    packages = ",".join(str(run / "model-package") for run in folds_trained)
+    execute(
+        tmp_path,
+        "06_infer_on_gpu.ipynb",
+        PACKAGES=packages,
+        DATA_ROOT=str(output),
+        TTA=2,
+        OUTPUT_DIR=str(tmp_path / "run"),
+    )
+    saved = np.load(tmp_path / "run" / "test_probabilities.npz")
+    assert saved["members"].shape == (2, 15, 5)
+    np.testing.assert_allclose(saved["ensemble"], saved["members"].mean(axis=0))
+    for member, run in zip(saved["members"], folds_trained):  # each model predicts here what it did in 05
+        labels = {r[0]: r[1] for r in rows(run / "submission.csv")[1:]}
+        assert [labels[i] for i in saved["ids"]] == [str(p) for p in member.argmax(axis=1)]
+    submission = {r[0]: r[1] for r in rows(tmp_path / "run" / "submission.csv")[1:]}
+    assert [submission[i] for i in saved["ids"]] == [str(p) for p in saved["ensemble"].argmax(axis=1)]
+    assert rows(tmp_path / "run" / "submission.csv")[0] == ["image_id", "label"]
 
 
 def test_a_data_root_that_holds_no_data_is_an_error_not_the_sample(tmp_path):

@@ -25,6 +25,7 @@ from typing import Any
 
 from nbkit import atomic
 from nbkit.errors import ParameterError
+from nbkit.images import sample
 
 DISEASES = (
     "Cassava Bacterial Blight (CBB)",
@@ -61,16 +62,9 @@ def drawing(label: int, width: int, height: int, rng: Any) -> Any:
     cy, cx = rng.uniform(0.4, 0.6) * height / side, rng.uniform(0.4, 0.6) * width / side
     radius = rng.uniform(0.2, 0.32)
     dy, dx = np.abs(y - cy), np.abs(x - cx)
-    shape = label % 5
-    if shape == 0:  # disc
-        mask = dy**2 + dx**2 < radius**2
-    elif shape == 1:  # square
-        mask = np.maximum(dy, dx) < radius
-    elif shape == 2:  # ring
-        mask = np.abs(np.sqrt(dy**2 + dx**2) - radius) < radius / 3
-    elif shape == 3:  # cross
-        mask = (np.minimum(dy, dx) < radius / 3) & (np.maximum(dy, dx) < radius)
-    else:  # stripes
+    if label % 5 < 4:  # the sample's shapes, then stripes
+        mask = sample.shape_mask(label % 5, dy, dx, radius)
+    else:
         mask = (np.floor(x * 8) % 2 == 0) & (dy < radius)
     picture = np.where(mask[..., None], foreground, background) + rng.normal(0, 0.03, (height, width, 3))
     return (np.clip(picture, 0, 1) * 255).astype(np.uint8)

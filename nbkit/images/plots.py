@@ -19,6 +19,16 @@ def _figure(rows: int, cols: int, size: tuple[float, float]) -> tuple[Any, Any]:
     return plt.subplots(rows, cols, figsize=size, squeeze=False)
 
 
+def _grid(count: int, row_height: float) -> tuple[Any, list[Any]]:
+    """A square-ish grid of `count` image panels, axes off: the figure and the first `count` panels."""
+    cols = math.ceil(math.sqrt(count))
+    rows = math.ceil(count / cols)
+    figure, axes = _figure(rows, cols, (2.8 * cols, row_height * rows))
+    for axis in axes.flat:
+        axis.axis("off")
+    return figure, list(axes.flat)[:count]
+
+
 def _save(figure: Any, path: str | Path | None) -> Any:
     figure.tight_layout()
     if path is not None:
@@ -37,13 +47,8 @@ def batch(
 ) -> Any:
     """A grid of images titled with their class; with predictions, "name OK" or, in red, "name NO -> true"."""
     count = min(len(images), len(labels), max_images)  # padded batches hold more images than labels
-    cols = math.ceil(math.sqrt(count))
-    rows = math.ceil(count / cols)
-    figure, axes = _figure(rows, cols, (2.8 * cols, 2.9 * rows))
-    for index, axis in enumerate(axes.flat):
-        axis.axis("off")
-        if index >= count:
-            continue
+    figure, panels = _grid(count, 2.9)
+    for index, axis in enumerate(panels):
         axis.imshow(np.asarray(images[index]).astype(np.uint8))
         true = class_names[int(labels[index])]
         if predictions is None:
@@ -61,14 +66,8 @@ def pictures(files: Sequence[str | Path], path: str | Path | None = None) -> Any
     titled with their name, size, mode and EXIF orientation: phone pictures show up turned."""
     from PIL import Image
 
-    count = len(files)
-    cols = math.ceil(math.sqrt(count))
-    rows = math.ceil(count / cols)
-    figure, axes = _figure(rows, cols, (2.8 * cols, 3.1 * rows))
-    for index, axis in enumerate(axes.flat):
-        axis.axis("off")
-        if index >= count:
-            continue
+    figure, panels = _grid(len(files), 3.1)
+    for index, axis in enumerate(panels):
         with Image.open(files[index]) as image:
             orientation = image.getexif().get(0x0112, 1)  # the EXIF Orientation tag
             title = f"{Path(files[index]).name}\n{image.width}x{image.height} {image.mode}"

@@ -25,18 +25,22 @@ def sample_image(label: int, size: int, rng: Any) -> Any:
     y, x = np.mgrid[0:size, 0:size] / size
     cy, cx = rng.uniform(0.35, 0.65, size=2)
     radius = rng.uniform(0.18, 0.3)
-    dy, dx = np.abs(y - cy), np.abs(x - cx)
-    shape = label % 4
-    if shape == 0:  # disc
-        mask = dy**2 + dx**2 < radius**2
-    elif shape == 1:  # square
-        mask = np.maximum(dy, dx) < radius
-    elif shape == 2:  # ring
-        mask = np.abs(np.sqrt(dy**2 + dx**2) - radius) < radius / 3
-    else:  # cross
-        mask = (np.minimum(dy, dx) < radius / 3) & (np.maximum(dy, dx) < radius)
+    mask = shape_mask(label % 4, np.abs(y - cy), np.abs(x - cx), radius)
     image = np.where(mask[..., None], foreground, background) + rng.normal(0, 0.03, (size, size, 3))
     return (np.clip(image, 0, 1) * 255).astype(np.uint8)
+
+
+def shape_mask(shape: int, dy: Any, dx: Any, radius: float) -> Any:
+    """Where shape 0-3 (disc, square, ring, cross) covers the pixels `dy`, `dx` away from its centre."""
+    import numpy as np
+
+    if shape == 0:  # disc
+        return dy**2 + dx**2 < radius**2
+    if shape == 1:  # square
+        return np.maximum(dy, dx) < radius
+    if shape == 2:  # ring
+        return np.abs(np.sqrt(dy**2 + dx**2) - radius) < radius / 3
+    return (np.minimum(dy, dx) < radius / 3) & (np.maximum(dy, dx) < radius)  # cross
 
 
 def encode_jpeg(image: Any, quality: int = 90) -> bytes:
