@@ -75,8 +75,8 @@ def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_i
             "02_flowers_classifier.ipynb",
             DATA_ROOT=str(output),
             FOLD=0,
-            TTA=2,
             OUTPUT_DIR=str(tmp_path / "run"),
+            **SMALL_RUN,
         )
     )
     assert "Cassava Bacterial Blight (CBB)" in out and "64x64 images: train 50, val 50, test 15 images" in out
