@@ -1,10 +1,10 @@
 """The "your own competition" path as a user takes it: notebook 07 converts a Cassava-style
 competition (the generated example: mixed sizes, EXIF-turned, grayscale/RGBA/CMYK/palette/16-bit
-pictures, train.csv with integer labels, ids with extensions) into 2 folds; notebook 02 trains on
+pictures, train.csv with integer labels, ids with extensions) into 3 folds; notebook 02 trains on
 fold 0's complement with nothing but DATA_ROOT, FOLD and TTA changed and writes a submission in the
 competition's form, checked against its sample submission; notebook 05 trains one model per fold,
 `python -m nbkit oof` scores the folds' out-of-fold predictions as one, and notebook 06 averages the
-two models with test-time augmentation."""
+three models with test-time augmentation."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO, execute, text_outputs
 
 from nbkit.convert import example
-from nbkit.images import description, oof
+from nbkit.images import description, layout, oof
 
 SMALL_RUN = {"EPOCHS": 2, "STEPS_PER_EPOCH": 2, "TTA": 2}  # a few steps: these runs check the flow, not learning
 
@@ -36,12 +36,12 @@ def converted(tmp_path_factory):
             output="07.ipynb",
             DATA_ROOT=str(source),
             IMAGE_SIZE=64,
-            FOLDS=2,
+            FOLDS=3,
             OUTPUT_DIR=str(output),
             METRIC="qwk",
         )
     )
-    assert "2 stratified folds, seed 42: train 100, test 15" in out and "(2 folds: 8, 8 files)" in out
+    assert "3 stratified folds, seed 42: train 100, test 15" in out and "(3 folds: 6, 6, 6 files)" in out
     assert "train 100 images checked" in out
     return source, output
 
@@ -51,7 +51,7 @@ def folds_trained(converted, tmp_path_factory):
     """Notebook 05 once per fold: each run's output folder."""
     _, output = converted
     runs = []
-    for fold in (0, 1):
+    for fold in (0, 1, 2):
         tmp = tmp_path_factory.mktemp(f"fold{fold}")
         execute(
             tmp, "05_train_on_tpu.ipynb", DATA_ROOT=str(output), FOLD=fold, OUTPUT_DIR=str(tmp / "run"), **SMALL_RUN
@@ -68,7 +68,9 @@ def rows(path):
 def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_in_its_form(converted, tmp_path):
     source, output = converted
     dataset = description.load(output)
-    assert (dataset.num_classes, dataset.metric, dataset.id_column, len(dataset.folds)) == (5, "qwk", "image_id", 2)
+    assert (dataset.num_classes, dataset.metric, dataset.id_column, len(dataset.folds)) == (5, "qwk", "image_id", 3)
+    files = [name for fold in dataset.folds for name in fold]
+    assert len(set(files)) == len(files) == 18  # each file holds one fold's pictures
     out = text_outputs(
         execute(
             tmp_path,
@@ -79,7 +81,9 @@ def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_i
             **SMALL_RUN,
         )
     )
-    assert "Cassava Bacterial Blight (CBB)" in out and "64x64 images: train 50, val 50, test 15 images" in out
+    held_out_count = layout.count_items(dataset.folds[0])  # the records in fold 0's files, by their names
+    assert "Cassava Bacterial Blight (CBB)" in out
+    assert f"64x64 images: train {100 - held_out_count}, val {held_out_count}, test 15 images" in out
     submission, sample = rows(tmp_path / "run" / "submission.csv"), rows(source / "sample_submission.csv")
     assert submission[0] == sample[0] == ["image_id", "label"]
     assert sorted(r[0] for r in submission[1:]) == sorted(r[0] for r in sample[1:])  # every test id, once
@@ -88,16 +92,15 @@ def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_i
     assert metrics["metric"] == "qwk" and -1 <= metrics["qwk"] <= 1 and metrics["image_size"] == 64
     assert (metrics["fold"], metrics["tta"]) == (0, 2)
     held_out = oof.read(tmp_path / "run" / "oof.csv", dataset)
-    assert set(held_out.folds.tolist()) == {0} and len(set(held_out.ids)) == len(held_out.ids) == 50
+    assert set(held_out.folds.tolist()) == {0} and len(set(held_out.ids)) == len(held_out.ids) == held_out_count
 
 
 def test_each_fold_validates_on_its_own_pictures_and_the_oof_score_covers_every_one(converted, folds_trained, tmp_path):
     source, output = converted
     dataset = description.load(output)
-    first, second = (oof.read(run / "oof.csv", dataset) for run in folds_trained)
-    assert not set(first.ids) & set(second.ids)  # no picture validates in both folds
+    held_out = [oof.read(run / "oof.csv", dataset).ids for run in folds_trained]
     labeled = [r[0] for r in rows(source / "train.csv")[1:]]  # ids as the CSV writes them
-    assert sorted(first.ids + second.ids) == sorted(labeled)
+    assert sorted(sum(held_out, [])) == sorted(labeled)  # every picture validates in exactly one fold
     done = subprocess.run(
         [sys.executable, "-m", "nbkit", "oof", *map(str, folds_trained), "--data", str(output), "--out", str(tmp_path)],
         cwd=REPO,
@@ -107,8 +110,8 @@ def test_each_fold_validates_on_its_own_pictures_and_the_oof_score_covers_every_
     assert done.returncode == 0, done.stderr
     gathered = json.loads((tmp_path / "metrics.json").read_text())
     expected = oof.gather([run / "oof.csv" for run in folds_trained], dataset).scores("qwk")
-    assert gathered["qwk"] == pytest.approx(expected["qwk"]) and (gathered["folds"], gathered["pictures"]) == (2, 100)
-    assert "out of fold, 2 folds, 100 pictures" in done.stdout
+    assert gathered["qwk"] == pytest.approx(expected["qwk"]) and (gathered["folds"], gathered["pictures"]) == (3, 100)
+    assert "out of fold, 3 folds, 100 pictures" in done.stdout
     assert len(rows(tmp_path / "oof.csv")) == 101
 
 
@@ -124,7 +127,7 @@ def test_notebook_06_averages_the_fold_models_and_submits_what_each_predicted(co
         OUTPUT_DIR=str(tmp_path / "run"),
     )
     saved = np.load(tmp_path / "run" / "test_probabilities.npz")
-    assert saved["members"].shape == (2, 15, 5)
+    assert saved["members"].shape == (3, 15, 5)
     np.testing.assert_allclose(saved["ensemble"], saved["members"].mean(axis=0))
     for member, run in zip(saved["members"], folds_trained):  # each model predicts here what it did in 05
         labels = {r[0]: r[1] for r in rows(run / "submission.csv")[1:]}

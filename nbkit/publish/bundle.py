@@ -140,11 +140,6 @@ def check_imports(code: str, where: str) -> None:
             )
 
 
-def bundled_lines(modules: Iterable[str]) -> int:
-    """How many lines of nbkit a bundle of `modules` carries."""
-    return sum(len(module_file(m).read_text(encoding="utf-8").splitlines()) for m in modules)
-
-
 def _python(source: str) -> str:
     """A cell's source as plain Python (IPython magics and shell lines translated)."""
     from IPython.core.inputtransformer2 import TransformerManager
