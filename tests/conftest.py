@@ -3,6 +3,7 @@ can be chosen only once per process)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -91,8 +92,10 @@ def kill_notebook_when(
 ) -> None:
     """Run a notebook with the papermill CLI (a process session of its own, working folder as in
     `execute`) and SIGKILL it and its kernel, a real unannounced end, `after_s` seconds after
-    `ready()` is true. Fails the test if the run ends first, or `what` has not happened within
-    `within_s` seconds."""
+    `ready()` is true; return once both are gone. Fails the test if the run ends first, or `what` has
+    not happened within `within_s` seconds. The kernel is killed first and on its own: jupyter_client
+    starts it in a session of its own, and ipykernel notices its parent's death only up to a second
+    later, time enough to write another checkpoint after the test has looked."""
     arguments = [item for name, value in params.items() for item in ("-p", name, str(value))]
     papermill_cli = str(Path(sys.executable).with_name("papermill"))
     process = subprocess.Popen(
@@ -111,8 +114,40 @@ def kill_notebook_when(
             time.sleep(0.1)
         time.sleep(after_s)
     finally:
+        kernels = children(process.pid)
+        for pid in kernels:
+            with contextlib.suppress(ProcessLookupError):  # it may have ended by itself
+                os.killpg(os.getpgid(pid), signal.SIGKILL)  # the kernel leads a session of its own
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        for pid in kernels:
+            wait_gone(pid)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux: read from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # a process that ended while listed
+            continue
+        if parent == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def wait_gone(pid: int, within_s: float = 30) -> None:
+    """Wait until process `pid` has ended (gone, or a zombie whose parent has not reaped it yet)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} still runs {within_s:.0f} s after SIGKILL")
 
 
 def text_outputs(path: Path) -> str:

@@ -130,8 +130,10 @@ def test_notebook_06_averages_the_fold_models_and_submits_what_each_predicted(co
     assert saved["members"].shape == (3, 15, 5)
     np.testing.assert_allclose(saved["ensemble"], saved["members"].mean(axis=0))
     for member, run in zip(saved["members"], folds_trained):  # each model predicts here what it did in 05
-        labels = {r[0]: r[1] for r in rows(run / "submission.csv")[1:]}
-        assert [labels[i] for i in saved["ids"]] == [str(p) for p in member.argmax(axis=1)]
+        labels = {r[0]: int(r[1]) for r in rows(run / "submission.csv")[1:]}
+        chosen = member[np.arange(len(member)), [labels[i] for i in saved["ids"]]]
+        # 05's class is 06's most likely one (up to rounding between batch sizes: these models barely trained)
+        np.testing.assert_allclose(chosen, member.max(axis=1), atol=1e-5)
     submission = {r[0]: r[1] for r in rows(tmp_path / "run" / "submission.csv")[1:]}
     assert [submission[i] for i in saved["ids"]] == [str(p) for p in saved["ensemble"].argmax(axis=1)]
     assert rows(tmp_path / "run" / "submission.csv")[0] == ["image_id", "label"]
