@@ -107,15 +107,17 @@ def test_a_finished_run_is_not_trained_again(trained, sample, tmp_path):
     assert state(trained) == before and weights.stat().st_mtime_ns == modified
 
 
-def test_a_misspelt_model_is_named_before_any_resume_check(trained, sample, tmp_path):
+def rerun_refused(trained: Path, sample: Path, tmp_path: Path, **changed: object) -> pytest.ExceptionInfo:
+    """The error (ExceptionInfo) of notebook 05 run again on the finished run's folder with `changed` settings."""
     with pytest.raises(papermill.PapermillExecutionError) as error:
         execute(
-            tmp_path,
-            "05_train_on_tpu.ipynb",
-            DATA_ROOT=str(sample),
-            OUTPUT_DIR=str(trained),
-            **{**TRAIN, "MODEL": "EfficientNetB9"},
+            tmp_path, "05_train_on_tpu.ipynb", DATA_ROOT=str(sample), OUTPUT_DIR=str(trained), **{**TRAIN, **changed}
         )
+    return error
+
+
+def test_a_misspelt_model_is_named_before_any_resume_check(trained, sample, tmp_path):
+    error = rerun_refused(trained, sample, tmp_path, MODEL="EfficientNetB9")
     assert error.value.ename == "ParameterError" and "MODEL='EfficientNetB9' is not offered" in error.value.evalue
 
 
@@ -128,14 +130,7 @@ def test_06_stops_at_once_on_an_output_folder_it_cannot_write(tmp_path):
 
 
 def test_05_refuses_to_resume_with_other_settings(trained, sample, tmp_path):
-    with pytest.raises(papermill.PapermillExecutionError) as error:
-        execute(
-            tmp_path,
-            "05_train_on_tpu.ipynb",
-            DATA_ROOT=str(sample),
-            OUTPUT_DIR=str(trained),
-            **{**TRAIN, "PER_REPLICA_BATCH": 8},
-        )
+    error = rerun_refused(trained, sample, tmp_path, PER_REPLICA_BATCH=8)
     assert error.value.ename == "ResumeError"
     assert "global_batch: checkpoint 128, now 64" in error.value.evalue and "RESUME='restart'" in error.value.evalue
 

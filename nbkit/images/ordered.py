@@ -49,15 +49,21 @@ def view(images: Any, index: int) -> Any:
 def images_in_order(
     files: Sequence[str], image_size: int, labeled: bool, global_batch: int, view_index: int = 0
 ) -> tuple[Any, Any]:
-    """Every image of `files` in file order (as view `view_index` of VIEWS), padded to whole global
-    batches, and their labels or ids.
+    """Every image of `files` in file order (`image_batches`), and their labels or ids.
 
     Returns (dataset of image batches, numpy array of labels or ids). Predict on the dataset and
     keep the first len(labels) rows: padding lets every replica get a full batch.
     """
-    import tensorflow as tf
-
     keys = keys_in_order(files, labeled)
+    return image_batches(files, image_size, labeled, global_batch, len(keys), view_index), keys
+
+
+def image_batches(
+    files: Sequence[str], image_size: int, labeled: bool, global_batch: int, count: int, view_index: int = 0
+) -> Any:
+    """The `count` images of `files` in file order (as view `view_index` of VIEWS), padded to whole
+    global batches."""
+    import tensorflow as tf
 
     def padded(batch: Any) -> Any:
         images, _ = decode_batch(batch, image_size, labeled)
@@ -66,5 +72,5 @@ def images_in_order(
         return tf.ensure_shape(images, [global_batch, image_size, image_size, 3])
 
     images = in_file_order(files).batch(global_batch).map(padded, num_parallel_calls=tf.data.AUTOTUNE)
-    batches = tf.data.experimental.assert_cardinality(-(-len(keys) // global_batch))
-    return images.apply(batches).prefetch(tf.data.AUTOTUNE), keys
+    batches = tf.data.experimental.assert_cardinality(-(-count // global_batch))
+    return images.apply(batches).prefetch(tf.data.AUTOTUNE)

@@ -39,13 +39,14 @@ def predict_in_order(
     """Class probabilities for every image of `files`, in file order, for each of the first `views`
     views of `ordered.VIEWS` (test-time augmentation: TTA=1 is the images as they are), and their
     labels (or test ids). Each pass is checked against one-device predictions of some rows (`check_rows`)."""
-    from nbkit.images.ordered import VIEWS, images_in_order
+    from nbkit.images.ordered import VIEWS, image_batches, keys_in_order
 
     if not 1 <= views <= len(VIEWS):
         raise ParameterError(f"TTA={views}: from 1 (no test-time augmentation) to {len(VIEWS)} views: {VIEWS}.")
+    keys = keys_in_order(files, labeled)  # once: every view is of the same images
     per_view = []
     for index in range(views):
-        images, keys = images_in_order(files, image_size, labeled, global_batch, view_index=index)
+        images = image_batches(files, image_size, labeled, global_batch, len(keys), view_index=index)
         # The last batch is padded so every replica gets a full one; the padding's rows are cut.
         logits = np.asarray(model.predict(images, verbose=0), np.float64)[: len(keys)]
         check_rows(model, np.asarray(next(iter(images))), logits)
