@@ -135,11 +135,12 @@ def train_on_core(index: int) -> dict:
     runtime.master_print(acc, f"core {index} of {runtime.world_size(acc)}: {device}")
     core_model = copy.deepcopy(model).to(device)  # its own copy: on a TPU v3 two cores share a process
     history = classifier.fit(
-        acc, core_model, train_set, val_set, profile, PER_CORE_BATCH, device, seed=SEED, precision=precision
+        acc, core_model, train_set, val_set,
+        profile=profile, per_core_batch=PER_CORE_BATCH, seed=SEED, precision=precision,
     )
     runtime.save(acc, core_model.state_dict(), outputs.staging / "model.pt")
     predict = lambda images, tag: classifier.predict_views(
-        acc, core_model, images, TTA, PER_CORE_BATCH, device, tag, precision=precision
+        acc, core_model, images, views=TTA, batch_size=PER_CORE_BATCH, tag=tag, precision=precision
     )
     return {
         "history": history,
@@ -187,7 +188,7 @@ figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:2
 cpu_model = classifier.small_cnn(image_size, dataset.num_classes)
 cpu_model.load_state_dict(runtime.load(outputs.staging / "model.pt"))
 cpu_probabilities = classifier.predict_views(
-    runtime.select("cpu"), cpu_model, val_set, TTA, 64, torch.device("cpu"), "check", precision=precision
+    runtime.select("cpu"), cpu_model, val_set, views=TTA, batch_size=64, tag="check", precision=precision
 )
 same = classifier.same_outputs(cpu_probabilities, result["val_probabilities"], precision)
 print(f"the saved weights predict the same on the CPU: {same}")

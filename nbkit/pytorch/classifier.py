@@ -93,7 +93,6 @@ def batches(
     acc: TorchAccelerator,
     dataset: Any,
     batch_size: int,
-    torch_device: Any,
     shuffle: bool,
     seed: int = 0,
     drop_last: bool = False,
@@ -104,7 +103,7 @@ def batches(
 
     sampler = runtime.sampler(acc, dataset, shuffle=shuffle, seed=seed, drop_last=drop_last)
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last, num_workers=workers)
-    return sampler, runtime.device_loader(acc, loader, torch_device)
+    return sampler, runtime.device_loader(acc, loader, runtime.device(acc))
 
 
 def train_epoch(
@@ -139,13 +138,13 @@ def fit(
     model: Any,
     train_set: ImageRecords,
     val_set: ImageRecords,
+    *,
     profile: Any,
     per_core_batch: int,
-    torch_device: Any,
     seed: int = 0,
     precision: str = "float32",
 ) -> dict[str, list[float]]:
-    """Train `model` (already on `torch_device`) for `profile.epochs` (a `recipe.Profile`) with Adam and
+    """Train `model` (already on `runtime.device(acc)`) for `profile.epochs` (a `recipe.Profile`) with Adam and
     the profile's schedule, its maximum scaled by the number of cores, in `precision` (see
     `runtime.precision`); the master prints one line per epoch. Returns the history: loss, accuracy,
     val_loss, val_accuracy, learning_rate."""
@@ -161,7 +160,7 @@ def fit(
     schedule = profile.schedule(cores)
     workers = loader_workers(acc)
     sampler, train_batches = batches(
-        acc, train_set, per_core_batch, torch_device, shuffle=True, seed=seed, drop_last=True, workers=workers
+        acc, train_set, per_core_batch, shuffle=True, seed=seed, drop_last=True, workers=workers
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=schedule(0))
     val_labels = np.array([label for _, label in val_set.items])
@@ -173,7 +172,10 @@ def fit(
         for group in optimizer.param_groups:
             group["lr"] = schedule(epoch)
         scores = train_epoch(acc, model, train_batches, optimizer, epoch, precision)
-        val_logits = predict(acc, model, val_set, per_core_batch, torch_device, f"val-{epoch}", workers, precision)
+        tag = f"val-{epoch}"
+        val_logits = predict(
+            acc, model, val_set, batch_size=per_core_batch, tag=tag, workers=workers, precision=precision
+        )
         val_loss = float(torch.nn.functional.cross_entropy(torch.from_numpy(val_logits), torch.from_numpy(val_labels)))
         for name, value in (
             *scores.items(),
@@ -195,8 +197,8 @@ def predict(
     acc: TorchAccelerator,
     model: Any,
     dataset: Any,
+    *,
     batch_size: int,
-    torch_device: Any,
     tag: str,
     workers: int = 0,
     precision: str = "float32",
@@ -205,7 +207,7 @@ def predict(
     import numpy as np
     import torch
 
-    sampler, device_batches = batches(acc, dataset, batch_size, torch_device, shuffle=False, workers=workers)
+    sampler, device_batches = batches(acc, dataset, batch_size, shuffle=False, workers=workers)
     model.eval()
     outputs = []
     with torch.no_grad(), runtime.autocast(acc, precision):
@@ -224,9 +226,9 @@ def predict_views(
     acc: TorchAccelerator,
     model: Any,
     dataset: ImageRecords,
+    *,
     views: int,
     batch_size: int,
-    torch_device: Any,
     tag: str,
     precision: str = "float32",
 ) -> Any:
@@ -236,7 +238,14 @@ def predict_views(
 
     each = [
         softmax(
-            predict(acc, model, dataset.seen_as(index), batch_size, torch_device, f"{tag}-{index}", precision=precision)
+            predict(
+                acc,
+                model,
+                dataset.seen_as(index),
+                batch_size=batch_size,
+                tag=f"{tag}-{index}",
+                precision=precision,
+            )
         )
         for index in range(views)
     ]

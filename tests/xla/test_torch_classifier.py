@@ -63,7 +63,7 @@ def test_predictions_come_back_in_dataset_order(items):
     torch.manual_seed(0)
     model = classifier.small_cnn(192, 4).eval()
     dataset = classifier.ImageRecords(items["train"], 192)
-    logits = classifier.predict(cpu, model, dataset, batch_size=3, torch_device=torch.device("cpu"), tag="t")
+    logits = classifier.predict(cpu, model, dataset, batch_size=3, tag="t")
     with torch.no_grad():
         expected = model(torch.stack([dataset[i][0] for i in range(len(dataset))])).numpy()
     assert logits.shape == (8, 4)
@@ -75,7 +75,7 @@ def test_one_epoch_on_the_cpu_reports_loss_and_accuracy(items):
     torch.manual_seed(0)
     model = classifier.small_cnn(192, 4)
     dataset = classifier.ImageRecords(items["train"], 192, recipe="flips")
-    sampler, batches = classifier.batches(cpu, dataset, 4, torch.device("cpu"), shuffle=True, drop_last=True)
+    sampler, batches = classifier.batches(cpu, dataset, 4, shuffle=True, drop_last=True)
     before = [p.detach().clone() for p in model.parameters()]
     scores = classifier.train_epoch(cpu, model, batches, torch.optim.Adam(model.parameters(), 1e-3), epoch=0)
     assert 0 <= scores["accuracy"] <= 1 and np.isfinite(scores["loss"]) and scores["loss"] > 0
@@ -109,7 +109,7 @@ def test_bfloat16_autocast_computes_convolutions_in_bfloat16_and_keeps_the_loss_
     torch.manual_seed(0)
     model = classifier.small_cnn(192, 4)
     dataset = classifier.ImageRecords(items["train"], 192)
-    _, batches = classifier.batches(cpu, dataset, 4, torch.device("cpu"), shuffle=False, drop_last=True)
+    _, batches = classifier.batches(cpu, dataset, 4, shuffle=False, drop_last=True)
     optimizer = torch.optim.Adam(model.parameters(), 1e-3)
     dtypes, scores = conv_output_dtypes(
         model, lambda: classifier.train_epoch(cpu, model, batches, optimizer, 0, precision="mixed_bfloat16")
@@ -117,12 +117,12 @@ def test_bfloat16_autocast_computes_convolutions_in_bfloat16_and_keeps_the_loss_
     assert dtypes == {"torch.bfloat16"} and np.isfinite(scores["loss"])
     dtypes, logits = conv_output_dtypes(
         model,
-        lambda: classifier.predict(cpu, model, dataset, 4, torch.device("cpu"), "t", precision="mixed_bfloat16"),
+        lambda: classifier.predict(cpu, model, dataset, batch_size=4, tag="t", precision="mixed_bfloat16"),
     )
     assert dtypes == {"torch.bfloat16"} and logits.dtype == np.float32
-    assert conv_output_dtypes(model, lambda: classifier.predict(cpu, model, dataset, 4, torch.device("cpu"), "t"))[
-        0
-    ] == {"torch.float32"}
+    assert conv_output_dtypes(model, lambda: classifier.predict(cpu, model, dataset, batch_size=4, tag="t"))[0] == {
+        "torch.float32"
+    }
 
 
 def test_precision_choices():
