@@ -39,6 +39,7 @@ SEED: int = 42  # fixes the initial weights, the order of the training records a
 AUGMENT: str = "flips"  # training augmentation on the host: "flips" (the starter notebooks') or "standard" (+ zoom, rotation, colour)
 FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
 TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
+COMPILE_CACHE: str = "auto"  # JAX's compiled programs, kept for the next session (a resumed run, the next fold): "auto": OUTPUT_DIR/compile-cache; "none"; or a folder several runs share
 OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder's classifier/ (classifier-fold<k>/)
 
 # %% [markdown]
@@ -65,7 +66,8 @@ default_folder = environment.working_dir / ("classifier" if FOLD == -1 else f"cl
 outputs = staging.start(default_folder if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(outputs.describe())
 
-acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
+compile_cache = outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE
+acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=compile_cache)
 print(acc.describe())
 print(acc.set_precision(PRECISION))  # before any model is built
 
@@ -165,6 +167,7 @@ history = model.fit(
     callbacks=[keras.callbacks.LearningRateScheduler(schedule), input_monitor],
     verbose=2,
 )
+print(acc.compile_cache.report())
 
 # %%
 figure = plots.training_curves(history.history, path=outputs.staging / "training_curves.png")

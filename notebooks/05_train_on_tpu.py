@@ -45,6 +45,7 @@ DATASET_ID: str = "auto"  # Kaggle dataset of the package, "owner/slug"; "auto":
 MODEL_HANDLE: str = "none"  # also publish the package to Kaggle Models as "owner/model/keras/variation" (kagglehub)
 FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
 TTA: int = 1  # test-time augmentation of the validation and test predictions: views averaged (1: none; up to 4)
+COMPILE_CACHE: str = "auto"  # JAX's compiled programs, kept for the next session (a resumed run, the next fold): "auto": OUTPUT_DIR/compile-cache; "none"; or a folder several runs share
 OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the package; "auto": the working folder's train-on-tpu/ (train-on-tpu-fold<k>/)
 
 # %% [markdown]
@@ -73,7 +74,8 @@ run_name = "train-on-tpu" if FOLD == -1 else f"train-on-tpu-fold{FOLD}"  # its f
 outputs = staging.start(environment.working_dir / run_name if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(outputs.describe())
 
-acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
+compile_cache = outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE
+acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=compile_cache)
 print(acc.describe())
 print(acc.set_precision(PRECISION))  # before any model is built
 
@@ -120,12 +122,16 @@ print(plan.describe())
 # checkpoint; a run with other settings stops and says which, instead of mixing two trainings.
 
 # %% tags=["nbval-ignore-output"]
+from pathlib import Path
+
 from nbkit.handoff import resume
 from nbkit.inputs import kaggle_hub
 
 checkpoints = outputs.folder / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto":
-    print(resume.copy_checkpoint(kaggle_hub.notebook_output(RESUME_FROM, f"{run_name}/checkpoints"), checkpoints))
+    earlier = Path(kaggle_hub.notebook_output(RESUME_FROM, f"{run_name}/checkpoints"))
+    print(resume.copy_checkpoint(earlier, checkpoints))
+    print(acc.compile_cache.copy_from(earlier.parent / "compile-cache"))  # before the model is built
 settings = {
     "model": profile.model,
     "weights": profile.weights,
@@ -186,6 +192,7 @@ history = run.fit(
     verbose=2,
 )
 print(f"epochs done: {run.epochs_done}")
+print(acc.compile_cache.report())
 
 # %%
 from nbkit.images import plots

@@ -12,7 +12,8 @@ Search order:
 
 Modules: `choose` (setup and the backend choice), `accelerator` (the Accelerator it returns),
 `tf_devices` and `jax_devices` (what each backend finds, by device kind), `precision` (the dtype
-policy for the hardware), `tpu` (which TPU: generation, chips, cores, memory).
+policy for the hardware), `tpu` (which TPU: generation, chips, cores, memory), `compile_cache`
+(JAX's persistent compilation cache in a folder a later session gets back).
 """
 
 from nbkit.accel.accelerator import Accelerator

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbkit.accel import precision
+from nbkit.accel.compile_cache import CompileCache
 from nbkit.accel.tpu import TpuInfo
 from nbkit.params import check_int
 
@@ -46,6 +47,7 @@ class Accelerator:
     tpu: TpuInfo | None = None  # which TPU, where it can be told
     precision: str = "float32"  # the Keras dtype policy set by set_precision()
     changes: list[str] = field(default_factory=list)  # what setup() sets for this process (environment, warnings)
+    compile_cache: CompileCache = field(default_factory=CompileCache)  # JAX's persistent cache (off by default)
 
     @property
     def distribution_name(self) -> str:
@@ -158,7 +160,8 @@ class Accelerator:
             text += " " + note
         if self.changes:
             text += " For this process: " + "; ".join(self.changes) + "."
-        return textwrap.fill(text, width=100)
+        text = textwrap.fill(text, width=100)
+        return f"{text}\n{self.compile_cache.describe()}" if self.compile_cache.asked else text
 
     def __str__(self) -> str:
         return self.describe()

@@ -6,10 +6,13 @@ import importlib.util
 import logging
 import os
 import warnings
+from pathlib import Path
 
 from nbkit import env as nbenv
+from nbkit.accel import compile_cache as nbcompile_cache
 from nbkit.accel import jax_devices, tf_devices
 from nbkit.accel.accelerator import Accelerator
+from nbkit.accel.compile_cache import CompileCache
 from nbkit.errors import BackendError
 from nbkit.logs import quiet_native_logs
 from nbkit.params import BACKENDS, check_choice, check_int
@@ -17,16 +20,30 @@ from nbkit.params import BACKENDS, check_choice, check_int
 __all__ = ["choose_backend", "setup", "tpu_addresses"]
 
 
-def setup(backend: str = "auto", *, tpu: str | None = None, simulate_devices: int = 0) -> Accelerator:
+def setup(
+    backend: str = "auto",
+    *,
+    tpu: str | None = None,
+    simulate_devices: int = 0,
+    compile_cache: str | Path | None = None,
+) -> Accelerator:
     """Find the best accelerator, pick the Keras backend and return an `Accelerator`.
 
     backend: "auto" (TensorFlow, or JAX on a TPU only JAX can see), "tensorflow" or "jax".
     tpu: a TPU name or address for TPUClusterResolver (default: what the environment advertises).
     simulate_devices: on a CPU only, split it into this many replicas (0 or 1: no split).
+    compile_cache: a folder for JAX's persistent compilation cache (`nbkit.accel.compile_cache`),
+    so a later session loads what this one compiled; None or "none": no cache.
     """
     check_choice("backend", backend, BACKENDS)
     check_int("simulate_devices", simulate_devices, minimum=0)
     acc = _find(backend, tpu, simulate_devices)
+    if compile_cache in (None, "none"):
+        acc.compile_cache = CompileCache(off_reason="none was asked for" if compile_cache else "")
+    elif acc.backend != "jax":
+        acc.compile_cache = CompileCache(off_reason="JAX's; the TensorFlow backend compiles again in every session")
+    else:
+        acc.compile_cache = nbcompile_cache.use(compile_cache, acc.jax_devices)
     acc.changes = [f"{name}={os.environ[name]}" for name in SET_HERE if os.environ.get(name)]
     acc.changes.append(f"Keras' warning {SHUFFLE_WARNING!r} hidden")
     return acc

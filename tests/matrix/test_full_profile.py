@@ -1,10 +1,12 @@
 """The path a Kaggle TPU user runs, in miniature on the CPU: the full profile (EfficientNetB0), Keras
 on JAX over 8 simulated devices, mixed bfloat16, one capped epoch on a small sample; then notebook 06
-predicting with the package notebook 05 wrote (TensorFlow, one device)."""
+predicting with the package notebook 05 wrote (TensorFlow, one device). 02 and 05 build the same model and
+share one compile cache, as a later session would: 05 loads what 02 compiled."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,26 @@ def small(tmp_path_factory) -> Path:
     )
 
 
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("compile-cache")
+
+
+@pytest.fixture(scope="module")
+def notebook_02(small, compile_cache, tmp_path_factory) -> tuple[Path, str]:
+    """Notebook 02's full-profile run (the first to compile here): its folder and its text output."""
+    folder = tmp_path_factory.mktemp("notebook-02")
+    run = execute(
+        folder,
+        "02_flowers_classifier.ipynb",
+        DATA_ROOT=str(small),
+        OUTPUT_DIR=str(folder / "classifier"),
+        COMPILE_CACHE=str(compile_cache),
+        **FULL,
+    )
+    return folder, text_outputs(run)
+
+
 def computed_in_bfloat16(model_file: Path) -> tuple[set[str], str]:
     """The dtypes the saved model's backbone convolutions really produce, and its logits' dtype."""
     import keras
@@ -47,17 +69,10 @@ def computed_in_bfloat16(model_file: Path) -> tuple[set[str], str]:
     return {str(o.dtype) for o in outputs}, str(logits.dtype)
 
 
-def test_notebook_02_full_profile_in_bfloat16_on_eight_devices(small, tmp_path):
-    out = text_outputs(
-        execute(
-            tmp_path,
-            "02_flowers_classifier.ipynb",
-            DATA_ROOT=str(small),
-            OUTPUT_DIR=str(tmp_path / "classifier"),
-            **FULL,
-        )
-    )
+def test_notebook_02_full_profile_in_bfloat16_on_eight_devices(small, notebook_02):
+    tmp_path, out = notebook_02
     joined = " ".join(out.split())
+    assert "empty, so this run compiles and stores its programs there" in joined
     assert "Keras backend jax, 8 replica(s)" in joined and "profile=full: EfficientNetB0 (weights none)" in joined
     assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in joined
     assert "1 steps per epoch" in joined
@@ -68,8 +83,20 @@ def test_notebook_02_full_profile_in_bfloat16_on_eight_devices(small, tmp_path):
     assert computed_in_bfloat16(tmp_path / "classifier" / "model.keras") == ({"bfloat16"}, "float32")
 
 
-def test_notebook_05_full_profile_package_predicts_in_notebook_06(small, tmp_path):
-    execute(tmp_path, "05_train_on_tpu.ipynb", DATA_ROOT=str(small), OUTPUT_DIR=str(tmp_path / "train"), **FULL)
+def test_notebook_05_full_profile_package_predicts_in_notebook_06(small, compile_cache, notebook_02, tmp_path):
+    trained = text_outputs(
+        execute(
+            tmp_path,
+            "05_train_on_tpu.ipynb",
+            DATA_ROOT=str(small),
+            OUTPUT_DIR=str(tmp_path / "train"),
+            COMPILE_CACHE=str(compile_cache),
+            **FULL,
+        )
+    )
+    loaded = re.search(r"compile cache: (\d+) compiled program\(s\) loaded", trained)
+    assert loaded and int(loaded[1]) >= 3, trained
+    assert len(list(compile_cache.rglob("jit_train_step-*"))) == 1  # 05 trained with what 02 compiled
     manifest = package.read_manifest(tmp_path / "train" / "model-package")
     assert (
         manifest["training"]["precision"] == "mixed_bfloat16" and manifest["model_name"] == "efficientnetb0_classifier"

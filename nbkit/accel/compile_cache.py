@@ -1,0 +1,122 @@
+"""JAX's persistent compilation cache in a folder a later session gets back (a run's output folder),
+so a resumed run or the next fold loads its compiled training step instead of compiling it again.
+
+Entries go to one subfolder per runtime, `jax-<version>-<device kind>-x<devices>`: JAX's own cache key
+already refuses what another jaxlib or device compiled, and a folder of another runtime's entries is
+never read, only reported. A damaged entry is JAX's warning and a fresh compile, never a wrong result.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbkit.errors import ParameterError
+from nbkit.storage import user_path
+
+# JAX's events (jax._src.compiler, the same names in JAX 0.5-0.10) that say what the cache did.
+HIT = "/jax/compilation_cache/cache_hits"
+SAVED = "/jax/compilation_cache/compile_time_saved_sec"
+# Store every compiled program, not only those over JAX's default 1 s: the ~200 small programs Keras runs
+# to build and initialise EfficientNetB0 cost 15 s cold and 3.6 s loaded (bench/compile_cache.py), in 3 MB.
+MIN_COMPILE_SECONDS = 0.0
+
+
+@dataclass
+class CompileCache:
+    """The cache folder this process uses (None: no cache, and `off_reason` says why), what it held
+    at the start, and what it served since."""
+
+    folder: Path | None = None  # the subfolder for this runtime
+    off_reason: str = ""
+    entries_found: int = 0
+    other_runtimes: list[str] = field(default_factory=list)
+    hits: int = 0
+    seconds_saved: float = 0.0
+
+    @property
+    def asked(self) -> bool:
+        """Whether a cache was asked for, or explicitly not (then `describe()` has something to say)."""
+        return self.folder is not None or bool(self.off_reason)
+
+    def describe(self) -> str:
+        """One line: where the cache is and whether this run can use what is in it."""
+        if self.folder is None:
+            return f"compile cache: off ({self.off_reason or 'not asked for'})"
+        if self.entries_found:
+            text = f"compile cache {self.folder}: {self.entries_found} compiled program(s) from earlier runs"
+        else:
+            text = f"compile cache {self.folder}: empty, so this run compiles and stores its programs there"
+        if self.other_runtimes:
+            text += f"; ignored: the entries of {', '.join(self.other_runtimes)}, which this runtime cannot use"
+        return text
+
+    def report(self) -> str:
+        """One line: what the cache saved this process so far."""
+        if self.folder is None:
+            return self.describe()
+        if not self.hits:
+            return f"compile cache: nothing loaded; what this run compiled is stored in {self.folder}"
+        return f"compile cache: {self.hits} compiled program(s) loaded, {self.seconds_saved:.0f} s of compiling saved"
+
+    def copy_from(self, earlier: str | Path) -> str:
+        """Add the entries for this runtime from an earlier run's cache folder (e.g. the output of the
+        session being resumed); call it before the model is built. Returns what was done, in one line."""
+        if self.folder is None:
+            return self.describe()
+        source = Path(user_path(earlier)) / self.folder.name
+        if not source.is_dir():
+            there = sorted(p.name for p in Path(user_path(earlier)).glob("jax-*") if p.is_dir())
+            held = f"it holds {', '.join(there)} only" if there else "it holds none"
+            return f"compile cache: nothing to copy from {earlier} for {self.folder.name} ({held})"
+        copied = 0
+        for entry in sorted(source.glob("*-cache")):
+            if not (self.folder / entry.name).exists():
+                shutil.copyfile(entry, self.folder / f".{entry.name}.part")
+                (self.folder / f".{entry.name}.part").rename(self.folder / entry.name)  # never half an entry
+                copied += 1
+        self.entries_found += copied
+        return f"compile cache: {copied} compiled program(s) copied from {source}"
+
+    def _on_event(self, event: str, *args: Any, **kwargs: Any) -> None:
+        if event == HIT:
+            self.hits += 1
+
+    def _on_duration(self, event: str, seconds: float, *args: Any, **kwargs: Any) -> None:
+        if event == SAVED:
+            self.seconds_saved += max(seconds, 0.0)
+
+
+def runtime_name(jax_version: str, device_kind: str, device_count: int) -> str:
+    """The subfolder name of one runtime, e.g. "jax-0.7.2-tpu-v5-lite-x8"."""
+    kind = re.sub(r"[^a-z0-9.]+", "-", device_kind.lower()).strip("-") or "unknown"
+    return f"jax-{jax_version}-{kind}-x{device_count}"
+
+
+def use(folder: str | Path, devices: list[Any]) -> CompileCache:
+    """Point JAX's persistent cache at `folder`'s subfolder for this runtime (before anything compiles)."""
+    import jax
+    from jax import monitoring
+
+    root = Path(user_path(folder))
+    name = runtime_name(jax.__version__, devices[0].device_kind, len(devices))
+    try:
+        (root / name).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ParameterError(
+            f"COMPILE_CACHE={str(folder)!r} cannot be written ({error.strerror or error}): give a writable "
+            "folder, or 'none' to compile without a cache."
+        ) from None
+    cache = CompileCache(
+        folder=root / name,
+        entries_found=sum(1 for _ in (root / name).glob("*-cache")),  # JAX's files: <key>-cache, <key>-atime
+        other_runtimes=sorted(p.name for p in root.glob("jax-*") if p.is_dir() and p.name != name),
+    )
+    jax.config.update("jax_compilation_cache_dir", str(cache.folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    monitoring.register_event_listener(cache._on_event)
+    monitoring.register_event_duration_secs_listener(cache._on_duration)
+    return cache
