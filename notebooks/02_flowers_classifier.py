@@ -194,7 +194,7 @@ if FOLD != -1:
     oof.write(splits["val"].ids, val_labels, val.probabilities, FOLD, dataset, outputs.staging / "oof.csv")
 
 # %%
-shown = next(iter(ordered.images_in_order(splits["val"].files, image_size, labeled=True, global_batch=20)[0])).numpy()
+shown = next(iter(ordered.image_batches(splits["val"].files, image_size, True, 20, splits["val"].count))).numpy()
 figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs.staging / "predictions.png")
 
 # %% [markdown]

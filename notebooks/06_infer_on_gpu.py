@@ -123,6 +123,6 @@ np.savez(
     ensemble=probabilities,
 )
 print(f"wrote {len(test_ids)} rows to {written.name}, and test_probabilities.npz")
-shown = next(iter(ordered.images_in_order(test["test"].files, image_size, labeled=False, global_batch=20)[0]))
+shown = next(iter(ordered.image_batches(test["test"].files, image_size, False, 20, test["test"].count)))
 figure = plots.batch(shown.numpy(), test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
 print("published:", ", ".join(outputs.publish()))

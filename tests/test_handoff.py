@@ -84,6 +84,7 @@ def test_training_killed_mid_way_resumes_and_ends_like_an_uninterrupted_run(trai
         )
     )
     assert f"resuming after epoch {killed_at} of {EPOCHS}" in out
+    assert "compiled program(s) loaded" in out  # the killed run's compile cache, in OUTPUT_DIR/compile-cache
     epochs_run = [line.split()[1] for line in out.splitlines() if line.startswith("Epoch ")]
     assert epochs_run == [f"{e}/{EPOCHS}" for e in range(killed_at + 1, EPOCHS + 1)]
 

@@ -96,7 +96,7 @@ def test_predictions_are_checked_against_the_same_rows_on_one_device(tmp_path):
     found = predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)
     assert found.probabilities.shape == (12, 6) and len(found.keys) == 12
     assert np.allclose(found.probabilities.sum(axis=1), 1)
-    logits = np.asarray(model.predict(next(iter(ordered.images_in_order(files, 64, True, 12)[0])), verbose=0))
+    logits = np.asarray(model.predict(next(iter(ordered.image_batches(files, 64, True, 12, count=12))), verbose=0))
     assert np.allclose(found.probabilities, metrics.softmax(logits[:12]), atol=1e-6)  # TTA=1: the images as they are
     flipped = predict.predict_in_order(model, files, 64, labeled=True, global_batch=8, views=2)
     assert np.array_equal(flipped.per_view[0], found.per_view[0])

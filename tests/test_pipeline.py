@@ -163,7 +163,7 @@ def test_val_batches_are_in_file_order_with_known_length(sample):
     assert labels.tolist() == [label for _, label in record_items(files, labeled=True)][:4]
 
 
-def test_images_in_order_pads_and_keeps_each_image_with_its_key(tmp_path):
+def test_image_batches_pad_and_keep_file_order_with_the_keys(tmp_path):
     import tensorflow as tf
 
     from nbkit.images import writer
@@ -173,7 +173,9 @@ def test_images_in_order_pads_and_keeps_each_image_with_its_key(tmp_path):
         {"image": tf.io.encode_jpeg(np.full((16, 16, 3), 20 * i, np.uint8)).numpy(), "id": str(i)} for i in range(10)
     ]
     writer.write_split(records, tmp_path, 16, "test", shards=3)
-    images, ids = ordered.images_in_order(layout.find_files(tmp_path, 16, "test"), 16, labeled=False, global_batch=4)
+    files = layout.find_files(tmp_path, 16, "test")
+    ids = ordered.keys_in_order(files, labeled=False)
+    images = ordered.image_batches(files, 16, labeled=False, global_batch=4, count=len(ids))
     found = [batch.numpy() for batch in images]
     assert len(found) == 3 and all(b.shape == (4, 16, 16, 3) for b in found)
     assert ids.tolist() == [str(i) for i in range(10)]  # file order

@@ -17,6 +17,14 @@ def test_batch_titles_ok_and_no_in_red(tmp_path):
     assert (tmp_path / "b.png").stat().st_size > 1000
 
 
+def test_long_class_names_are_wrapped_to_their_panel():
+    names = ["Cassava Bacterial Blight (CBB)", "Cassava Brown Streak Disease (CBSD)"]
+    figure = plots.batch(np.zeros((2, 8, 8, 3), np.uint8), [0, 1], names, predictions=[1, 1])
+    wrong = figure.axes[0].get_title()
+    assert " ".join(wrong.split()) == "Cassava Brown Streak Disease (CBSD) NO -> Cassava Bacterial Blight (CBB)"
+    assert max(len(line) for line in wrong.splitlines()) <= 30
+
+
 def test_batch_without_predictions_shows_class_names():
     figure = plots.batch(np.zeros((2, 8, 8, 3), np.uint8), [2, 0], NAMES)
     assert [a.get_title() for a in figure.axes if a.get_title()] == ["tulip", "daisy"]
@@ -36,13 +44,15 @@ def test_curves_schedule_and_confusion(tmp_path):
     figure = plots.learning_rate([1e-5, 4e-4, 3e-4], tmp_path / "lr.png")
     assert "max 0.0004" in figure.axes[0].get_title()
     counts = metrics.confusion_matrix([0, 1, 2], [0, 2, 2], 3)
-    figure = plots.confusion(counts, NAMES, metrics.scores(counts), tmp_path / "cm.png")
-    assert figure.axes[0].get_title().startswith("F1 0.556")
+    figure = plots.confusion(counts, NAMES, metrics.scores(counts, "qwk"), tmp_path / "cm.png")
+    first, second = figure.get_suptitle().splitlines()  # over the figure, so long class names cannot cut it
+    assert first.startswith("qwk ") and first.endswith("(the competition's metric)   accuracy 0.667")
+    assert second.startswith("macro F1 0.556")
     assert all((tmp_path / name).exists() for name in ("curves.png", "lr.png", "cm.png"))
 
 
 def test_a_padded_batch_shows_only_the_labelled_images():
-    images = np.zeros((20, 8, 8, 3), np.uint8)  # images_in_order pads to whole batches
+    images = np.zeros((20, 8, 8, 3), np.uint8)  # image_batches pads to whole batches
     figure = plots.batch(images, [0, 1, 2], ["a", "b", "c"], predictions=[0, 2, 2])
     titles = [axis.get_title() for axis in figure.axes if axis.get_title()]
     assert titles == ["a OK", "c NO -> b", "c OK"]

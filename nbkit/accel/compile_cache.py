@@ -8,6 +8,7 @@ never read, only reported. A damaged entry is JAX's warning and a fresh compile,
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ class CompileCache:
             held = f"it holds {', '.join(there)} only" if there else "it holds none"
             return f"compile cache: nothing to copy from {earlier} for {self.folder.name} ({held})"
         copied = 0
+        self.folder.mkdir(parents=True, exist_ok=True)
         for entry in sorted(source.glob("*-cache")):
             if not (self.folder / entry.name).exists():
                 shutil.copyfile(entry, self.folder / f".{entry.name}.part")
@@ -103,13 +105,16 @@ def use(folder: str | Path, devices: list[Any]) -> CompileCache:
 
     root = Path(user_path(folder))
     name = runtime_name(jax.__version__, devices[0].device_kind, len(devices))
-    try:
-        (root / name).mkdir(parents=True, exist_ok=True)
-    except OSError as error:
+    # JAX makes the folder when it first compiles (after the data checks): a run stopped before that
+    # leaves nothing in its output folder. Whether it can be made is checked now.
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise ParameterError(
-            f"COMPILE_CACHE={str(folder)!r} cannot be written ({error.strerror or error}): give a writable "
-            "folder, or 'none' to compile without a cache."
-        ) from None
+            f"COMPILE_CACHE={str(folder)!r} cannot be written ({existing} is not a writable folder): give a "
+            "writable folder, or 'none' to compile without a cache."
+        )
     cache = CompileCache(
         folder=root / name,
         entries_found=sum(1 for _ in (root / name).glob("*-cache")),  # JAX's files: <key>-cache, <key>-atime

@@ -46,18 +46,6 @@ def view(images: Any, index: int) -> Any:
     return tf.reverse(images, [2]) if "flipped" in VIEWS[index] else images
 
 
-def images_in_order(
-    files: Sequence[str], image_size: int, labeled: bool, global_batch: int, view_index: int = 0
-) -> tuple[Any, Any]:
-    """Every image of `files` in file order (`image_batches`), and their labels or ids.
-
-    Returns (dataset of image batches, numpy array of labels or ids). Predict on the dataset and
-    keep the first len(labels) rows: padding lets every replica get a full batch.
-    """
-    keys = keys_in_order(files, labeled)
-    return image_batches(files, image_size, labeled, global_batch, len(keys), view_index), keys
-
-
 def image_batches(
     files: Sequence[str], image_size: int, labeled: bool, global_batch: int, count: int, view_index: int = 0
 ) -> Any:

@@ -6,6 +6,7 @@ Each function returns the figure and, given `path`, also saves it as a PNG.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -52,12 +53,13 @@ def batch(
         axis.imshow(np.asarray(images[index]).astype(np.uint8))
         true = class_names[int(labels[index])]
         if predictions is None:
-            axis.set_title(true, fontsize=9)
+            axis.set_title(textwrap.fill(true, 28), fontsize=9)
             continue
         guess = class_names[int(predictions[index])]
         correct = int(predictions[index]) == int(labels[index])
         title = f"{guess} OK" if correct else f"{guess} NO -> {true}"
-        axis.set_title(title, fontsize=8, color="black" if correct else "red")
+        # Wrapped to the panel: long class names ("Cassava Bacterial Blight (CBB)") ran into the next one.
+        axis.set_title(textwrap.fill(title, 30), fontsize=8, color="black" if correct else "red")
     return _save(figure, path)
 
 
@@ -107,7 +109,8 @@ def learning_rate(rates: Sequence[float], path: str | Path | None = None) -> Any
 def confusion(
     counts: np.ndarray, class_names: Sequence[str], scores: dict[str, float], path: str | Path | None = None
 ) -> Any:
-    """The confusion matrix, rows normalized, titled with macro F1, precision and recall."""
+    """The confusion matrix, rows normalized, titled with the competition's metric (`scores["metric"]`),
+    accuracy and macro F1, precision and recall."""
     rows = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
     size = max(6.0, len(class_names) * 0.12)
     figure, axes = _figure(1, 1, (size, size))
@@ -119,9 +122,11 @@ def confusion(
     axis.set_yticks(ticks, class_names, fontsize=fontsize)
     axis.set_xlabel("predicted")
     axis.set_ylabel("true")
-    axis.set_title(
-        f"F1 {scores['f1_macro']:.3f}   precision {scores['precision_macro']:.3f}   recall {scores['recall_macro']:.3f}"
-    )
+    metric = scores["metric"]
+    first = f"{metric} {scores[metric]:.3f} (the competition's metric)"
+    first += "" if metric == "accuracy" else f"   accuracy {scores['accuracy']:.3f}"
+    second = f"macro F1 {scores['f1_macro']:.3f}   precision {scores['precision_macro']:.3f}   recall {scores['recall_macro']:.3f}"
+    figure.suptitle(f"{first}\n{second}", fontsize=10)  # over the figure: long class names narrow the axes
     return _save(figure, path)
 
 
