@@ -28,6 +28,10 @@ class Plan:
     def __post_init__(self) -> None:
         if not self.local_replicas:
             object.__setattr__(self, "local_replicas", tuple(range(self.replicas)))
+        first, last = self.local_replicas[0], self.local_replicas[-1]
+        if list(self.local_replicas) != list(range(first, last + 1)) or last >= self.replicas:
+            # JAX gives a process a consecutive block of the global batch's rows.
+            raise ValueError(f"local_replicas {self.local_replicas} are not consecutive replicas of {self.replicas}")
 
     @property
     def global_batch(self) -> int:
@@ -38,12 +42,21 @@ class Plan:
         """The rows of each global batch this process feeds."""
         return self.per_replica_batch * len(self.local_replicas)
 
+    @property
+    def local_rows(self) -> slice:
+        """The rows of each global batch this process feeds (all of them on one host)."""
+        first = self.local_replicas[0] * self.per_replica_batch
+        return slice(first, first + self.local_batch)
+
     def describe(self) -> str:
         """`global batch 128 (16 x 8 replicas), 6 steps per epoch, 6 per execution` (+ why lowered)."""
         line = (
             f"global batch {self.global_batch} ({self.per_replica_batch} x {self.replicas} replicas), "
             f"{self.steps_per_epoch} steps per epoch, {self.steps_per_execution} per execution"
         )
+        if len(self.local_replicas) < self.replicas:
+            first, last = self.local_replicas[0], self.local_replicas[-1]
+            line += f"; this process feeds replicas {first}-{last}: {self.local_batch} rows of each batch"
         return "; ".join([line, *self.notes])
 
 

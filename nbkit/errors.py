@@ -59,3 +59,7 @@ class PushError(NbkitError, RuntimeError):
 
 class RunError(NbkitError, RuntimeError):
     """A pushed kernel failed, was cancelled, ran past its time limit, or lacks an expected output."""
+
+
+class LaunchError(NbkitError, RuntimeError):
+    """A process of a local multi-process launch failed, died or hung: the run was stopped as a whole."""

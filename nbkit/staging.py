@@ -6,7 +6,8 @@ leaves the previous run's outputs exactly as they were. One run at a time per fo
     plots.batch(..., path=outputs.staging / "batch.png")  # written aside
     outputs.publish()                                     # all at once, at the end
 
-Files a run updates in place (checkpoints) go straight into `outputs.folder`.
+Files a run updates in place (checkpoints) go straight into `outputs.folder`. On a pod slice only
+process 0 writes (`nbkit.hosts`): the others stage into a temporary folder that `publish()` deletes.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import time
 from pathlib import Path
 from typing import IO
 
+from nbkit import hosts
 from nbkit.errors import ParameterError
 from nbkit.storage import user_path
 
@@ -29,20 +32,27 @@ STAGING, FAILED, LOCK = ".incomplete-run", ".failed-run", ".run.lock"
 class RunOutputs:
     """A started run's output folder (see `start`): `staging` holds this run's files until `publish()`."""
 
-    def __init__(self, folder: Path, earlier_failure: str = "") -> None:
+    def __init__(self, folder: Path, earlier_failure: str = "", writes: bool = True) -> None:
         self.folder = folder
-        self.staging = folder / STAGING
+        self.writes = writes  # False: a pod host other than process 0, whose files go nowhere
+        self.staging = folder / STAGING if writes else Path(tempfile.mkdtemp(prefix="nbkit-not-written-"))
         self.earlier_failure = earlier_failure
 
     def describe(self) -> str:
         """One line: where this run's outputs go, and what happened to an unfinished earlier run's."""
+        if not self.writes:
+            return f"This is {hosts.from_environment().describe()}: its outputs are not kept ({self.folder} is process 0's)."
         return (
             f"{self.earlier_failure}Outputs are written to {self.staging} and moved to {self.folder} when the run ends."
         )
 
     def publish(self) -> list[str]:
         """Move every staged file and folder into `folder` (replacing the previous run's), drop the
-        staging folder and release the folder's lock; returns the names moved."""
+        staging folder and release the folder's lock; returns the names moved (none where this process
+        does not write: its staged files are deleted)."""
+        if not self.writes:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            return []
         names = sorted(p.name for p in self.staging.iterdir())
         for name in names:
             target = self.folder / name
@@ -68,6 +78,8 @@ def start(folder: str | Path, parameter: str = "OUTPUT_DIR") -> RunOutputs:
     path = Path(user_path(folder))
     if path.exists() and not path.is_dir():
         raise ParameterError(f"{parameter}={str(folder)!r} is a file, not a folder: give a folder for the outputs.")
+    if not hosts.from_environment().writes_outputs:  # process 0 takes the folder; this one touches nothing
+        return RunOutputs(path, writes=False)
     outputs = RunOutputs(path)
     try:
         path.mkdir(parents=True, exist_ok=True)

@@ -114,6 +114,7 @@ plan = batching.plan(
     steps_per_execution=STEPS_PER_EXECUTION,
     max_steps_per_epoch=STEPS_PER_EPOCH,
     execution_limit=acc.execution_limit,
+    local_replicas=acc.local_replicas,  # on a pod slice: this host's
 )
 print(plan.describe())
 
@@ -121,7 +122,8 @@ print(plan.describe())
 from nbkit.images import ordered, pipeline, plots
 
 train_batches = pipeline.train_batches(splits["train"].files, image_size, plan, SEED, recipe=AUGMENT)
-val_batches = ordered.val_batches(splits["val"].files, image_size, plan.global_batch)
+print(pipeline.describe_reading(splits["train"].files, plan))
+val_batches = ordered.val_batches(splits["val"].files, image_size, plan.global_batch, plan.local_rows)
 images, labels = next(iter(train_batches))
 figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs.staging / "batch.png")
 
@@ -184,7 +186,7 @@ figure = plots.input_wait(input_monitor.epochs, path=outputs.staging / "input_wa
 from nbkit.images import metrics, oof, predict, submission
 
 val = predict.predict_in_order(
-    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch, views=TTA
+    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch, views=TTA, rows=plan.local_rows
 )
 val_labels, val_predictions = val.keys, val.probabilities.argmax(axis=1)
 confusion, scores = metrics.of_predictions(val_labels, val.probabilities, dataset.metric)
@@ -204,7 +206,7 @@ figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:2
 
 # %%
 test = predict.predict_in_order(
-    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch, views=TTA
+    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch, views=TTA, rows=plan.local_rows
 )
 written = submission.write(test.keys, test.probabilities.argmax(axis=1), dataset, outputs.staging / "submission.csv")
 metrics_file = metrics.write(

@@ -113,6 +113,7 @@ plan = batching.plan(
     steps_per_execution=STEPS_PER_EXECUTION,
     max_steps_per_epoch=STEPS_PER_EPOCH,
     execution_limit=acc.execution_limit,
+    local_replicas=acc.local_replicas,  # on a pod slice: this host's
 )
 print(plan.describe())
 
@@ -128,7 +129,7 @@ from nbkit.handoff import resume
 from nbkit.inputs import kaggle_hub
 
 checkpoints = outputs.folder / "checkpoints"
-if RESUME_FROM != "none" and RESUME == "auto":
+if RESUME_FROM != "none" and RESUME == "auto" and outputs.writes:  # on a pod slice, process 0 copies
     earlier = Path(kaggle_hub.notebook_output(RESUME_FROM, f"{run_name}/checkpoints"))
     print(resume.copy_checkpoint(earlier, checkpoints))
     print(acc.compile_cache.copy_from(earlier.parent / "compile-cache"))  # before the model is built
@@ -145,7 +146,7 @@ settings = {
     "fold": FOLD,
     "data": fingerprint,
 }
-run = resume.TrainingRun(checkpoints, settings, restart=RESUME == "restart")
+run = resume.TrainingRun(checkpoints, settings, restart=RESUME == "restart", hosts=acc.hosts)
 print(run.describe(profile.epochs))
 
 # %% [markdown]
@@ -181,7 +182,8 @@ from nbkit.images import ordered, pipeline
 train_batches = pipeline.train_batches(
     splits["train"].files, image_size, plan, SEED, first_epoch=run.epochs_done, recipe=AUGMENT
 )
-val_batches = ordered.val_batches(splits["val"].files, image_size, plan.global_batch)
+print(pipeline.describe_reading(splits["train"].files, plan))
+val_batches = ordered.val_batches(splits["val"].files, image_size, plan.global_batch, plan.local_rows)
 history = run.fit(
     model,
     train_batches,
@@ -208,7 +210,7 @@ figure = plots.training_curves(history, path=outputs.staging / "training_curves.
 from nbkit.images import metrics, oof, predict, submission
 
 val = predict.predict_in_order(
-    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch, views=TTA
+    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch, views=TTA, rows=plan.local_rows
 )
 confusion, scores = metrics.of_predictions(val.keys, val.probabilities, dataset.metric)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
@@ -217,7 +219,7 @@ if FOLD != -1:
     oof.write(splits["val"].ids, val.keys, val.probabilities, FOLD, dataset, outputs.staging / "oof.csv")
 
 test = predict.predict_in_order(
-    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch, views=TTA
+    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch, views=TTA, rows=plan.local_rows
 )
 written = submission.write(test.keys, test.probabilities.argmax(axis=1), dataset, outputs.staging / "submission.csv")
 

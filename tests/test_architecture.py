@@ -15,7 +15,7 @@ from nbkit.publish import bundle
 
 PACKAGE = REPO / "nbkit"
 MODULES = sorted(str(p.relative_to(PACKAGE).with_suffix("")) for p in PACKAGE.rglob("*.py"))
-CORE = {"errors", "params", "env", "atomic", "logs", "storage", "tfrecord", "batching", "staging"}
+CORE = {"errors", "params", "env", "atomic", "logs", "storage", "tfrecord", "batching", "staging", "hosts"}
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import record_items
 from test_accel_detect import PLAIN, fake_tf
+from test_launch import stand_in
 
 from nbkit import errors, params
 from nbkit.accel import choose, precision, tf_devices
@@ -15,7 +16,7 @@ from nbkit.guide import mnist
 from nbkit.handoff import package, resume
 from nbkit.images import layout, sample, writer
 from nbkit.inputs import datasets, secrets
-from nbkit.publish import bundle, kernel_metadata, push, remote, scan
+from nbkit.publish import bundle, kernel_metadata, launch, push, remote, scan
 from nbkit.pytorch.classifier import ImageRecords
 
 
@@ -267,6 +268,12 @@ CASES = [
         lambda t: remote.check_outputs(remote.Session("error", "Out of memory", ()), t, [], "alice/k"),
         errors.RunError,
         "alice/k ended with status error: Out of memory",
+    ),
+    (
+        "a launched process that fails",
+        lambda t: launch.launch(stand_in(t, "fail"), 1, 1, [("MODE", "fail")], t / "out"),
+        errors.LaunchError,
+        "process 0 failed (exit code 1)",
     ),
     (
         "a Keras backend already chosen",

@@ -4,6 +4,7 @@ each replica's share comes from its own files, so a process feeding some replica
 part of the global batch. And the ordered inputs of validation and prediction (nbkit.images.ordered)."""
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -97,14 +98,27 @@ def test_a_resumed_run_sees_what_the_uninterrupted_run_saw_and_another_seed_diff
     assert not np.array_equal(whole[0][:20], batches(train(files, 4, 5, seed=8), 5)[0])
 
 
-def test_each_replica_reads_its_own_files_and_a_process_gets_its_part_of_the_global_batch(sample):
+@pytest.mark.parametrize("cached", [True, False])
+def test_each_replica_reads_its_own_files_and_a_process_gets_its_part_of_the_global_batch(
+    sample, tmp_path, monkeypatch, cached
+):
     files = layout.find_files(sample, 64, "train")  # 10 files of 2 records
     shares = pipeline.replica_files(files, 4)
     assert sorted(f for share in shares for f in share) == sorted(files)  # each file to one replica
     assert max(map(layout.count_items, shares)) - min(map(layout.count_items, shares)) <= 2
-    everything = batches(train(files, 2, 3, replicas=4, seed=5), 6)  # one process, 4 replicas
-    first = batches(train(files, 2, 3, replicas=4, seed=5, local=(0, 1)), 6)  # as process 0 of 2
-    second = batches(train(files, 2, 3, replicas=4, seed=5, local=(2, 3)), 6)  # as process 1 of 2
+    options = {"replicas": 4, "seed": 5, "cached": cached, "monkeypatch": monkeypatch}
+    everything = batches(train(files, 2, 3, **options), 6)  # one process, 4 replicas
+    # Each process as a pod host that holds only its replicas' files: reading another's would fail.
+    own = []
+    for local in ((0, 1), (2, 3)):
+        host = tmp_path / f"host{local[0]}"
+        host.mkdir()
+        for replica in local:
+            for name in shares[replica]:
+                (host / Path(name).name).symlink_to(name)
+        names = [str(host / Path(name).name) for name in files]  # the whole list, as every host is given it
+        own.append(batches(train(names, 2, 3, local=local, **options), 6))
+    first, second = own
     for step in range(6):
         rows = slice(8 * step, 8 * step + 8)
         local = slice(4 * step, 4 * step + 4)

@@ -12,6 +12,7 @@ from typing import Any
 from nbkit.accel import precision
 from nbkit.accel.compile_cache import CompileCache
 from nbkit.accel.tpu import TpuInfo
+from nbkit.hosts import Hosts
 from nbkit.params import check_int
 
 # Workaround, TensorFlow 2.18-2.21 with Keras 3.10-3.15 (measured on 2 and 8 logical CPUs); building the
@@ -48,6 +49,12 @@ class Accelerator:
     precision: str = "float32"  # the Keras dtype policy set by set_precision()
     changes: list[str] = field(default_factory=list)  # what setup() sets for this process (environment, warnings)
     compile_cache: CompileCache = field(default_factory=CompileCache)  # JAX's persistent cache (off by default)
+    hosts: Hosts = field(default_factory=Hosts)  # this process among the run's processes (a pod slice's hosts)
+    local_replicas: tuple[int, ...] = ()  # the replicas whose devices this process feeds; (): all of them
+
+    def __post_init__(self) -> None:
+        if not self.local_replicas:
+            self.local_replicas = tuple(range(self.num_replicas))
 
     @property
     def distribution_name(self) -> str:
@@ -149,6 +156,11 @@ class Accelerator:
             what = "logical CPU devices" if self.backend == "tensorflow" else "JAX host CPU devices"
             shape = ", as many as a TPU v5e-8 has cores" if self.num_replicas == TPU_SHAPED else ""
             text += f" (simulated: {self.num_replicas} {what}{shape})"
+        if self.hosts.joins_runtime:
+            text += (
+                f", joined by JAX's distributed runtime: {self.hosts.describe()}, {len(self.local_replicas)} local "
+                f"devices, {self.num_replicas} global devices (each process feeds its own; process 0 writes the outputs)"
+            )
         text += (
             f", distributed with {self.distribution_name}. Chosen because: {self.reason}. "
             f"Recommended precision policy: {self.recommended_precision}. "

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 from nbkit import env as nbenv
+from nbkit import hosts as nbhosts
 from nbkit.accel import compile_cache as nbcompile_cache
 from nbkit.accel import jax_devices, tf_devices
 from nbkit.accel.accelerator import Accelerator
@@ -70,8 +71,14 @@ def _find(backend: str, tpu: str | None, simulate_devices: int) -> Accelerator:
     # TensorFlow's C++ INFO/WARNING lines (CUDA probing, CPU features) drown notebook output.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     warnings.filterwarnings("ignore", message=SHUFFLE_WARNING)
+    hosts = nbhosts.from_environment()
     if chosen == "jax":
-        return jax_devices.find_accelerator(simulate_devices, reason)
+        return jax_devices.find_accelerator(simulate_devices, reason, hosts)
+    if hosts.joins_runtime:
+        raise BackendError(
+            f"This is {hosts.describe()}, a multi-host run, which nbkit runs through JAX's distributed runtime: "
+            "use backend='jax' (or 'auto'). A TPU Pod driven by one TensorFlow process is named with tpu=... instead."
+        )
     addresses = tpu_addresses(tpu, nbenv.tpu_address(), tpu_vm, nbenv.platform())
     with quiet_native_logs():
         import tensorflow as tf

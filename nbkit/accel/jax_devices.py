@@ -10,6 +10,7 @@ import os
 import re
 from typing import Any
 
+from nbkit import hosts as nbhosts
 from nbkit.accel import tpu
 from nbkit.accel.accelerator import Accelerator
 from nbkit.accel.precision import recommended
@@ -19,8 +20,11 @@ from nbkit.logs import quiet_native_logs
 KINDS = {"tpu": "tpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu"}  # JAX platform -> device kind
 
 
-def request_cpu_devices(count: int) -> None:
-    """Ask XLA for `count` host devices, and enough threads to run them; read when JAX starts its backends."""
+def request_cpu_devices(count: int, processes: int = 1) -> None:
+    """Ask XLA for `count` host devices, and enough threads to run them; read when JAX starts its backends.
+    With several `processes` (simulated pod hosts) each gets the threads of one process holding all
+    their devices: XLA:CPU splits an operation's work by its pool's size, and so its sums (measured: 2 x 4
+    with 8 threads each drifted from 1 x 8 with 16 in the 4th epoch; with 16 each, equal bit for bit)."""
     flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", os.environ.get("XLA_FLAGS", ""))
     os.environ["XLA_FLAGS"] = f"{flags.strip()} --xla_force_host_platform_device_count={count}".strip()
     # Workaround, jaxlib 0.4.35-0.12 (XLA:CPU): its PjRt pool has max(cores, devices) threads. A multi-device
@@ -30,22 +34,33 @@ def request_cpu_devices(count: int) -> None:
     # leaves room (0 of 50). jaxlib reads PJRT_NPROC when it creates the CPU client. Whether it is still
     # needed is measured by bench/jax_deadlock.py (a race: no test can show it every time);
     # tests/test_accel_real.py::test_simulated_jax_devices_get_enough_xla_threads checks the knob still works.
-    os.environ["PJRT_NPROC"] = str(max(os.cpu_count() or 1, 2 * count))
+    os.environ["PJRT_NPROC"] = str(max(os.cpu_count() or 1, 2 * count * processes))
 
 
-def find_accelerator(simulate_devices: int, reason: str) -> Accelerator:
-    """JAX's devices as an Accelerator, DataParallel set when there are several."""
+def find_accelerator(simulate_devices: int, reason: str, hosts: nbhosts.Hosts | None = None) -> Accelerator:
+    """JAX's devices as an Accelerator, DataParallel set when there are several. With several
+    processes (`hosts`: a pod slice) it joins JAX's distributed runtime first, and the replicas are
+    every process's devices."""
+    hosts = hosts or nbhosts.Hosts()
     if simulate_devices > 1:
-        request_cpu_devices(simulate_devices)
+        request_cpu_devices(simulate_devices, hosts.count)
     with quiet_native_logs():
+        if hosts.joins_runtime:
+            nbhosts.start_runtime(hosts)
         import jax
 
-        devices = jax.devices()  # JAX's default platform: TPU, else GPU, else CPU
+        # JAX's default platform: TPU, else GPU, else CPU; every process's devices. Ordered by process,
+        # so each host's replicas are one block of the global batch (its local rows, read from its files);
+        # a TPU slice may number its devices across hosts.
+        devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+        local = jax.local_devices()
+        if hosts.joins_runtime:  # on a TPU VM JAX numbered the hosts itself
+            hosts = nbhosts.Hosts(jax.process_index(), jax.process_count(), hosts.coordinator)
     kind = KINDS.get(devices[0].platform, "cpu")
     notes: list[str] = []
-    if kind == "cpu" and simulate_devices > 1 and len(devices) != simulate_devices:
+    if kind == "cpu" and simulate_devices > 1 and len(local) != simulate_devices:
         raise BackendError(
-            f"JAX already started with {len(devices)} CPU device(s), so it cannot be split into "
+            f"JAX already started with {len(local)} CPU device(s), so it cannot be split into "
             f"{simulate_devices}. Restart the kernel and call nbkit.accel.setup(backend='jax', "
             f"simulate_devices={simulate_devices}) before running any JAX code."
         )
@@ -58,7 +73,10 @@ def find_accelerator(simulate_devices: int, reason: str) -> Accelerator:
 
     distribution = None
     if len(devices) > 1:
-        distribution = keras.distribution.DataParallel(devices=devices)
+        # With several processes each feeds its own replicas' rows (nbkit's pipeline picks them), so
+        # Keras must not shard the dataset again.
+        sharding = {"auto_shard_dataset": False} if hosts.several else {}
+        distribution = keras.distribution.DataParallel(devices=devices, **sharding)
         keras.distribution.set_distribution(distribution)
     simulated = kind == "cpu" and len(devices) > 1
     why = {"tpu": f"JAX sees {len(devices)} TPU core(s)", "gpu": f"JAX sees {len(devices)} GPU(s)"}.get(
@@ -78,6 +96,8 @@ def find_accelerator(simulate_devices: int, reason: str) -> Accelerator:
         reason=f"{reason}; {why}",
         notes=notes,
         jax_devices=list(devices),
+        hosts=hosts,
+        local_replicas=tuple(i for i, d in enumerate(devices) if d.process_index == jax.process_index()),
     )
 
 

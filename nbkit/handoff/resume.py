@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from nbkit import atomic
+from nbkit import hosts as nbhosts
 from nbkit.errors import ResumeError
 
 STATE_FILE = "training-state.json"
@@ -35,17 +37,42 @@ class TrainingRun:
     image size, global batch, seed, data fingerprint...). The number of epochs may grow: a
     finished run given more epochs continues from where it ended.
     restart: ignore what is in `folder` and start over (its files are replaced as epochs finish).
+    hosts: on a pod slice (`acc.hosts`) every process reads the same checkpoint, which only process 0
+    writes: `folder` must be one every host sees.
     """
 
-    def __init__(self, folder: str | Path, settings: dict[str, Any], restart: bool = False) -> None:
+    def __init__(
+        self, folder: str | Path, settings: dict[str, Any], restart: bool = False, hosts: nbhosts.Hosts | None = None
+    ) -> None:
         self.folder = Path(folder)
         self.settings = json.loads(json.dumps(settings))  # plain JSON values, compared as saved
         self.epochs_done = 0
         self.history: dict[str, list[float]] = {}
         self.weights_file: str | None = None
+        self.hosts = hosts or nbhosts.Hosts()
+        if self.hosts.several:  # process 0 may be copying an earlier run's checkpoint in (RESUME_FROM)
+            nbhosts.wait_for_all("nbkit: checkpoints in place")
         self.restarted = restart and (self.folder / STATE_FILE).exists()
         if not restart:
             self._read()
+        if self.hosts.several:
+            self._check_every_process_found_the_same()
+
+    def _check_every_process_found_the_same(self) -> None:
+        import zlib
+
+        import numpy as np
+
+        state = self.folder / STATE_FILE
+        mine = zlib.crc32(state.read_bytes()) & 0x7FFFFFFF if self.epochs_done else 0  # int32: JAX's default
+        found = np.asarray(nbhosts.every_process(np.array([self.epochs_done, mine], np.int32))).reshape(-1, 2)
+        if len({tuple(row) for row in found.tolist()}) > 1:
+            each = ", ".join(f"process {i}: {n} epochs done" for i, (n, _) in enumerate(found.tolist()))
+            raise ResumeError(
+                f"The processes found different checkpoints in {self.folder} ({each}). Every host must see the "
+                "one folder process 0 writes: give an OUTPUT_DIR on storage every host mounts (NFS, a gcsfuse "
+                "bucket), or RESUME='restart'."
+            )
 
     def _read(self) -> None:
         path = self.folder / STATE_FILE
@@ -126,11 +153,18 @@ class TrainingRun:
         """Write the checkpoint of `epochs_done`, then the state that points at it, then drop older
         checkpoints. A kill at any moment leaves a state file pointing at a complete checkpoint."""
         name = _weights_name(epochs_done)
-        with atomic.replacing(self.folder / name) as partial:  # keeps the .weights.h5 suffix Keras wants
-            model.save_weights(partial)
         for key, value in logs.items():
             value = float(value)
             self.history.setdefault(key, []).append(value if math.isfinite(value) else None)
+        if not self.hosts.writes_outputs:
+            # Every process saves: Keras' save calls jax.device_put, which with several processes checks every
+            # process passes the same value (a collective; process 0 alone fails). Only process 0 keeps it.
+            with tempfile.TemporaryDirectory(prefix="nbkit-not-written-") as scratch:
+                model.save_weights(Path(scratch) / name)
+            self.epochs_done, self.weights_file = epochs_done, name
+            return
+        with atomic.replacing(self.folder / name) as partial:  # keeps the .weights.h5 suffix Keras wants
+            model.save_weights(partial)
         self.epochs_done, self.weights_file = epochs_done, name
         state = {
             "version": STATE_VERSION,

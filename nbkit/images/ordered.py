@@ -11,11 +11,12 @@ from nbkit.images.augment import VIEWS
 from nbkit.images.decode import decode_batch, features, in_file_order
 
 
-def val_batches(files: Sequence[str], image_size: int, global_batch: int) -> Any:
-    """(image, label) batches in file order, cached in memory after the first epoch (full batches only)."""
+def val_batches(files: Sequence[str], image_size: int, global_batch: int, rows: slice = slice(None)) -> Any:
+    """(image, label) batches in file order, cached in memory after the first epoch (full batches only);
+    of each, only `rows` (`plan.local_rows`: the rows this process feeds on a pod slice)."""
     import tensorflow as tf
 
-    batches = in_file_order(files).batch(global_batch, drop_remainder=True)
+    batches = in_file_order(files).batch(global_batch, drop_remainder=True).map(lambda batch: batch[rows])
     dataset = batches.map(lambda batch: decode_batch(batch, image_size, True), num_parallel_calls=tf.data.AUTOTUNE)
     # The batch count is known from the file names; telling tf.data lets Keras stop without a warning.
     known = tf.data.experimental.assert_cardinality(layout.count_items(files) // global_batch)
@@ -47,17 +48,28 @@ def view(images: Any, index: int) -> Any:
 
 
 def image_batches(
-    files: Sequence[str], image_size: int, labeled: bool, global_batch: int, count: int, view_index: int = 0
+    files: Sequence[str],
+    image_size: int,
+    labeled: bool,
+    global_batch: int,
+    count: int,
+    view_index: int = 0,
+    rows: slice = slice(None),
 ) -> Any:
     """The `count` images of `files` in file order (as view `view_index` of VIEWS), padded to whole
-    global batches."""
+    global batches; of each, only `rows` (`plan.local_rows`: this process's, on a pod slice)."""
     import tensorflow as tf
 
+    first, stop, _ = rows.indices(global_batch)
+
     def padded(batch: Any) -> Any:
-        images, _ = decode_batch(batch, image_size, labeled)
+        # Pad the serialized records (empty ones decode to nothing), so each process cuts its rows first.
+        batch = tf.pad(batch, [[0, global_batch - tf.shape(batch)[0]]])[first:stop]
+        found = tf.reduce_sum(tf.cast(tf.strings.length(batch) > 0, tf.int32))
+        images, _ = decode_batch(batch[:found], image_size, labeled)
         images = view(images, view_index) if view_index else images
-        images = tf.pad(images, [[0, global_batch - tf.shape(images)[0]], [0, 0], [0, 0], [0, 0]])
-        return tf.ensure_shape(images, [global_batch, image_size, image_size, 3])
+        images = tf.pad(images, [[0, stop - first - found], [0, 0], [0, 0], [0, 0]])
+        return tf.ensure_shape(images, [stop - first, image_size, image_size, 3])
 
     images = in_file_order(files).batch(global_batch).map(padded, num_parallel_calls=tf.data.AUTOTUNE)
     batches = tf.data.experimental.assert_cardinality(-(-count // global_batch))

@@ -47,6 +47,17 @@ def replica_files(files: Sequence[str], replicas: int) -> list[list[str]]:
     return [[files[i] for i in sorted(share)] for share in shares]
 
 
+def describe_reading(files: Sequence[str], plan: Any) -> str:
+    """Which training files this process reads: all of them on one host, its replicas' on a pod slice."""
+    shares = replica_files(files, plan.replicas)
+    mine = sorted(f for r in plan.local_replicas for f in shares[r])
+    names = ", ".join(name.rsplit("/", 1)[-1] for name in mine)
+    if len(plan.local_replicas) == plan.replicas:
+        return f"this process reads all {len(files)} training files: {names}"
+    first, last = plan.local_replicas[0], plan.local_replicas[-1]
+    return f"this process reads {len(mine)} of the {len(files)} training files (replicas {first}-{last}'s): {names}"
+
+
 def train_batches(
     files: Sequence[str], image_size: int, plan: Any, seed: int, first_epoch: int = 0, recipe: str = "flips"
 ) -> Any:

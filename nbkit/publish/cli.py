@@ -9,6 +9,7 @@ python -m nbkit status build/kernels/02-flowers-classifier              (or owne
 python -m nbkit scan notebooks build/kernels
 python -m nbkit tfrecords train_images out/cassava --size 512 --labels train.csv --test test_images
 python -m nbkit oof out/train-on-tpu-fold0 out/train-on-tpu-fold1 ... --data out/cassava
+python -m nbkit launch notebooks/02_flowers_classifier.py --processes 2 --devices-per-process 4 -p EPOCHS 3
 """
 
 from __future__ import annotations
@@ -144,7 +145,28 @@ def _parser() -> argparse.ArgumentParser:
     oof.add_argument("--data", required=True, type=user_path, help="the folded data (its DATA_ROOT)")
     oof.add_argument("--size", type=int, default=0, help="its image size (default: the smallest there)")
     oof.add_argument("--out", default="out/oof", help="where oof.csv and metrics.json go (default out/oof)")
+    launch = commands.add_parser("launch", help="a notebook as local processes joined like a pod slice's hosts (JAX)")
+    launch.add_argument("notebook", type=user_path, help="notebooks/NN_name.py (its .ipynb runs) or .ipynb")
+    launch.add_argument("--processes", type=int, default=2, help="processes, as hosts (default 2)")
+    launch.add_argument("--devices-per-process", type=int, default=4, help="simulated CPU devices each (default 4)")
+    launch.add_argument(
+        "-p", nargs=2, action="append", default=[], dest="parameters", metavar=("NAME", "VALUE"), help="as papermill's"
+    )
+    launch.add_argument("--out", type=user_path, default="out/launch", help="executed notebooks (default out/launch)")
+    launch.add_argument("--timeout", type=float, default=3600, help="seconds before every process is stopped")
     return parser
+
+
+def _launch(args: argparse.Namespace) -> str:
+    import signal
+
+    from nbkit.publish import launch
+
+    # A SIGTERM (a CI job's end, `timeout`) unwinds like Ctrl-C, so every process of the run is stopped too.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
+    parameters = [tuple(pair) for pair in args.parameters]
+    started = launch.launch(args.notebook, args.processes, args.devices_per_process, parameters, args.out, args.timeout)
+    return "every process ended well:\n" + launch.describe(started)
 
 
 def _bundle_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -218,6 +240,8 @@ def run(args: argparse.Namespace) -> str:
         return _convert(args)
     if args.command == "oof":
         return _oof(args)
+    if args.command == "launch":
+        return _launch(args)
     if args.command == "status":
         from nbkit.publish import push
 
