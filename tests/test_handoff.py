@@ -278,6 +278,8 @@ def test_05_on_two_hosts_killed_stops_whole_and_resumes_as_if_never_stopped(two_
     process = launch(tmp_path, "05_train_on_tpu.ipynb", "resumed", **params)
     assert process.wait(timeout=900) == 0, (tmp_path / "resumed.log").read_text()[-3000:]
     said = text_outputs(tmp_path / "resumed" / "05_train_on_tpu.p0.ipynb")
+    assert f"An earlier run did not finish: its partial outputs are in {output_dir / '.failed-run'}" in said
+    assert (output_dir / ".failed-run").is_dir()  # the killed run's (05 stages its files after training)
     assert f"resuming after epoch {done} of {EPOCHS}" in said
     assert "compiled program(s) loaded" in said  # the killed run's compile cache, in OUTPUT_DIR/compile-cache
     epochs_run = [line.split()[1] for line in said.splitlines() if line.startswith("Epoch ")]

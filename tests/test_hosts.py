@@ -108,22 +108,22 @@ def test_several_processes_need_the_jax_backend(run_python):
 
 
 CHECKPOINT_FOUND = """
-    import json, os, sys
+    import json, sys, time
     from pathlib import Path
     from nbkit import accel
     from nbkit.handoff import resume
 
     acc = accel.setup("jax")
-    folder = Path(sys.argv[1]) / (sys.argv[2] if acc.hosts.index == 0 else sys.argv[3])
-    if acc.hosts.index == 0 and sys.argv[2] == "copied":  # as 05 copies RESUME_FROM's checkpoint, late
-        import time
+    root, first = Path(sys.argv[1]), acc.hosts.index == 0
+    if first:  # as 05 copies RESUME_FROM's checkpoint in: late (process 1 is at the next line by then)
         time.sleep(2)
-        folder.mkdir()
-        (folder / "epoch-0002.weights.h5").write_bytes(b"")
+        (root / "copied").mkdir()
+        (root / "copied" / "epoch-0002.weights.h5").write_bytes(b"")
         state = {"version": 1, "settings": {}, "epochs_done": 2, "weights_file": "epoch-0002.weights.h5", "history": {}}
-        (folder / resume.STATE_FILE).write_text(json.dumps(state))
-    try:
-        print("found", resume.TrainingRun(folder, {}, hosts=acc.hosts).epochs_done)
+        (root / "copied" / resume.STATE_FILE).write_text(json.dumps(state))
+    print("found", resume.TrainingRun(root / "copied", {}, hosts=acc.hosts).epochs_done)
+    try:  # process 1 on a disk of its own (a host's local folder)
+        resume.TrainingRun(root / ("copied" if first else "elsewhere"), {}, hosts=acc.hosts)
     except Exception as error:
         print(type(error).__name__, error)
 """
@@ -157,12 +157,9 @@ def run_as_processes(code: str, count: int, *arguments: str) -> list[str]:
 
 
 def test_every_process_resumes_from_the_checkpoint_process_0_put_in_place_or_stops(tmp_path):
-    # Process 0 copies a checkpoint in (2 s late); process 1 reads the same folder only once it is there.
-    outputs = run_as_processes(CHECKPOINT_FOUND, 2, str(tmp_path), "copied", "copied")
-    assert all("found 2" in out for out in outputs), outputs
-    (tmp_path / "again").mkdir()
-    # A folder process 1 does not share (each host's local disk): both stop, saying what each found.
-    outputs = run_as_processes(CHECKPOINT_FOUND, 2, str(tmp_path / "again"), "copied", "elsewhere")
+    outputs = run_as_processes(CHECKPOINT_FOUND, 2, str(tmp_path))
     for out in outputs:
+        assert "found 2" in out, out  # process 1 read the folder only once process 0 had put the checkpoint there
+        # A folder process 1 does not share: both stop, saying what each found.
         assert "ResumeError The processes found different checkpoints" in out, out
         assert "process 0: 2 epochs done, process 1: 0 epochs done" in out and "every host mounts" in out

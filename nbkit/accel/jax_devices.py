@@ -44,18 +44,8 @@ def find_accelerator(simulate_devices: int, reason: str, hosts: nbhosts.Hosts | 
     hosts = hosts or nbhosts.Hosts()
     if simulate_devices > 1:
         request_cpu_devices(simulate_devices, hosts.count)
-    with quiet_native_logs():
-        if hosts.joins_runtime:
-            nbhosts.start_runtime(hosts)
-        import jax
-
-        # JAX's default platform: TPU, else GPU, else CPU; every process's devices. Ordered by process,
-        # so each host's replicas are one block of the global batch (its local rows, read from its files);
-        # a TPU slice may number its devices across hosts.
-        devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
-        local = jax.local_devices()
-        if hosts.joins_runtime:  # on a TPU VM JAX numbered the hosts itself
-            hosts = nbhosts.Hosts(jax.process_index(), jax.process_count(), hosts.coordinator)
+    devices, hosts = _devices(hosts)
+    local = [d for d in devices if d.process_index == hosts.index]
     kind = KINDS.get(devices[0].platform, "cpu")
     notes: list[str] = []
     if kind == "cpu" and simulate_devices > 1 and len(local) != simulate_devices:
@@ -97,8 +87,24 @@ def find_accelerator(simulate_devices: int, reason: str, hosts: nbhosts.Hosts | 
         notes=notes,
         jax_devices=list(devices),
         hosts=hosts,
-        local_replicas=tuple(i for i, d in enumerate(devices) if d.process_index == jax.process_index()),
+        local_replicas=tuple(i for i, d in enumerate(devices) if d.process_index == hosts.index),
     )
+
+
+def _devices(hosts: nbhosts.Hosts) -> tuple[list[Any], nbhosts.Hosts]:
+    """Every process's devices of JAX's default platform (TPU, else GPU, else CPU), joining its
+    distributed runtime first where `hosts` says so; and `hosts` as JAX numbered them (a TPU VM's)."""
+    with quiet_native_logs():
+        if hosts.joins_runtime:
+            nbhosts.start_runtime(hosts)
+        import jax
+
+        # Ordered by process, so each host's replicas are one block of the global batch (its local rows,
+        # read from its files); a TPU slice may number its devices across hosts.
+        devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+        if hosts.joins_runtime:
+            hosts = nbhosts.Hosts(jax.process_index(), jax.process_count(), hosts.coordinator)
+    return devices, hosts
 
 
 def parse_capability(value: Any) -> tuple[int, int] | None:
