@@ -56,10 +56,13 @@ def test_keras_bug_behind_the_steps_per_execution_cap_still_exists(run_python):
     assert "FIT-FAILED True" in result.stdout
 
 
-def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution(run_python):
+def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution_and_says_what_it_set(run_python):
+    """One process: 8 JAX devices train with steps_per_execution; setup() lists what it set in the process;
+    PJRT_NPROC is twice the device count (the all-reduce deadlock, see bench/jax_deadlock.py) and jaxlib still
+    reads that undocumented knob: its intra-op pool has that many threads."""
     result = run_python(
         """
-        import json
+        import collections, glob, json, os
         import numpy as np
         from nbkit import accel, models
         acc = accel.setup("jax", simulate_devices=8)
@@ -73,10 +76,12 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution(run_p
         x = np.zeros((64, 8, 8, 1), "uint8"); y = np.zeros(64, "int64"); x[::2] = 255; y[::2] = 1
         history = model.fit(x, y, batch_size=acc.global_batch(2), epochs=3, verbose=0)
         kernel = model.layers[1].kernel.value
+        threads = collections.Counter(open(p).read().strip() for p in glob.glob("/proc/self/task/*/comm"))
         print(json.dumps({"kind": acc.kind, "replicas": acc.num_replicas, "simulated": acc.simulated,
                           "distribution": acc.distribution_name, "spe": model.steps_per_execution,
                           "results": [r.tolist() for r in results], "loss": history.history["loss"],
-                          "kernel_devices": len(kernel.sharding.device_set)}))
+                          "kernel_devices": len(kernel.sharding.device_set), "nproc": os.environ["PJRT_NPROC"],
+                          "eigen": threads.get("tf_XLAEigen", 0), "said": " ".join(acc.describe().split())}))
         """
     )
     report = last_json(result)
@@ -86,6 +91,10 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution(run_p
     assert report["results"] == [[[22.0, 28.0], [49.0, 64.0]]] * 8
     assert report["kernel_devices"] == 8  # weights replicated on all 8 devices
     assert report["loss"][-1] < report["loss"][0]
+    assert int(report["nproc"]) >= 16 and report["eigen"] == int(report["nproc"])
+    said = report["said"].split("For this process: ", 1)[1]
+    assert "KERAS_BACKEND=jax" in said and "--xla_force_host_platform_device_count=8" in said
+    assert f"PJRT_NPROC={report['nproc']}" in said and "`shuffle=True` was passed" in said
 
 
 def test_backend_conflict_after_keras_import_says_how_to_fix(run_python):
@@ -141,27 +150,6 @@ def test_single_cpu_uses_the_default_strategy(run_python):
     assert "cuda drivers" not in result.stderr  # known start-up noise is filtered
 
 
-def test_simulated_jax_devices_get_enough_xla_threads(run_python):
-    """nbkit sets PJRT_NPROC to twice the device count (the all-reduce deadlock, see
-    bench/jax_deadlock.py); this checks jaxlib still reads that undocumented knob: its intra-op pool
-    has that many threads."""
-    result = run_python(
-        """
-        import collections, glob, json, os
-        from nbkit import accel
-        acc = accel.setup("jax", simulate_devices=8)
-        import jax, jax.numpy as jnp
-        mesh = jax.sharding.Mesh(jax.devices(), ("d",))
-        x = jax.device_put(jnp.arange(8.0), jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d")))
-        jax.jit(lambda v: v.sum())(x).block_until_ready()  # starts the pools
-        names = collections.Counter(open(p).read().strip() for p in glob.glob("/proc/self/task/*/comm"))
-        print(json.dumps({"nproc": os.environ["PJRT_NPROC"], "eigen": names.get("tf_XLAEigen", 0)}))
-        """
-    )
-    report = last_json(result)
-    assert int(report["nproc"]) >= 16 and report["eigen"] == int(report["nproc"])
-
-
 def test_keras_still_warns_about_shuffle_so_setup_hides_it(run_python):
     # The workaround in nbkit.accel.choose (SHUFFLE_WARNING): if this fails, Keras stopped warning on
     # every fit() with a tf.data dataset, and the filter can go.
@@ -181,15 +169,3 @@ def test_keras_still_warns_about_shuffle_so_setup_hides_it(run_python):
         """
     )
     assert "WARNED True" in result.stdout
-
-
-def test_setup_says_what_it_set_in_this_process(run_python):
-    result = run_python(
-        """
-        from nbkit import accel
-        print(" ".join(accel.setup("jax", simulate_devices=4).describe().split()))
-        """
-    )
-    said = result.stdout.split("For this process: ", 1)[1]
-    assert "KERAS_BACKEND=jax" in said and "--xla_force_host_platform_device_count=4" in said
-    assert "PJRT_NPROC=" in said and "`shuffle=True` was passed" in said

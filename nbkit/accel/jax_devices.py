@@ -33,7 +33,7 @@ def request_cpu_devices(count: int, processes: int = 1) -> None:
     # all-reduces deadlocked ("only 7 of them arrived"; 37 of 50 runs on 2 cores). Twice the device count
     # leaves room (0 of 50). jaxlib reads PJRT_NPROC when it creates the CPU client. Whether it is still
     # needed is measured by bench/jax_deadlock.py (a race: no test can show it every time);
-    # tests/test_accel_real.py::test_simulated_jax_devices_get_enough_xla_threads checks the knob still works.
+    # tests/test_accel_real.py (the 8-device JAX test) checks the knob still works.
     os.environ["PJRT_NPROC"] = str(max(os.cpu_count() or 1, 2 * count * processes))
 
 
