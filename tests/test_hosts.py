@@ -110,20 +110,22 @@ def test_several_processes_need_the_jax_backend(run_python):
 CHECKPOINT_FOUND = """
     import json, sys, time
     from pathlib import Path
-    from nbkit import accel
+    import jax
+    from nbkit import hosts
     from nbkit.handoff import resume
 
-    acc = accel.setup("jax")
-    root, first = Path(sys.argv[1]), acc.hosts.index == 0
+    place = hosts.from_environment()
+    jax.distributed.initialize(place.coordinator, place.count, place.index)  # what setup() has Keras do
+    root, first = Path(sys.argv[1]), place.index == 0
     if first:  # as 05 copies RESUME_FROM's checkpoint in: late (process 1 is at the next line by then)
         time.sleep(2)
         (root / "copied").mkdir()
         (root / "copied" / "epoch-0002.weights.h5").write_bytes(b"")
         state = {"version": 1, "settings": {}, "epochs_done": 2, "weights_file": "epoch-0002.weights.h5", "history": {}}
         (root / "copied" / resume.STATE_FILE).write_text(json.dumps(state))
-    print("found", resume.TrainingRun(root / "copied", {}, hosts=acc.hosts).epochs_done)
+    print("found", resume.TrainingRun(root / "copied", {}, hosts=place).epochs_done)
     try:  # process 1 on a disk of its own (a host's local folder)
-        resume.TrainingRun(root / ("copied" if first else "elsewhere"), {}, hosts=acc.hosts)
+        resume.TrainingRun(root / ("copied" if first else "elsewhere"), {}, hosts=place)
     except Exception as error:
         print(type(error).__name__, error)
 """
