@@ -263,6 +263,7 @@ def test_05_on_two_hosts_killed_stops_whole_and_resumes_as_if_never_stopped(two_
         assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "killed.log").read_text()[-3000:]
         time.sleep(0.1)
     kernel = kernel_of(process.pid, "1")
+    assert kernel is not None, "no kernel of process 1 found"
     os.kill(kernel, signal.SIGKILL)  # host 1 dies mid-training
     killed_at = time.monotonic()
     assert process.wait(timeout=120) != 0
