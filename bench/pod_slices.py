@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import report  # noqa: E402
+
+from nbkit.publish.launch import coordinator_port  # noqa: E402
 
 DATA = Path("out/bench/pod-data")
 PER_REPLICA_BATCH, SIZE, CLASSES = 16, 192, 104
@@ -113,9 +114,7 @@ def worker(kind: str, devices: int, epochs: int) -> None:
 def run_setup(kind: str, processes: int, devices: int, epochs: int) -> dict[str, float] | None:
     """One run of a setup (its processes started together); None when it hung past HANG_S (every
     process is then killed: XLA:CPU's all-reduce deadlock, which nbkit's thread count avoids)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = coordinator_port()
     command = [sys.executable, __file__, "--worker", kind, "--devices", str(devices), "--epochs", str(epochs)]
     running = []
     for index in range(processes):

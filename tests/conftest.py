@@ -4,10 +4,12 @@ can be chosen only once per process)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable
@@ -15,13 +17,25 @@ from pathlib import Path
 from unittest import mock
 
 import jupytext
+import nbval.kernel
 import papermill
 import pytest
+from jupyter_client import KernelManager
+
+from nbkit.publish.engine import ENGINE_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 # No kagglehub in tests (the kagglehub tests turn it back on against a stub): a machine with Kaggle
 # credentials would otherwise download the competition while nbval runs the notebooks.
 os.environ["NBKIT_KAGGLEHUB"] = "off"
+# Every kernel of the tests listens on socket files, not TCP ports: two test lanes run at once and JAX's
+# Gloo opens sockets, and a kernel's port could be taken before it binds it (nbkit/publish/engine.py).
+# papermill's runs take nbkit's engine (PAPERMILL: its command line); nbval's kernels come from
+# nbval.kernel's KernelManager.
+ENGINE = ENGINE_NAME
+PAPERMILL = [sys.executable, "-m", "nbkit.publish.engine"]
+NBVAL_KERNEL_SOCKETS = tempfile.TemporaryDirectory(prefix="nbkit-nbval-kernels-")
+nbval.kernel.KernelManager = functools.partial(KernelManager, transport="ipc", ip=f"{NBVAL_KERNEL_SOCKETS.name}/kernel")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -75,6 +89,7 @@ def execute(tmp_path: Path, notebook: str, output: str = "out.ipynb", **params: 
             str(output_path),
             parameters=params,
             kernel_name="python3",
+            engine_name=ENGINE,
             cwd=str(REPO),
             progress_bar=False,
         )
@@ -97,10 +112,9 @@ def kill_notebook_when(
     starts it in a session of its own, and ipykernel notices its parent's death only up to a second
     later, time enough to write another checkpoint after the test has looked."""
     arguments = [item for name, value in params.items() for item in ("-p", name, str(value))]
-    papermill_cli = str(Path(sys.executable).with_name("papermill"))
     process = subprocess.Popen(
-        [papermill_cli, str(REPO / "notebooks" / notebook), str(tmp_path / "killed.ipynb"), *arguments]
-        + ["--cwd", str(REPO), "-k", "python3"],
+        [*PAPERMILL, str(REPO / "notebooks" / notebook), str(tmp_path / "killed.ipynb"), *arguments]
+        + ["--cwd", str(REPO), "-k", "python3", "--engine", ENGINE],
         env={**os.environ, "NBKIT_WORKING_DIR": str(tmp_path / "work")},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import REPO
+from conftest import ENGINE, REPO
 from test_notebook_03 import DATASET, attached_dataset, kaggle_kernel  # noqa: E402, F401  (fixtures)
 from test_secrets import FAKE_KAGGLE  # noqa: E402
 
@@ -23,6 +23,7 @@ from nbkit.publish import bundle, kernel_metadata
 
 NOTEBOOK_02 = REPO / "notebooks" / "02_flowers_classifier.py"
 NOTEBOOK_03 = REPO / "notebooks" / "03_private_dataset.py"
+ENGINE_SCRIPT = str(REPO / "nbkit" / "publish" / "engine.py")
 DOCUMENTED_FIELDS = [
     "id",
     "title",
@@ -305,12 +306,13 @@ def test_bundled_notebook_runs_on_kaggle_where_nbkit_is_not_installed(tmp_path, 
     run = subprocess.run(
         [
             python,
-            "-m",
-            "papermill",
+            ENGINE_SCRIPT,  # papermill's command line, kernels on socket files; a script: no nbkit needed
             str(folder / "03-private-dataset.ipynb"),
             str(executed),
             "-k",
             "fresh",
+            "--engine",
+            ENGINE,
             "--cwd",
             str(run_dir),
             "--no-progress-bar",
@@ -337,12 +339,13 @@ def test_a_bundle_off_kaggle_says_it_has_no_sample_generator(tmp_path, fresh_pyt
     run = subprocess.run(
         [
             python,
-            "-m",
-            "papermill",
+            ENGINE_SCRIPT,  # papermill's command line, kernels on socket files; a script: no nbkit needed
             str(folder / "03-private-dataset.ipynb"),
             str(tmp_path / "out.ipynb"),
             "-k",
             "fresh",
+            "--engine",
+            ENGINE,
             "--cwd",
             str(tmp_path),
             "--no-progress-bar",

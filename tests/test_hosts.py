@@ -133,16 +133,15 @@ CHECKPOINT_FOUND = """
 
 def run_as_processes(code: str, count: int, *arguments: str) -> list[str]:
     """Run a Python snippet as `count` processes joined by JAX's distributed runtime; their outputs."""
-    import socket
     import subprocess
     import sys
     import textwrap
 
     from conftest import REPO, clean_env
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    from nbkit.publish.launch import coordinator_port
+
+    address = f"127.0.0.1:{coordinator_port()}"
     place = {hosts.ADDRESSES: address, hosts.NUM_PROCESSES: str(count)}
     started = [
         subprocess.Popen(

@@ -10,8 +10,10 @@ from nbkit.errors import LaunchError, ParameterError
 from nbkit.publish import cli, launch
 
 CODE = """
-import os, signal, time
+import json, os, signal, time
+from ipykernel.connect import get_connection_info
 index = int(os.environ["KERAS_DISTRIBUTION_PROCESS_ID"])
+print("kernel on", json.loads(get_connection_info())["transport"])
 print("place", os.environ["KERAS_DISTRIBUTION_JOB_ADDRESSES"], os.environ["KERAS_DISTRIBUTION_NUM_PROCESSES"], index)
 print("parameters", BACKEND, SIMULATE_DEVICES, "token", os.environ.get("NBKIT_TEST_TOKEN"), flush=True)
 if MODE == "fail" or (MODE == "fail_on_1" and index == 1):
@@ -67,6 +69,8 @@ def test_each_process_gets_its_place_and_its_devices(tmp_path, capsys, monkeypat
     places = [line.split("place ", 1)[1] for line in streamed.splitlines() if "place " in line]
     address = places[0].split()[0]
     assert sorted(places) == [f"{address} 2 0", f"{address} 2 1"] and address.startswith("127.0.0.1:")
+    assert 20000 <= int(address.split(":")[1]) < 32768  # below Linux's ephemeral ports: nothing takes it meanwhile
+    assert streamed.count("kernel on ipc") == 2  # socket files: no TCP ports for the two kernels to race for
     assert streamed.count("parameters jax 3 token") == 2  # BACKEND and SIMULATE_DEVICES given by the launcher
     assert {line[:5] for line in streamed.splitlines() if "place" in line} == {"[p0] ", "[p1] "}
     assert [p.notebook.name for p in started] == ["stand_in.p0.ipynb", "stand_in.p1.ipynb"]

@@ -8,7 +8,7 @@ import secrets
 
 import papermill
 import pytest
-from conftest import REPO
+from conftest import ENGINE, REPO
 from kaggle_stub import StubServer
 from test_secrets import FAKE_KAGGLE, SECRETS_ENDPOINT, secrets_route
 
@@ -52,6 +52,7 @@ def run(tmp_path, **params):
         str(output),
         parameters={"DATASET": DATASET, **params},
         kernel_name="python3",
+        engine_name=ENGINE,
         cwd=str(tmp_path),
         progress_bar=False,
     )

@@ -172,11 +172,17 @@ def tiny_notebook(tmp_path_factory):
 def run_tiny(notebook, tmp_path, **parameters) -> str:
     """Run the tiny notebook with papermill from the repository root; the check cell's printed line."""
     import papermill
-    from conftest import REPO, text_outputs
+    from conftest import ENGINE, REPO, text_outputs
 
     out = tmp_path / "out.ipynb"
     papermill.execute_notebook(
-        str(notebook), str(out), parameters=parameters, kernel_name="python3", cwd=str(REPO), progress_bar=False
+        str(notebook),
+        str(out),
+        parameters=parameters,
+        kernel_name="python3",
+        engine_name=ENGINE,
+        cwd=str(REPO),
+        progress_bar=False,
     )
     return text_outputs(out).strip()
 
@@ -207,22 +213,41 @@ def test_papermill_passes_an_unannotated_parameter_and_an_int_for_a_float(tiny_n
 
 def test_the_papermill_command_line_with_a_parameters_file_and_p(tiny_notebook, tmp_path):
     import subprocess
-    import sys
-    from pathlib import Path
 
-    from conftest import REPO
+    from conftest import ENGINE, PAPERMILL, REPO
 
     (tmp_path / "params.yaml").write_text("DATA_ROOT: [a, b]\n")
-    papermill_cli = str(Path(sys.executable).with_name("papermill"))
     for options, words in (
         (["-f", str(tmp_path / "params.yaml")], "DATA_ROOT=['a', 'b'] is a list, not a str"),
         (["-p", "EPOCHS", "2.5"], "EPOCHS=2.5 is a float, not an int"),
     ):
         result = subprocess.run(
-            [papermill_cli, str(tiny_notebook), str(tmp_path / "out.ipynb"), *options, "-k", "python3"],
+            [
+                *PAPERMILL,
+                str(tiny_notebook),
+                str(tmp_path / "out.ipynb"),
+                *options,
+                "-k",
+                "python3",
+                "--engine",
+                ENGINE,
+            ],
             cwd=REPO,
             capture_output=True,
             text=True,
             timeout=300,
         )
         assert result.returncode != 0 and "ParameterError" in result.stderr and words in result.stderr, result.stderr
+
+
+def test_nbval_kernels_listen_on_socket_files():
+    """As papermill's (conftest; test_launch checks the engine's): no TCP ports for parallel lanes to race for."""
+    import nbval.kernel
+    from conftest import NBVAL_KERNEL_SOCKETS
+
+    kernel = nbval.kernel.RunningKernel("python3")
+    try:
+        assert kernel.is_alive() and kernel.km.transport == "ipc"
+        assert kernel.km.ip.startswith(NBVAL_KERNEL_SOCKETS.name)
+    finally:
+        kernel.stop()

@@ -10,6 +10,7 @@ stopped, and a LaunchError names the process that failed and shows its last line
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from typing import IO
 
 from nbkit.errors import LaunchError, ParameterError
 from nbkit.hosts import ADDRESSES, NUM_PROCESSES, PROCESS_ID
+from nbkit.publish.engine import ENGINE_NAME
 from nbkit.publish.scan import known_secrets, redact
 
 GRACE_S = 10  # a stopped process's time to end on SIGTERM before SIGKILL
@@ -63,7 +65,7 @@ def launch(
     arguments = _papermill_parameters(parameters or [], processes, devices_per_process)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{coordinator_port()}"
     stream = stream or sys.stdout
     printing = threading.Lock()
     secrets = known_secrets()  # kept out of the streamed lines, as out of every log
@@ -72,7 +74,9 @@ def launch(
     try:
         for index in range(processes):
             executed = out / f"{source.stem}.p{index}.ipynb"
-            command = [sys.executable, "-m", "papermill", str(source), str(executed), "--cwd", os.getcwd()]
+            # papermill's command line, its kernel on socket files: P kernels start together, no ports to race for
+            command = [sys.executable, "-m", "nbkit.publish.engine", str(source), str(executed), "--cwd", os.getcwd()]
+            command += ["--engine", ENGINE_NAME]
             command += ["--no-progress-bar", "--log-output", *arguments]  # the cells' output, as it comes
             env = {**os.environ, ADDRESSES: address, NUM_PROCESSES: str(processes), PROCESS_ID: str(index)}
             popen = subprocess.Popen(
@@ -120,10 +124,17 @@ def _papermill_parameters(parameters: list[tuple[str, str]], processes: int, dev
     return [item for name, value in given.items() for item in ("-p", name, value)]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def coordinator_port() -> int:
+    """A free port for JAX's coordinator, below Linux's ephemeral range (32768 and up): between this
+    check and process 0 binding it seconds later, no other process's port 0 or connection can take it."""
+    while True:
+        port = random.randrange(20000, 32768)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:  # in use: another
+                continue
+            return port
 
 
 def _relay(process: Process, stream: IO[str], printing: threading.Lock, secrets: dict[str, str]) -> None:
