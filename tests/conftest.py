@@ -22,7 +22,7 @@ import papermill
 import pytest
 from jupyter_client import KernelManager
 
-from nbkit.publish.engine import ENGINE_NAME
+from nbkit.publish.engine import ENGINE_NAME as ENGINE
 
 REPO = Path(__file__).resolve().parents[1]
 # No kagglehub in tests (the kagglehub tests turn it back on against a stub): a machine with Kaggle
@@ -32,7 +32,6 @@ os.environ["NBKIT_KAGGLEHUB"] = "off"
 # Gloo opens sockets, and a kernel's port could be taken before it binds it (nbkit/publish/engine.py).
 # papermill's runs take nbkit's engine (PAPERMILL: its command line); nbval's kernels come from
 # nbval.kernel's KernelManager.
-ENGINE = ENGINE_NAME
 PAPERMILL = [sys.executable, "-m", "nbkit.publish.engine"]
 NBVAL_KERNEL_SOCKETS = tempfile.TemporaryDirectory(prefix="nbkit-nbval-kernels-")
 nbval.kernel.KernelManager = functools.partial(KernelManager, transport="ipc", ip=f"{NBVAL_KERNEL_SOCKETS.name}/kernel")
