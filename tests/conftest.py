@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ["NBKIT_KAGGLEHUB"] = "off"
 # Every kernel of the tests listens on socket files, not TCP ports: two test lanes run at once and JAX's
 # Gloo opens sockets, and a kernel's port could be taken before it binds it (nbkit/publish/engine.py).
-# papermill's runs take nbkit's engine (PAPERMILL: its command line); nbval's kernels come from
-# nbval.kernel's KernelManager.
+# papermill's runs take nbkit's engine (PAPERMILL: papermill's command line with it); nbval's kernels
+# come from nbval.kernel's KernelManager.
 PAPERMILL = [sys.executable, "-m", "nbkit.publish.engine"]
 NBVAL_KERNEL_SOCKETS = tempfile.TemporaryDirectory(prefix="nbkit-nbval-kernels-")
 nbval.kernel.KernelManager = functools.partial(KernelManager, transport="ipc", ip=f"{NBVAL_KERNEL_SOCKETS.name}/kernel")
@@ -75,8 +75,8 @@ BAD_DATA_CASES = [
 ]
 
 
-def execute(tmp_path: Path, notebook: str, output: str = "out.ipynb", **params: object) -> Path:
-    """Run a notebook with papermill into tmp_path/output, with tmp_path/work as its working folder
+def execute(tmp_path: Path, notebook: str | Path, output: str = "out.ipynb", **params: object) -> Path:
+    """Run a notebook (a name in notebooks/, or a path) with papermill into tmp_path/output, with tmp_path/work as its working folder
     (NBKIT_WORKING_DIR: the generated sample, default outputs), from the repository root.
     PYTHONFAULTHANDLER makes a kernel that crashes print a native stack (there is no retry: a kernel
     that dies fails the test)."""
@@ -113,7 +113,7 @@ def kill_notebook_when(
     arguments = [item for name, value in params.items() for item in ("-p", name, str(value))]
     process = subprocess.Popen(
         [*PAPERMILL, str(REPO / "notebooks" / notebook), str(tmp_path / "killed.ipynb"), *arguments]
-        + ["--cwd", str(REPO), "-k", "python3", "--engine", ENGINE],
+        + ["--cwd", str(REPO), "-k", "python3"],
         env={**os.environ, "NBKIT_WORKING_DIR": str(tmp_path / "work")},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

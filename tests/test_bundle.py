@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ENGINE, REPO
+from conftest import REPO
 from test_notebook_03 import DATASET, attached_dataset, kaggle_kernel  # noqa: E402, F401  (fixtures)
 from test_secrets import FAKE_KAGGLE  # noqa: E402
 
@@ -311,8 +311,6 @@ def test_bundled_notebook_runs_on_kaggle_where_nbkit_is_not_installed(tmp_path, 
             str(executed),
             "-k",
             "fresh",
-            "--engine",
-            ENGINE,
             "--cwd",
             str(run_dir),
             "--no-progress-bar",
@@ -344,8 +342,6 @@ def test_a_bundle_off_kaggle_says_it_has_no_sample_generator(tmp_path, fresh_pyt
             str(tmp_path / "out.ipynb"),
             "-k",
             "fresh",
-            "--engine",
-            ENGINE,
             "--cwd",
             str(tmp_path),
             "--no-progress-bar",

@@ -171,20 +171,9 @@ def tiny_notebook(tmp_path_factory):
 
 def run_tiny(notebook, tmp_path, **parameters) -> str:
     """Run the tiny notebook with papermill from the repository root; the check cell's printed line."""
-    import papermill
-    from conftest import ENGINE, REPO, text_outputs
+    from conftest import execute, text_outputs
 
-    out = tmp_path / "out.ipynb"
-    papermill.execute_notebook(
-        str(notebook),
-        str(out),
-        parameters=parameters,
-        kernel_name="python3",
-        engine_name=ENGINE,
-        cwd=str(REPO),
-        progress_bar=False,
-    )
-    return text_outputs(out).strip()
+    return text_outputs(execute(tmp_path, notebook, **parameters)).strip()
 
 
 @pytest.mark.parametrize(
@@ -214,7 +203,7 @@ def test_papermill_passes_an_unannotated_parameter_and_an_int_for_a_float(tiny_n
 def test_the_papermill_command_line_with_a_parameters_file_and_p(tiny_notebook, tmp_path):
     import subprocess
 
-    from conftest import ENGINE, PAPERMILL, REPO
+    from conftest import PAPERMILL, REPO
 
     (tmp_path / "params.yaml").write_text("DATA_ROOT: [a, b]\n")
     for options, words in (
@@ -229,8 +218,6 @@ def test_the_papermill_command_line_with_a_parameters_file_and_p(tiny_notebook, 
                 *options,
                 "-k",
                 "python3",
-                "--engine",
-                ENGINE,
             ],
             cwd=REPO,
             capture_output=True,

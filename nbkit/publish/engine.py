@@ -7,7 +7,7 @@ files in a folder of the run's own cannot be taken.
 
 Importing this module registers the engine as `socket-files` (`papermill.execute_notebook(...,
 engine_name="socket-files")`); `python -m nbkit.publish.engine` is papermill's command line with it
-(`--engine socket-files`), what `python -m nbkit launch` runs. It imports nothing of nbkit, so it runs
+as the default engine, what `python -m nbkit launch` runs. It imports nothing of nbkit, so it runs
 as a plain script where nbkit is not installed.
 """
 
@@ -36,4 +36,4 @@ class SocketFilesEngine(NBClientEngine):
 papermill_engines.register(ENGINE_NAME, SocketFilesEngine)
 
 if __name__ == "__main__":
-    papermill_command()
+    papermill_command.main(default_map={"engine": ENGINE_NAME})  # click's defaults for papermill's options

@@ -23,7 +23,6 @@ from typing import IO
 
 from nbkit.errors import LaunchError, ParameterError
 from nbkit.hosts import ADDRESSES, NUM_PROCESSES, PROCESS_ID
-from nbkit.publish.engine import ENGINE_NAME
 from nbkit.publish.scan import known_secrets, redact
 
 GRACE_S = 10  # a stopped process's time to end on SIGTERM before SIGKILL
@@ -76,7 +75,6 @@ def launch(
             executed = out / f"{source.stem}.p{index}.ipynb"
             # papermill's command line, its kernel on socket files: P kernels start together, no ports to race for
             command = [sys.executable, "-m", "nbkit.publish.engine", str(source), str(executed), "--cwd", os.getcwd()]
-            command += ["--engine", ENGINE_NAME]
             command += ["--no-progress-bar", "--log-output", *arguments]  # the cells' output, as it comes
             env = {**os.environ, ADDRESSES: address, NUM_PROCESSES: str(processes), PROCESS_ID: str(index)}
             popen = subprocess.Popen(
