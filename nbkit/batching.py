@@ -6,11 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nbkit.env import available_memory
-from nbkit.errors import ParameterError
+from nbkit.images.checks import check_batch
 from nbkit.params import check_int
-
-MEMORY_SHARE = 0.5  # of the memory available: the rest is for the model, the cache, the notebook
 
 
 @dataclass(frozen=True)
@@ -58,44 +55,6 @@ class Plan:
             first, last = self.local_replicas[0], self.local_replicas[-1]
             line += f"; this process feeds replicas {first}-{last}: {self.local_batch} rows of each batch"
         return "; ".join([line, *self.notes])
-
-
-def batch_bytes(global_batch: int, item_bytes: int) -> int:
-    """Host memory one global batch takes: its uint8 items, and the float32 copy the model's first layer makes."""
-    return global_batch * item_bytes * (1 + 4)
-
-
-def check_batch(
-    per_replica_batch: int,
-    replicas: int,
-    item_bytes: int,
-    counts: dict[str, int],
-    available_bytes: int | None = None,
-    parameter: str = "PER_REPLICA_BATCH",
-) -> int:
-    """The global batch, once it is known to work: no larger than any split in `counts` (an epoch and
-    a validation pass each need a full batch), and small enough for the memory available (default:
-    what this machine has free now). A ParameterError says what to pass as `parameter` instead."""
-    check_int(parameter, per_replica_batch, minimum=1)
-    global_batch = per_replica_batch * replicas
-    what = f"{parameter}={per_replica_batch} x {replicas} replica(s) = a global batch of {global_batch}"
-    if counts and global_batch > min(counts.values()):
-        smallest, split = min((count, split) for split, count in counts.items())
-        fits = smallest // replicas
-        instead = f"{parameter}={fits} or less" if fits else f"at most {smallest} replicas"
-        raise ParameterError(
-            f"{what}, more than the {smallest} images of the {split} split: every step and every "
-            f"validation pass needs a full batch. Use {instead}."
-        )
-    available_bytes = available_memory() if available_bytes is None else available_bytes
-    needed = batch_bytes(global_batch, item_bytes)
-    if available_bytes is not None and needed > MEMORY_SHARE * available_bytes:
-        fits = int(MEMORY_SHARE * available_bytes // batch_bytes(replicas, item_bytes))
-        raise ParameterError(
-            f"{what} needs about {needed / 2**30:.1f} GiB of memory per step; "
-            f"{available_bytes / 2**30:.1f} GiB are free here. Use {parameter}={fits} or less."
-        )
-    return global_batch
 
 
 def plan(

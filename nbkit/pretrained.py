@@ -47,6 +47,23 @@ def copy_into_cache(files: Sequence[Path], replace: bool) -> Path | None:
     return Path(targets[0]).parent if targets else None
 
 
+def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequence[Path] = ()) -> Any:
+    """keras.applications' `name` without its top, average pooled: with random weights (`weights`
+    "none"), or ImageNet's ("imagenet": a local copy under one of the `search` folders, e.g. the
+    attached Kaggle inputs, else downloaded once into Keras' cache; or that file, or a folder holding it,
+    for running with the internet off)."""
+    import keras
+
+    constructor = getattr(keras.applications, name)
+    if weights == "none":
+        return constructor(include_top=False, weights=None, input_shape=tuple(input_shape), pooling="avg")
+    if weights != "imagenet" and not Path(weights).exists():
+        raise ModelError(
+            f"WEIGHTS={weights!r}: no such file or folder. Give 'imagenet', 'none' or Keras' ImageNet file."
+        )
+    return imagenet_backbone(constructor, tuple(input_shape), weights, search)
+
+
 def imagenet_backbone(constructor: Any, input_shape: tuple[int, ...], weights: str, search: Sequence[Path]) -> Any:
     """keras.applications' ImageNet backbone (no top, average pooling), its weights file taken from a
     local copy when there is one (WEIGHTS="imagenet": under the `search` folders; else WEIGHTS itself),

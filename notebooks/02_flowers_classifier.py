@@ -16,51 +16,50 @@
 # flowers competition (104 classes, `submission.csv` with `id,label`): on Kaggle, attach it and pick
 # a TPU; anywhere else the notebook generates a small learnable sample in the same format and runs on
 # the CPU. For another competition, convert its pictures (`python -m nbkit tfrecords`, or notebook
-# 07) and point `DATA_ROOT` at the result: the classes, the image size and the submission's form come
-# from its `nbkit-dataset.json`. CI also runs it with `BACKEND="jax"` and `SIMULATE_DEVICES=8`, the
-# core count of a TPU v5e-8 (TensorFlow's 8 logical CPUs are much slower here: see the README).
+# 07) and point `DATA_ROOT` at the result.
+#
+# **This notebook is the program: edit it.** The input pipeline (`get_dataset`), the augmentation
+# (`augment`), the model (`build_model`), the learning-rate schedule (`lrfn`) and test-time
+# augmentation (`tta_view`) are plain code in the cells below. `nbkit` does the plumbing: finding the
+# accelerator, locating and checking the data, and writing the outputs all at once when the run ends.
 #
 # `papermill notebooks/02_flowers_classifier.ipynb out/02.ipynb -p BACKEND jax -p SIMULATE_DEVICES 8`
 
 # %% tags=["parameters"]
 DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
 IMAGE_SIZE: int = 0  # size of the tfrecords-jpeg-<size>x<size> folder to read; 0: the smallest there (192 for flowers)
-MODEL: str = "auto"  # "small_cnn" or a keras.applications name like "EfficientNetB0"; "auto" picks by profile
-WEIGHTS: str = "auto"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none", or that file; "auto" picks by profile
-EPOCHS: int = 0  # training epochs; 0 means the profile's (smoke 8, full 12)
+MODEL: str = "EfficientNetB0"  # a keras.applications backbone, or "small_cnn" (what the smoke profile trains)
+WEIGHTS: str = "imagenet"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none", or that file
+EPOCHS: int = 12  # training epochs (the smoke profile trains at most 8)
 PER_REPLICA_BATCH: int = 16  # images per replica per step (the global batch is this times the replicas)
+AUGMENT: str = "flips"  # training augmentation: "flips", "standard" (+ zoom and colour) or "none" (digits, documents, X-rays)
+TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
+FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
+SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
+PROFILE: str = "auto"  # "full": the settings above; "smoke": a small CNN for a few epochs; "auto": smoke on a CPU, full on a TPU or GPU
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
-PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
+PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the training images (a cap keeps a trial run short)
-PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
-SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
-AUGMENT: str = "flips"  # training augmentation on the host: "flips" (the starter notebooks') or "standard" (+ zoom, rotation, colour)
-FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
-TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
 COMPILE_CACHE: str = "auto"  # JAX's compiled programs, kept for the next session (a resumed run, the next fold): "auto": OUTPUT_DIR/compile-cache; "none"; or a folder several runs share
 OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder's classifier/ (classifier-fold<k>/)
 
 # %% [markdown]
 # ## Setup
-# Parameters are checked first (names, types, values: a misspelt one stops here too), and the output
-# folder is taken: this run's files go to its `.incomplete-run/` and move in only when the run ends
-# well, so a run that fails or is stopped leaves the previous run's outputs as they were. Then the
-# accelerator is found (before anything imports Keras).
+# Parameters are checked first, then the output folder is taken (this run's files wait in its
+# staging folder and replace the previous run's only when the run ends well), then the accelerator
+# is found, before anything imports Keras.
 
 # %%
 from nbkit import accel, env, params, staging
-from nbkit.images import augment
 
 params.check_parameters(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
-params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
-params.check_int("IMAGE_SIZE", IMAGE_SIZE)
-params.check_int("SEED", SEED)
-params.check_choice("AUGMENT", AUGMENT, augment.SETS)
-params.check_int("FOLD", FOLD, minimum=-1)
+params.check_choice("AUGMENT", AUGMENT, ("flips", "standard", "none"))
 params.check_choice("TTA", TTA, range(1, 5))
+params.check_int("EPOCHS", EPOCHS, minimum=1)
+params.check_int("FOLD", FOLD, minimum=-1)
 environment = env.detect()
 default_folder = environment.working_dir / ("classifier" if FOLD == -1 else f"classifier-fold{FOLD}")
 outputs = staging.start(default_folder if OUTPUT_DIR == "auto" else OUTPUT_DIR)
@@ -73,27 +72,33 @@ print(acc.set_precision(PRECISION))  # before any model is built
 
 # %% [markdown]
 # ## Configuration
-# The "smoke" profile trains a small CNN from scratch; "full" fine-tunes a pretrained EfficientNetB0
-# with the starter notebooks' learning-rate schedule (max 5e-5 x replicas).
+# The full profile fine-tunes a pretrained EfficientNetB0 with the starter notebooks' schedule. A CPU
+# cannot, in reasonable time: there the smoke profile trains a small CNN from scratch, which takes a
+# larger learning rate. The learning rate's peak grows with the replicas: a global batch N times
+# larger takes N times larger steps.
 
 # %%
-from nbkit import models
-from nbkit.images import recipe
+import keras
 
-profile = recipe.profile(PROFILE, acc.kind, MODEL, WEIGHTS, EPOCHS)
-models.check_name(profile.model)  # a misspelt MODEL stops here, before any data is read
-schedule = profile.schedule(acc.num_replicas)
-print(profile.describe())
+LR_START, LR_MIN, LR_MAX_PER_REPLICA = 1e-5, 1e-5, 5e-5  # the flower starters' ramp-sustain-decay
+LR_RAMP_EPOCHS, LR_SUSTAIN_EPOCHS, LR_DECAY = 5, 0, 0.8
+profile = params.resolve_profile(PROFILE, acc.kind)
+if profile == "smoke":
+    MODEL, WEIGHTS, EPOCHS = "small_cnn", "none", min(EPOCHS, 8)
+    LR_MAX_PER_REPLICA, LR_RAMP_EPOCHS = 2.5e-4, 2
+params.check_choice("MODEL", MODEL, ["small_cnn", *(n for n in dir(keras.applications) if n[0].isupper())])
+GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
+LR_MAX = LR_MAX_PER_REPLICA * acc.num_replicas
+print(f"profile={profile}: {MODEL} (weights {WEIGHTS}), {EPOCHS} epochs, global batch {GLOBAL_BATCH}, peak lr {LR_MAX:g}")
 
 # %% [markdown]
 # ## Data
 # The dataset's description says its classes and the form of its submission. Every record is read
 # and every image decoded once before training, so a damaged file, a label out of range, a repeated
 # test id or an image of the wrong size stops here with the file and record, not halfway through
-# training. The global batch is checked against the splits and the memory.
+# training.
 
 # %%
-from nbkit import batching
 from nbkit.competitions import flowers
 from nbkit.images import checks, description, layout
 
@@ -104,58 +109,154 @@ print(f"dataset: {dataset.describe()}")
 image_size = layout.choose_size(data.path, IMAGE_SIZE)
 files = layout.split_files(data.path, image_size, dataset.folds, FOLD)  # FOLD k: fold k validates
 splits = checks.check_splits(files, image_size, dataset.num_classes)
+train, val, test = splits["train"], splits["val"], splits["test"]
 print(f"{image_size}x{image_size} images: {checks.describe(splits)}")
-plan = batching.plan(
-    splits["train"].count,
-    splits["val"].count,
-    PER_REPLICA_BATCH,
-    acc.num_replicas,
-    item_bytes=image_size * image_size * 3,
-    steps_per_execution=STEPS_PER_EXECUTION,
-    max_steps_per_epoch=STEPS_PER_EPOCH,
-    execution_limit=acc.execution_limit,
-    local_replicas=acc.local_replicas,  # on a pod slice: this host's
-)
-print(plan.describe())
+# A batch larger than a split (each epoch and validation pass needs a full one), or than the memory, stops here.
+checks.check_batch(PER_REPLICA_BATCH, acc.num_replicas, image_size * image_size * 3, {"train": train.count, "val": val.count})
+
+# Keras runs whole executions of STEPS_PER_EXECUTION steps: an epoch is cut to whole executions.
+steps_per_epoch = min(train.count // GLOBAL_BATCH, STEPS_PER_EPOCH or train.count)
+steps_per_execution = min(STEPS_PER_EXECUTION, steps_per_epoch, acc.max_steps_per_execution or STEPS_PER_EXECUTION)
+steps_per_epoch -= steps_per_epoch % steps_per_execution
+print(f"{steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
+
+# %% [markdown]
+# ## Input pipeline
+# tf.data on the host CPU, as Kaggle's TPU starters do: read the records, decode the JPEGs, augment,
+# batch. Images stay uint8 (a quarter of the bytes to send; the model rescales them). Augmenting here,
+# in the input pipeline, keeps the accelerator busy with the model: Keras' preprocessing layers
+# inside the model slow JAX/TPU training badly (keras #23229).
+#
+# Every random choice is drawn from `SEED` and the epoch with TensorFlow's stateless random ops, so
+# epoch e sees the same images in the same order, augmented the same way, whether the run was
+# interrupted or not (notebook 05 resumes on this), and on a pod slice every host builds the same
+# global batches, of which Keras gives each its rows.
 
 # %%
-from nbkit.images import ordered, pipeline, plots
+import tensorflow as tf
 
-train_batches = pipeline.train_batches(splits["train"].files, image_size, plan, SEED, recipe=AUGMENT)
-print(pipeline.describe_reading(splits["train"].files, plan))
-val_batches = ordered.val_batches(splits["val"].files, image_size, plan.global_batch, plan.local_rows)
+AUTO = tf.data.AUTOTUNE
+SHUFFLE_BUFFER = 2048
+
+
+def decode(record, labeled):
+    """A serialized record to (uint8 image [size, size, 3], class) or (image, id)."""
+    key = "class" if labeled else "id"
+    features = {"image": tf.io.FixedLenFeature([], tf.string), key: tf.io.FixedLenFeature([], tf.int64 if labeled else tf.string)}
+    example = tf.io.parse_single_example(record, features)
+    image = tf.io.decode_jpeg(example["image"], channels=3)
+    return tf.reshape(image, [image_size, image_size, 3]), example[key]  # an explicit size: what TPUs need
+
+
+def augment(image, seed):
+    """One training image changed at random; `seed` (two integers) is its own, so nothing depends on threads."""
+    if AUGMENT == "none":  # digits, documents, X-rays: a mirrored picture shows something else
+        return image
+    seeds = tf.random.experimental.stateless_split(seed, 6)
+    image = tf.image.stateless_random_flip_left_right(image, seeds[0])
+    if AUGMENT == "standard":  # zoom into a random part (80-100% of each side), then colour within 15%
+        side = tf.cast(tf.random.stateless_uniform([], seeds[1], 0.8, 1.0) * image_size, tf.int32)
+        image = tf.image.stateless_random_crop(image, [side, side, 3], seeds[2])
+        image = tf.image.resize(tf.image.convert_image_dtype(image, tf.float32), [image_size, image_size])
+        image = tf.image.stateless_random_brightness(image, 0.15, seeds[3])
+        image = tf.image.stateless_random_contrast(image, 0.85, 1.15, seeds[4])
+        image = tf.image.stateless_random_saturation(image, 0.85, 1.15, seeds[5])
+        image = tf.image.convert_image_dtype(tf.clip_by_value(image, 0.0, 1.0), tf.uint8)
+    return image
+
+
+def get_dataset(files, labeled=True, training=False, first_epoch=0):
+    """Training: batches of augmented (image, class), shuffled anew each epoch, from `first_epoch` on.
+    Otherwise: every (image, class or id) in file order, not batched."""
+    records = tf.data.TFRecordDataset(files, compression_type=checks.compression(files), num_parallel_reads=AUTO)
+    if not training:
+        return records.map(lambda record: decode(record, labeled), num_parallel_calls=AUTO)
+
+    def one_epoch(epoch):
+        shuffled = records.shuffle(SHUFFLE_BUFFER, seed=SEED * 10_007 + epoch).enumerate()
+        decoded = shuffled.map(
+            lambda index, record: (*decode(record, True), tf.stack([SEED * 10_007 + epoch, index])),
+            num_parallel_calls=AUTO,
+        )
+        augmented = decoded.map(lambda image, label, seed: (augment(image, seed), label), num_parallel_calls=AUTO)
+        return augmented.batch(GLOBAL_BATCH, drop_remainder=True).take(steps_per_epoch)
+
+    return tf.data.Dataset.range(first_epoch, EPOCHS).flat_map(one_epoch).prefetch(AUTO)
+
+
+train_batches = get_dataset(train.files, training=True)
+val_batches = get_dataset(val.files).batch(GLOBAL_BATCH, drop_remainder=True).cache()
+
+# %%
+from nbkit.images import plots
+
 images, labels = next(iter(train_batches))
 figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs.staging / "batch.png")
 
 # %% [markdown]
 # ## Model
-# Built and compiled inside `acc.scope()`, so its variables live on every replica. It takes uint8
-# images (a quarter of the bytes to send) and rescales them itself; its logits stay float32.
-# `steps_per_execution` runs several training steps per compiled call: fewer host round-trips.
+# A pretrained backbone without its classifier, global-average pooled, then dropout and a new dense
+# layer for the dataset's classes. The model takes uint8 images and rescales them as its backbone
+# wants; its logits stay float32 under mixed precision, where the softmax and the loss need the range.
+# Built and compiled inside `acc.scope()`, so its variables live on every replica.
 
 # %%
-import keras
+from keras import layers
+
+from nbkit import pretrained
+
+
+def build_model():
+    inputs = keras.Input([image_size, image_size, 3], dtype="uint8")
+    if MODEL == "small_cnn":  # pooled to about 48x48, three conv blocks: trains in seconds on a CPU
+        x = layers.Rescaling(1 / 255)(inputs)
+        x = layers.AveragePooling2D(max(1, image_size // 48))(x)
+        for width in (16, 32, 64):
+            x = layers.MaxPooling2D()(layers.Conv2D(width, 3, padding="same", activation="relu")(x))
+        x = layers.Dense(128, activation="relu")(layers.Flatten()(x))
+    else:
+        backbone = pretrained.backbone(MODEL, [image_size, image_size, 3], WEIGHTS, search=[environment.input_dir])
+        # EfficientNet and ConvNeXt rescale 0-255 pixels themselves; most other backbones want [-1, 1].
+        rescales_itself = MODEL.startswith(("EfficientNet", "ConvNeXt"))
+        x = inputs if rescales_itself else layers.Rescaling(1 / 127.5, offset=-1)(inputs)
+        x = layers.Dropout(0.2)(backbone(x))
+    outputs = layers.Dense(dataset.num_classes, dtype="float32")(x)
+    return keras.Model(inputs, outputs, name=MODEL.lower())
+
 
 keras.utils.set_random_seed(SEED)  # the same initial weights on every run (and every pod host)
 with acc.scope():
-    model = models.build_classifier(
-        profile.model, image_size, dataset.num_classes, weights=profile.weights, search=[environment.input_dir]
-    )
+    model = build_model()
     model.compile(
         optimizer=keras.optimizers.Adam(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["sparse_categorical_accuracy"],
-        steps_per_execution=plan.steps_per_execution,
+        steps_per_execution=steps_per_execution,  # several steps per compiled call: fewer host round-trips
     )
 print(f"{model.name}: {model.count_params():,} parameters")
 
+# %% [markdown]
+# ## Learning-rate schedule
+# A short linear ramp (large steps would wreck the pretrained weights at first), then an exponential
+# decay towards `LR_MIN`.
+
 # %%
-figure = plots.learning_rate(schedule.values(profile.epochs), path=outputs.staging / "learning_rate.png")
+
+
+def lrfn(epoch):
+    if epoch < LR_RAMP_EPOCHS:
+        return LR_START + (LR_MAX - LR_START) * epoch / LR_RAMP_EPOCHS
+    if epoch < LR_RAMP_EPOCHS + LR_SUSTAIN_EPOCHS:
+        return LR_MAX
+    return LR_MIN + (LR_MAX - LR_MIN) * LR_DECAY ** (epoch - LR_RAMP_EPOCHS - LR_SUSTAIN_EPOCHS)
+
+
+figure = plots.learning_rate([lrfn(epoch) for epoch in range(EPOCHS)], path=outputs.staging / "learning_rate.png")
 
 # %% [markdown]
 # ## Train
-# One line per epoch; the learning rate follows the schedule. The input monitor says how much of
-# each epoch the accelerator waited for the next batch, and warns when training is data-bound.
+# One line per epoch. The input monitor says how much of each epoch the accelerator waited for the
+# next batch, and warns when training is data-bound.
 
 # %% tags=["nbval-ignore-output"]
 from nbkit.images import monitor
@@ -163,10 +264,10 @@ from nbkit.images import monitor
 input_monitor = monitor.input_monitor()
 history = model.fit(
     input_monitor.watch(train_batches),
-    epochs=profile.epochs,
-    steps_per_epoch=plan.steps_per_epoch,
+    epochs=EPOCHS,
+    steps_per_epoch=steps_per_epoch,
     validation_data=val_batches,
-    callbacks=[keras.callbacks.LearningRateScheduler(schedule), input_monitor],
+    callbacks=[keras.callbacks.LearningRateScheduler(lrfn), input_monitor],
     verbose=2,
 )
 print(acc.compile_cache.report())
@@ -177,56 +278,75 @@ figure = plots.input_wait(input_monitor.epochs, path=outputs.staging / "input_wa
 
 # %% [markdown]
 # ## Evaluate
-# Predictions on the whole validation set (padded to full batches, then cut; with `TTA` views,
-# their probabilities averaged): confusion matrix, the competition's metric and macro F1 /
-# precision / recall, and a batch titled OK or, in red, NO -> the true class. With a `FOLD`, these
-# are out-of-fold predictions: `oof.csv` keeps them for `python -m nbkit oof`.
+# Test-time augmentation: predict each image as it is and in `TTA - 1` changed views, and average the
+# class probabilities. On the validation set: confusion matrix, the competition's metric and macro
+# F1 / precision / recall, and a batch titled OK or, in red, NO -> the true class. With a `FOLD`,
+# these are out-of-fold predictions: `oof.csv` keeps them for `python -m nbkit oof`.
 
 # %%
-from nbkit.images import metrics, oof, predict, submission
+import numpy as np
 
-val = predict.predict_in_order(
-    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch, views=TTA, rows=plan.local_rows
-)
-val_labels, val_predictions = val.keys, val.probabilities.argmax(axis=1)
-confusion, scores = metrics.of_predictions(val_labels, val.probabilities, dataset.metric)
+from nbkit.images import metrics, oof, predict
+
+
+def tta_view(image, view):
+    """View `view` of an image: 0 as it is, 1 flipped, 2 zoomed into its central 87.5%, 3 both."""
+    if view >= 2:
+        zoomed = tf.image.resize(tf.image.central_crop(image, 0.875), [image_size, image_size])
+        image = tf.saturate_cast(tf.round(zoomed), tf.uint8)
+    return tf.image.flip_left_right(image) if view % 2 else image
+
+
+def predict_tta(files, labeled):
+    """Class probabilities of each view of every image of `files` (in file order), and the labels or ids."""
+    views = []
+    for view in range(TTA):
+        images = get_dataset(files, labeled).map(lambda image, key, view=view: (tta_view(image, view), key))
+        logits, keys = predict.in_order(model, images, GLOBAL_BATCH)
+        views.append(metrics.softmax(logits))
+    return views, keys
+
+
+val_views, val_labels = predict_tta(val.files, labeled=True)
+val_probabilities = np.mean(val_views, axis=0)
+confusion, scores = metrics.of_predictions(val_labels, val_probabilities, dataset.metric)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
 figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 if FOLD != -1:
-    oof.write(splits["val"].ids, val_labels, val.probabilities, FOLD, dataset, outputs.staging / "oof.csv")
+    oof.write(val.ids, val_labels, val_probabilities, FOLD, dataset, outputs.staging / "oof.csv")
 
 # %%
-shown = next(iter(ordered.image_batches(splits["val"].files, image_size, True, 20, splits["val"].count))).numpy()
-figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs.staging / "predictions.png")
+shown = next(iter(get_dataset(val.files).batch(20)))[0].numpy()
+figure = plots.batch(shown, val_labels[:20], dataset.classes, val_probabilities.argmax(1)[:20], path=outputs.staging / "predictions.png")
 
 # %% [markdown]
 # ## Predict and submit
-# `submission.csv` in the dataset's form, one row per test id in the test files' order;
-# `metrics.json` keeps the scores.
+# `submission.csv` in the dataset's form (its header and ids checked against the sample submission
+# when there is one), one row per test id in the test files' order; `metrics.json` keeps the scores.
 
 # %%
-test = predict.predict_in_order(
-    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch, views=TTA, rows=plan.local_rows
-)
-written = submission.write(test.keys, test.probabilities.argmax(axis=1), dataset, outputs.staging / "submission.csv")
+from nbkit.images import submission
+
+test_views, test_ids = predict_tta(test.files, labeled=False)
+written = submission.write(test_ids, np.mean(test_views, axis=0).argmax(1), dataset, outputs.staging / "submission.csv")
 metrics_file = metrics.write(
     {
         **scores,
-        "epochs": profile.epochs,
-        "global_batch": plan.global_batch,
+        "epochs": EPOCHS,
+        "global_batch": GLOBAL_BATCH,
         "replicas": acc.num_replicas,
         "backend": acc.backend,
         "precision": acc.precision,
-        "model": profile.model,
+        "model": MODEL,
         "image_size": image_size,
         "fold": FOLD,
         "tta": TTA,
-        "test_rows": len(test.keys),
+        "test_rows": len(test_ids),
     },
     outputs.staging / "metrics.json",
 )
-saved = models.save_model(model, outputs.staging / "model.keras")
-print(f"wrote {len(test.keys)} rows to {written.name}, plus {metrics_file.name} and {saved.name}")
+model.save(outputs.staging / "model.keras")
+print(f"wrote {len(test_ids)} rows to {written.name}, plus {metrics_file.name} and model.keras")
 
 # %% [markdown]
 # The run ended well: its outputs replace the previous run's, all at once.
@@ -234,5 +354,5 @@ print(f"wrote {len(test.keys)} rows to {written.name}, plus {metrics_file.name} 
 # %% tags=["nbval-ignore-output"]
 print(metrics.describe(scores))
 if TTA > 1:  # what the extra views bought
-    print(metrics.describe(metrics.of_predictions(val_labels, val.per_view[0], dataset.metric)[1], "1 view:"))
+    print(metrics.describe(metrics.of_predictions(val_labels, val_views[0], dataset.metric)[1], "1 view:"))
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))

@@ -13,7 +13,8 @@
 #
 # Code competitions do not accept TPU notebooks, so the model is trained here and predicted with
 # in `06_infer_on_gpu` (GPU or CPU, internet off). This notebook trains the classifier of
-# `02_flowers_classifier` (the flowers competition, or your converted data) and writes a **model
+# `02_flowers_classifier` (the flowers competition, or your converted data) with the same input
+# pipeline, augmentation, model and schedule, written out here too (edit them here), and writes a **model
 # package**: `model.keras`, a `manifest.json` (classes, label values, the submission's form, image
 # size, input format, versions, metrics, data fingerprint) and a `dataset-metadata.json`, so
 # `kaggle datasets create -p <package>` uploads it as a dataset for notebook 06 to attach.
@@ -27,44 +28,46 @@
 # %% tags=["parameters"]
 DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
 IMAGE_SIZE: int = 0  # size of the tfrecords-jpeg-<size>x<size> folder to read; 0: the smallest there (192 for flowers)
-MODEL: str = "auto"  # "small_cnn" or a keras.applications name like "EfficientNetB0"; "auto" picks by profile
-WEIGHTS: str = "auto"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none", or that file; "auto" picks by profile
-EPOCHS: int = 0  # training epochs; 0 means the profile's (smoke 8, full 12); more than done continues
+MODEL: str = "EfficientNetB0"  # a keras.applications backbone, or "small_cnn" (what the smoke profile trains)
+WEIGHTS: str = "imagenet"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none", or that file
+EPOCHS: int = 12  # training epochs (the smoke profile trains at most 8); more than done continues
 PER_REPLICA_BATCH: int = 16  # images per replica per step (the global batch is this times the replicas)
+AUGMENT: str = "flips"  # training augmentation: "flips", "standard" (+ zoom and colour) or "none" (digits, documents, X-rays)
+TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
+FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
+SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
+PROFILE: str = "auto"  # "full": the settings above; "smoke": a small CNN for a few epochs; "auto": smoke on a CPU, full on a TPU or GPU
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
-PROFILE: str = "auto"  # "auto" (smoke on CPU, full on TPU/GPU), "smoke" or "full"
-SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax)
+PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
+SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the training images (a cap keeps a trial run short)
-PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
-SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
-AUGMENT: str = "flips"  # training augmentation on the host: "flips" (the starter notebooks') or "standard" (+ zoom, rotation, colour)
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
 RESUME_FROM: str = "none"  # an earlier run's checkpoints folder, or that Kaggle notebook's output as "owner/slug" (kagglehub)
 DATASET_ID: str = "auto"  # Kaggle dataset of the package, "owner/slug"; "auto": your user name + /<the data's name>-model
 MODEL_HANDLE: str = "none"  # also publish the package to Kaggle Models as "owner/model/keras/variation" (kagglehub)
-FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
-TTA: int = 1  # test-time augmentation of the validation and test predictions: views averaged (1: none; up to 4)
 COMPILE_CACHE: str = "auto"  # JAX's compiled programs, kept for the next session (a resumed run, the next fold): "auto": OUTPUT_DIR/compile-cache; "none"; or a folder several runs share
+
 OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the package; "auto": the working folder's train-on-tpu/ (train-on-tpu-fold<k>/)
 
 # %% [markdown]
 # ## Setup
+# Parameters are checked first, then the output folder is taken (this run's files wait in its
+# staging folder and replace the previous run's only when the run ends well), then the accelerator
+# is found, before anything imports Keras.
 
 # %%
 from nbkit import accel, env, params, staging
-from nbkit.images import augment
 from nbkit.inputs import account
 
 params.check_parameters(globals())
 params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
-params.check_int("STEPS_PER_EPOCH", STEPS_PER_EPOCH)
-params.check_int("IMAGE_SIZE", IMAGE_SIZE)
+params.check_choice("AUGMENT", AUGMENT, ("flips", "standard", "none"))
+params.check_choice("TTA", TTA, range(1, 5))
+params.check_int("EPOCHS", EPOCHS, minimum=1)
+params.check_int("FOLD", FOLD, minimum=-1)
 params.check_choice("RESUME", RESUME, ("auto", "restart"))
 params.check_int("SEED", SEED)
-params.check_choice("AUGMENT", AUGMENT, augment.SETS)
-params.check_int("FOLD", FOLD, minimum=-1)
-params.check_choice("TTA", TTA, range(1, 5))
 if DATASET_ID != "auto":
     params.check_handle("DATASET_ID", DATASET_ID, example="alice/flowers-model", slug=account.DATASET_SLUG)
 if MODEL_HANDLE != "none":
@@ -80,20 +83,36 @@ print(acc.describe())
 print(acc.set_precision(PRECISION))  # before any model is built
 
 # %% [markdown]
-# ## Configuration and data
-# The same profiles, dataset description, checked TFRecords and batch plan as notebook 02.
-# Checkpoints are written straight into `OUTPUT_DIR/checkpoints` after every epoch; the other
-# outputs wait in `outputs.staging` until the run ends.
+# ## Configuration
+# The full profile fine-tunes a pretrained EfficientNetB0 with the starter notebooks' schedule. A CPU
+# cannot, in reasonable time: there the smoke profile trains a small CNN from scratch, which takes a
+# larger learning rate. The learning rate's peak grows with the replicas: a global batch N times
+# larger takes N times larger steps.
 
 # %%
-from nbkit import batching, models
-from nbkit.competitions import flowers
-from nbkit.images import checks, description, layout, recipe
+import keras
 
-profile = recipe.profile(PROFILE, acc.kind, MODEL, WEIGHTS, EPOCHS)
-models.check_name(profile.model)  # a misspelt MODEL stops here, before any data is read
-schedule = profile.schedule(acc.num_replicas)
-print(profile.describe())
+LR_START, LR_MIN, LR_MAX_PER_REPLICA = 1e-5, 1e-5, 5e-5  # the flower starters' ramp-sustain-decay
+LR_RAMP_EPOCHS, LR_SUSTAIN_EPOCHS, LR_DECAY = 5, 0, 0.8
+profile = params.resolve_profile(PROFILE, acc.kind)
+if profile == "smoke":
+    MODEL, WEIGHTS, EPOCHS = "small_cnn", "none", min(EPOCHS, 8)
+    LR_MAX_PER_REPLICA, LR_RAMP_EPOCHS = 2.5e-4, 2
+params.check_choice("MODEL", MODEL, ["small_cnn", *(n for n in dir(keras.applications) if n[0].isupper())])
+GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
+LR_MAX = LR_MAX_PER_REPLICA * acc.num_replicas
+print(f"profile={profile}: {MODEL} (weights {WEIGHTS}), {EPOCHS} epochs, global batch {GLOBAL_BATCH}, peak lr {LR_MAX:g}")
+
+# %% [markdown]
+# ## Data
+# The dataset's description says its classes and the form of its submission. Every record is read
+# and every image decoded once before training, so a damaged file, a label out of range, a repeated
+# test id or an image of the wrong size stops here with the file and record, not halfway through
+# training.
+
+# %%
+from nbkit.competitions import flowers
+from nbkit.images import checks, description, layout
 
 data = flowers.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
 print(f"data: {data.reason}")
@@ -102,20 +121,17 @@ print(f"dataset: {dataset.describe()}")
 image_size = layout.choose_size(data.path, IMAGE_SIZE)
 files = layout.split_files(data.path, image_size, dataset.folds, FOLD)  # FOLD k: fold k validates
 splits = checks.check_splits(files, image_size, dataset.num_classes)
-fingerprint = checks.fingerprint(splits["train"].files + splits["val"].files)
+train, val, test = splits["train"], splits["val"], splits["test"]
+fingerprint = checks.fingerprint(train.files + val.files)
 print(f"{image_size}x{image_size} images: {checks.describe(splits)}; data fingerprint {fingerprint}")
-plan = batching.plan(
-    splits["train"].count,
-    splits["val"].count,
-    PER_REPLICA_BATCH,
-    acc.num_replicas,
-    item_bytes=image_size * image_size * 3,
-    steps_per_execution=STEPS_PER_EXECUTION,
-    max_steps_per_epoch=STEPS_PER_EPOCH,
-    execution_limit=acc.execution_limit,
-    local_replicas=acc.local_replicas,  # on a pod slice: this host's
-)
-print(plan.describe())
+# A batch larger than a split (each epoch and validation pass needs a full one), or than the memory, stops here.
+checks.check_batch(PER_REPLICA_BATCH, acc.num_replicas, image_size * image_size * 3, {"train": train.count, "val": val.count})
+
+# Keras runs whole executions of STEPS_PER_EXECUTION steps: an epoch is cut to whole executions.
+steps_per_epoch = min(train.count // GLOBAL_BATCH, STEPS_PER_EPOCH or train.count)
+steps_per_execution = min(STEPS_PER_EXECUTION, steps_per_epoch, acc.max_steps_per_execution or STEPS_PER_EXECUTION)
+steps_per_epoch -= steps_per_epoch % steps_per_execution
+print(f"{steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
 
 # %% [markdown]
 # ## Resume or start
@@ -134,94 +150,213 @@ if RESUME_FROM != "none" and RESUME == "auto" and outputs.writes:  # on a pod sl
     print(resume.copy_checkpoint(earlier, checkpoints))
     print(acc.compile_cache.copy_from(earlier.parent / "compile-cache"))  # before the model is built
 settings = {
-    "model": profile.model,
-    "weights": profile.weights,
+    "model": MODEL,
+    "weights": WEIGHTS,
     "image_size": image_size,
-    "global_batch": plan.global_batch,
-    "steps_per_epoch": plan.steps_per_epoch,
+    "global_batch": GLOBAL_BATCH,
+    "steps_per_epoch": steps_per_epoch,
     "precision": acc.precision,
-    "max_lr": schedule.max_lr,
+    "max_lr": LR_MAX,
     "seed": SEED,
     "augment": AUGMENT,
     "fold": FOLD,
     "data": fingerprint,
 }
 run = resume.TrainingRun(checkpoints, settings, restart=RESUME == "restart", hosts=acc.hosts)
-print(run.describe(profile.epochs))
+print(run.describe(EPOCHS))
+
+# %% [markdown]
+# ## Input pipeline
+# tf.data on the host CPU, as Kaggle's TPU starters do: read the records, decode the JPEGs, augment,
+# batch. Images stay uint8 (a quarter of the bytes to send; the model rescales them). Augmenting here,
+# in the input pipeline, keeps the accelerator busy with the model: Keras' preprocessing layers
+# inside the model slow JAX/TPU training badly (keras #23229).
+#
+# Every random choice is drawn from `SEED` and the epoch with TensorFlow's stateless random ops, so
+# epoch e sees the same images in the same order, augmented the same way, whether the run was
+# interrupted or not (notebook 05 resumes on this), and on a pod slice every host builds the same
+# global batches, of which Keras gives each its rows.
+
+# %%
+import tensorflow as tf
+
+AUTO = tf.data.AUTOTUNE
+SHUFFLE_BUFFER = 2048
+
+
+def decode(record, labeled):
+    """A serialized record to (uint8 image [size, size, 3], class) or (image, id)."""
+    key = "class" if labeled else "id"
+    features = {"image": tf.io.FixedLenFeature([], tf.string), key: tf.io.FixedLenFeature([], tf.int64 if labeled else tf.string)}
+    example = tf.io.parse_single_example(record, features)
+    image = tf.io.decode_jpeg(example["image"], channels=3)
+    return tf.reshape(image, [image_size, image_size, 3]), example[key]  # an explicit size: what TPUs need
+
+
+def augment(image, seed):
+    """One training image changed at random; `seed` (two integers) is its own, so nothing depends on threads."""
+    if AUGMENT == "none":  # digits, documents, X-rays: a mirrored picture shows something else
+        return image
+    seeds = tf.random.experimental.stateless_split(seed, 6)
+    image = tf.image.stateless_random_flip_left_right(image, seeds[0])
+    if AUGMENT == "standard":  # zoom into a random part (80-100% of each side), then colour within 15%
+        side = tf.cast(tf.random.stateless_uniform([], seeds[1], 0.8, 1.0) * image_size, tf.int32)
+        image = tf.image.stateless_random_crop(image, [side, side, 3], seeds[2])
+        image = tf.image.resize(tf.image.convert_image_dtype(image, tf.float32), [image_size, image_size])
+        image = tf.image.stateless_random_brightness(image, 0.15, seeds[3])
+        image = tf.image.stateless_random_contrast(image, 0.85, 1.15, seeds[4])
+        image = tf.image.stateless_random_saturation(image, 0.85, 1.15, seeds[5])
+        image = tf.image.convert_image_dtype(tf.clip_by_value(image, 0.0, 1.0), tf.uint8)
+    return image
+
+
+def get_dataset(files, labeled=True, training=False, first_epoch=0):
+    """Training: batches of augmented (image, class), shuffled anew each epoch, from `first_epoch` on.
+    Otherwise: every (image, class or id) in file order, not batched."""
+    records = tf.data.TFRecordDataset(files, compression_type=checks.compression(files), num_parallel_reads=AUTO)
+    if not training:
+        return records.map(lambda record: decode(record, labeled), num_parallel_calls=AUTO)
+
+    def one_epoch(epoch):
+        shuffled = records.shuffle(SHUFFLE_BUFFER, seed=SEED * 10_007 + epoch).enumerate()
+        decoded = shuffled.map(
+            lambda index, record: (*decode(record, True), tf.stack([SEED * 10_007 + epoch, index])),
+            num_parallel_calls=AUTO,
+        )
+        augmented = decoded.map(lambda image, label, seed: (augment(image, seed), label), num_parallel_calls=AUTO)
+        return augmented.batch(GLOBAL_BATCH, drop_remainder=True).take(steps_per_epoch)
+
+    return tf.data.Dataset.range(first_epoch, EPOCHS).flat_map(one_epoch).prefetch(AUTO)
+
 
 # %% [markdown]
 # ## Model
-# Built and compiled in the accelerator's scope (as in notebook 02), then given the checkpoint's
-# weights and optimizer state when resuming.
+# A pretrained backbone without its classifier, global-average pooled, then dropout and a new dense
+# layer for the dataset's classes. The model takes uint8 images and rescales them as its backbone
+# wants; its logits stay float32 under mixed precision, where the softmax and the loss need the range.
+# Built and compiled inside `acc.scope()`, so its variables live on every replica.
 
 # %%
-import keras
+from keras import layers
 
-keras.utils.set_random_seed(SEED)
+from nbkit import pretrained
+
+
+def build_model():
+    inputs = keras.Input([image_size, image_size, 3], dtype="uint8")
+    if MODEL == "small_cnn":  # pooled to about 48x48, three conv blocks: trains in seconds on a CPU
+        x = layers.Rescaling(1 / 255)(inputs)
+        x = layers.AveragePooling2D(max(1, image_size // 48))(x)
+        for width in (16, 32, 64):
+            x = layers.MaxPooling2D()(layers.Conv2D(width, 3, padding="same", activation="relu")(x))
+        x = layers.Dense(128, activation="relu")(layers.Flatten()(x))
+    else:
+        backbone = pretrained.backbone(MODEL, [image_size, image_size, 3], WEIGHTS, search=[environment.input_dir])
+        # EfficientNet and ConvNeXt rescale 0-255 pixels themselves; most other backbones want [-1, 1].
+        rescales_itself = MODEL.startswith(("EfficientNet", "ConvNeXt"))
+        x = inputs if rescales_itself else layers.Rescaling(1 / 127.5, offset=-1)(inputs)
+        x = layers.Dropout(0.2)(backbone(x))
+    outputs = layers.Dense(dataset.num_classes, dtype="float32")(x)
+    return keras.Model(inputs, outputs, name=MODEL.lower())
+
+
+keras.utils.set_random_seed(SEED)  # the same initial weights on every run (and every pod host)
 with acc.scope():
-    model = models.build_classifier(
-        profile.model, image_size, dataset.num_classes, weights=profile.weights, search=[environment.input_dir]
-    )
+    model = build_model()
     model.compile(
         optimizer=keras.optimizers.Adam(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["sparse_categorical_accuracy"],
-        steps_per_execution=plan.steps_per_execution,
+        steps_per_execution=steps_per_execution,  # several steps per compiled call: fewer host round-trips
     )
-run.restore(model, acc)
+run.restore(model, acc)  # the checkpoint's weights and optimizer state, when resuming
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %% [markdown]
-# ## Train
-# Epoch e's batches depend only on (SEED, e), so the data stream restarts where it stopped.
-# `run.fit` is `model.fit` from the first epoch not done yet, with a checkpoint after each.
-
-# %% tags=["nbval-ignore-output"]
-from nbkit.images import ordered, pipeline
-
-train_batches = pipeline.train_batches(
-    splits["train"].files, image_size, plan, SEED, first_epoch=run.epochs_done, recipe=AUGMENT
-)
-print(pipeline.describe_reading(splits["train"].files, plan))
-val_batches = ordered.val_batches(splits["val"].files, image_size, plan.global_batch, plan.local_rows)
-history = run.fit(
-    model,
-    train_batches,
-    profile.epochs,
-    steps_per_epoch=plan.steps_per_epoch,
-    validation_data=val_batches,
-    callbacks=[keras.callbacks.LearningRateScheduler(schedule)],
-    verbose=2,
-)
-print(f"epochs done: {run.epochs_done}")
-print(acc.compile_cache.report())
+# ## Learning-rate schedule
+# A short linear ramp (large steps would wreck the pretrained weights at first), then an exponential
+# decay towards `LR_MIN`.
 
 # %%
 from nbkit.images import plots
 
-figure = plots.training_curves(history, path=outputs.staging / "training_curves.png")
+
+def lrfn(epoch):
+    if epoch < LR_RAMP_EPOCHS:
+        return LR_START + (LR_MAX - LR_START) * epoch / LR_RAMP_EPOCHS
+    if epoch < LR_RAMP_EPOCHS + LR_SUSTAIN_EPOCHS:
+        return LR_MAX
+    return LR_MIN + (LR_MAX - LR_MIN) * LR_DECAY ** (epoch - LR_RAMP_EPOCHS - LR_SUSTAIN_EPOCHS)
+
+
+figure = plots.learning_rate([lrfn(epoch) for epoch in range(EPOCHS)], path=outputs.staging / "learning_rate.png")
+
+# %% [markdown]
+# ## Train
+# Epoch e's batches depend only on (SEED, e), so the data stream restarts where it stopped:
+# `model.fit` from the first epoch not done yet, with a checkpoint after each (`run.checkpoint()`).
+
+# %% tags=["nbval-ignore-output"]
+if run.epochs_done < EPOCHS:
+    model.fit(
+        get_dataset(train.files, training=True, first_epoch=run.epochs_done),
+        epochs=EPOCHS,
+        initial_epoch=run.epochs_done,
+        steps_per_epoch=steps_per_epoch,
+        validation_data=get_dataset(val.files).batch(GLOBAL_BATCH, drop_remainder=True).cache(),
+        callbacks=[keras.callbacks.LearningRateScheduler(lrfn), run.checkpoint()],
+        verbose=2,
+    )
+print(f"epochs done: {run.epochs_done}")
+print(acc.compile_cache.report())
+
+# %%
+figure = plots.training_curves(run.history, path=outputs.staging / "training_curves.png")
 
 # %% [markdown]
 # ## Evaluate and predict
 # Scores on the validation set (with a `FOLD`, out of fold: `oof.csv`); `submission.csv` from this
-# model, which notebook 06 must reproduce (with the same `TTA`).
+# model, which notebook 06 must reproduce (with the same `TTA`). Test-time augmentation: predict each image as it is and in `TTA - 1` changed views, and average the
+# class probabilities. On the validation set: confusion matrix, the competition's metric and macro
+# F1 / precision / recall, and a batch titled OK or, in red, NO -> the true class. With a `FOLD`,
+# these are out-of-fold predictions: `oof.csv` keeps them for `python -m nbkit oof`.
 
 # %%
-from nbkit.images import metrics, oof, predict, submission
+import numpy as np
 
-val = predict.predict_in_order(
-    model, splits["val"].files, image_size, labeled=True, global_batch=plan.global_batch, views=TTA, rows=plan.local_rows
-)
-confusion, scores = metrics.of_predictions(val.keys, val.probabilities, dataset.metric)
+from nbkit.images import metrics, oof, predict
+
+
+def tta_view(image, view):
+    """View `view` of an image: 0 as it is, 1 flipped, 2 zoomed into its central 87.5%, 3 both."""
+    if view >= 2:
+        zoomed = tf.image.resize(tf.image.central_crop(image, 0.875), [image_size, image_size])
+        image = tf.saturate_cast(tf.round(zoomed), tf.uint8)
+    return tf.image.flip_left_right(image) if view % 2 else image
+
+
+def predict_tta(files, labeled):
+    """Class probabilities of each view of every image of `files` (in file order), and the labels or ids."""
+    views = []
+    for view in range(TTA):
+        images = get_dataset(files, labeled).map(lambda image, key, view=view: (tta_view(image, view), key))
+        logits, keys = predict.in_order(model, images, GLOBAL_BATCH)
+        views.append(metrics.softmax(logits))
+    return views, keys
+
+
+val_views, val_labels = predict_tta(val.files, labeled=True)
+val_probabilities = np.mean(val_views, axis=0)
+confusion, scores = metrics.of_predictions(val_labels, val_probabilities, dataset.metric)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
 figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 if FOLD != -1:
-    oof.write(splits["val"].ids, val.keys, val.probabilities, FOLD, dataset, outputs.staging / "oof.csv")
+    oof.write(val.ids, val_labels, val_probabilities, FOLD, dataset, outputs.staging / "oof.csv")
 
-test = predict.predict_in_order(
-    model, splits["test"].files, image_size, labeled=False, global_batch=plan.global_batch, views=TTA, rows=plan.local_rows
-)
-written = submission.write(test.keys, test.probabilities.argmax(axis=1), dataset, outputs.staging / "submission.csv")
+from nbkit.images import submission
+
+test_views, test_ids = predict_tta(test.files, labeled=False)
+written = submission.write(test_ids, np.mean(test_views, axis=0).argmax(1), dataset, outputs.staging / "submission.csv")
 
 # %% [markdown]
 # ## Model package

@@ -90,20 +90,48 @@ print(f"{test['test'].count} test images in {len(test['test'].files)} files, {le
 
 # %%
 import numpy as np
+import tensorflow as tf
 
-from nbkit.images import predict
+from nbkit.images import metrics, predict
+
+AUTO = tf.data.AUTOTUNE
+GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
+
+
+def decode(record):
+    """A serialized test record to (uint8 image [size, size, 3], id), as notebook 05 reads it."""
+    features = {"image": tf.io.FixedLenFeature([], tf.string), "id": tf.io.FixedLenFeature([], tf.string)}
+    example = tf.io.parse_single_example(record, features)
+    image = tf.io.decode_jpeg(example["image"], channels=3)
+    return tf.reshape(image, [image_size, image_size, 3]), example["id"]
+
+
+def tta_view(image, view):
+    """View `view` of an image, as in notebook 05: 0 as it is, 1 flipped, 2 zoomed into its central 87.5%, 3 both."""
+    if view >= 2:
+        zoomed = tf.image.resize(tf.image.central_crop(image, 0.875), [image_size, image_size])
+        image = tf.saturate_cast(tf.round(zoomed), tf.uint8)
+    return tf.image.flip_left_right(image) if view % 2 else image
+
+
+def predict_tta(model, files):
+    """Class probabilities of every image of `files` (in file order) averaged over TTA views, and the ids."""
+    records = tf.data.TFRecordDataset(files, compression_type=checks.compression(files), num_parallel_reads=AUTO)
+    views = []
+    for view in range(TTA):
+        images = records.map(decode, num_parallel_calls=AUTO).map(lambda image, key, view=view: (tta_view(image, view), key))
+        logits, ids = predict.in_order(model, images, GLOBAL_BATCH)
+        views.append(metrics.softmax(logits))
+    return np.mean(views, axis=0), ids
+
 
 members = []
 for folder in folders:
     model, _ = package.load_package(folder, acc)
-    members.append(
-        predict.predict_in_order(
-            model, test["test"].files, image_size, labeled=False, global_batch=acc.global_batch(PER_REPLICA_BATCH), views=TTA
-        )
-    )
-    print(f"loaded {model.name} from {folder.name}, checked its outputs against the manifest, predicted")
-test_ids = members[0].keys
-probabilities = np.mean([member.probabilities for member in members], axis=0)  # the ensemble
+    probabilities, test_ids = predict_tta(model, test["test"].files)
+    members.append(probabilities)
+    print(f"{folder}: loaded {model.name}, checked its outputs against the manifest, predicted")
+probabilities = np.mean(members, axis=0)  # the ensemble
 test_predictions = probabilities.argmax(axis=1)
 
 # %% [markdown]
@@ -113,16 +141,17 @@ test_predictions = probabilities.argmax(axis=1)
 # predictions; they replace an earlier run's only together.
 
 # %%
-from nbkit.images import ordered, plots, submission
+from nbkit.images import plots, submission
 
 written = submission.write(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
 np.savez(
     outputs.staging / "test_probabilities.npz",
     ids=test_ids,
-    members=np.stack([member.probabilities for member in members]),
+    members=np.stack(members),
     ensemble=probabilities,
 )
 print(f"wrote {len(test_ids)} rows to {written.name}, and test_probabilities.npz")
-shown = next(iter(ordered.image_batches(test["test"].files, image_size, False, 20, test["test"].count)))
-figure = plots.batch(shown.numpy(), test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
+test_files = test["test"].files
+shown = next(iter(tf.data.TFRecordDataset(test_files, checks.compression(test_files)).map(decode).batch(20)))[0].numpy()
+figure = plots.batch(shown, test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
 print("published:", ", ".join(outputs.publish()))

@@ -5,6 +5,7 @@ import pytest
 
 from nbkit import batching
 from nbkit.errors import ParameterError
+from nbkit.images import checks
 
 
 def test_the_plan_gives_whole_executions_of_whole_batches():
@@ -82,11 +83,11 @@ def test_batches_that_cannot_work_are_refused_with_what_to_pass(
     per_replica, replicas, item_bytes, counts, free, message
 ):
     with pytest.raises(ParameterError, match=message):
-        batching.check_batch(per_replica, replicas, item_bytes, counts, available_bytes=free)
+        checks.check_batch(per_replica, replicas, item_bytes, counts, available_bytes=free)
 
 
 def test_a_workable_batch_is_the_global_batch():
-    assert batching.check_batch(16, 8, 192 * 192 * 3, {"train": 832, "val": 208}, available_bytes=2**34) == 128
-    assert batching.check_batch(64, 1, 512 * 512 * 3, {}, available_bytes=None) == 64  # memory unknown: not refused
+    assert checks.check_batch(16, 8, 192 * 192 * 3, {"train": 832, "val": 208}, available_bytes=2**34) == 128
+    assert checks.check_batch(64, 1, 512 * 512 * 3, {}, available_bytes=None) == 64  # memory unknown: not refused
     with pytest.raises(ParameterError, match="PER_CORE_BATCH=100 x 1"):
-        batching.check_batch(100, 1, 192, {"train": 50}, parameter="PER_CORE_BATCH")
+        checks.check_batch(100, 1, 192, {"train": 50}, parameter="PER_CORE_BATCH")

@@ -63,10 +63,9 @@ def find_accelerator(simulate_devices: int, reason: str, hosts: nbhosts.Hosts | 
 
     distribution = None
     if len(devices) > 1:
-        # With several processes each feeds its own replicas' rows (nbkit's pipeline picks them), so
-        # Keras must not shard the dataset again.
-        sharding = {"auto_shard_dataset": False} if hosts.several else {}
-        distribution = keras.distribution.DataParallel(devices=devices, **sharding)
+        # With several processes (a pod slice) Keras shards a tf.data dataset of global batches itself:
+        # each process feeds its rows of every batch (rebatch + shard), so the notebook's pipeline is the same.
+        distribution = keras.distribution.DataParallel(devices=devices)
         keras.distribution.set_distribution(distribution)
     simulated = kind == "cpu" and len(devices) > 1
     why = {"tpu": f"JAX sees {len(devices)} TPU core(s)", "gpu": f"JAX sees {len(devices)} GPU(s)"}.get(

@@ -12,6 +12,7 @@ to Kaggle Models (`publish_model`, with kagglehub).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import re
@@ -132,13 +133,14 @@ def write_package(
 def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, Any]]:
     """Load the model (in `acc`'s scope when given) and check it against its manifest: input shape,
     class count, and the logits of the check images."""
-    from nbkit.models import load_model
+    import keras
 
     folder = Path(folder)
     manifest = read_manifest(folder)
     classes = manifest["dataset"]["classes"]
     try:
-        model = load_model(folder / manifest["model_file"], acc)
+        with acc.scope() if acc is not None else contextlib.nullcontext():
+            model = keras.models.load_model(folder / manifest["model_file"])
     except Exception as error:  # Keras raises ValueError, OSError, zipfile errors... for a bad file
         raise PackageError(
             f"Could not load {folder / manifest['model_file']}: {error}. Re-upload the package."

@@ -129,16 +129,9 @@ class TrainingRun:
         if restored == 0:
             raise ResumeError(f"{self.weights_file} holds no optimizer state. Set RESUME='restart'.")
 
-    def fit(self, model: Any, train_data: Any, epochs: int, **fit_args: Any) -> dict[str, list[float]]:
-        """`model.fit` from epoch `epochs_done` to `epochs`, checkpointing after each; returns the
-        history of every epoch so far, the earlier runs' included. Call `restore` first."""
-        if self.epochs_done >= epochs:
-            return self.history
-        callbacks = list(fit_args.pop("callbacks", [])) + [self._callback()]
-        model.fit(train_data, epochs=epochs, initial_epoch=self.epochs_done, callbacks=callbacks, **fit_args)
-        return self.history
-
-    def _callback(self) -> Any:
+    def checkpoint(self) -> Any:
+        """A Keras callback for `model.fit(..., initial_epoch=run.epochs_done)`: the checkpoint of each
+        epoch, written as it ends (`save`); `history` then holds every epoch, the earlier runs' included."""
         import keras
 
         run = self

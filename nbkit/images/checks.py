@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import storage, tfrecord
-from nbkit.errors import DataError
+from nbkit.env import available_memory
+from nbkit.errors import DataError, ParameterError
 from nbkit.images import layout
+from nbkit.params import check_int
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,56 @@ def _check_split(split: str, files: list[str], image_size: int, num_classes: int
             f"The {split} split ({len(files)} files in {folder}) holds no records: re-download or regenerate it."
         )
     return Split(split, files, count, list(seen), items)
+
+
+def compression(files: Sequence[str]) -> str:
+    """The compression of `files` ("", "GZIP" or "ZLIB"), which tf.data must be told; one for all of them."""
+    kinds = {name: tfrecord.compression(name) for name in files}
+    if len(set(kinds.values())) > 1:
+        shown = ", ".join(f"{Path(name).name}: {kind or 'none'}" for name, kind in kinds.items())
+        raise DataError(f"The files of one split are compressed in different ways ({shown}): write them all alike.")
+    return next(iter(kinds.values()), "")
+
+
+MEMORY_SHARE = 0.5  # of the memory available: the rest is for the model, the cache, the notebook
+
+
+def batch_bytes(global_batch: int, item_bytes: int) -> int:
+    """Host memory one global batch takes: its uint8 items, and the float32 copy the model's first layer makes."""
+    return global_batch * item_bytes * (1 + 4)
+
+
+def check_batch(
+    per_replica_batch: int,
+    replicas: int,
+    item_bytes: int,
+    counts: dict[str, int],
+    available_bytes: int | None = None,
+    parameter: str = "PER_REPLICA_BATCH",
+) -> int:
+    """The global batch, once it is known to work: no larger than any split in `counts` (an epoch and
+    a validation pass each need a full batch), and small enough for the memory available (default:
+    what this machine has free now). A ParameterError says what to pass as `parameter` instead."""
+    check_int(parameter, per_replica_batch, minimum=1)
+    global_batch = per_replica_batch * replicas
+    what = f"{parameter}={per_replica_batch} x {replicas} replica(s) = a global batch of {global_batch}"
+    if counts and global_batch > min(counts.values()):
+        smallest, split = min((count, split) for split, count in counts.items())
+        fits = smallest // replicas
+        instead = f"{parameter}={fits} or less" if fits else f"at most {smallest} replicas"
+        raise ParameterError(
+            f"{what}, more than the {smallest} images of the {split} split: every step and every "
+            f"validation pass needs a full batch. Use {instead}."
+        )
+    available_bytes = available_memory() if available_bytes is None else available_bytes
+    needed = batch_bytes(global_batch, item_bytes)
+    if available_bytes is not None and needed > MEMORY_SHARE * available_bytes:
+        fits = int(MEMORY_SHARE * available_bytes // batch_bytes(replicas, item_bytes))
+        raise ParameterError(
+            f"{what} needs about {needed / 2**30:.1f} GiB of memory per step; "
+            f"{available_bytes / 2**30:.1f} GiB are free here. Use {parameter}={fits} or less."
+        )
+    return global_batch
 
 
 def describe(splits: dict[str, Split]) -> str:

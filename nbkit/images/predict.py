@@ -1,5 +1,5 @@
-"""Predictions in file order, one row per image, for validation scores and the submission, each
-run checked: a few rows predicted alone on one device must match the distributed predictions.
+"""Predictions in the dataset's order, one row per image, for validation scores and the submission,
+on one host or a pod slice, each run checked: a few rows predicted alone on one device must match the distributed predictions.
 
 keras 3.8 + jax 0.4.35 under DataParallel on 8 devices returned rows that belong to other images
 (see the README's design notes); a submission written from them would be silently wrong.
@@ -7,59 +7,41 @@ keras 3.8 + jax 0.4.35 under DataParallel on 8 devices returned rows that belong
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from nbkit.env import installed_versions
-from nbkit.errors import ParameterError, PredictionError
-from nbkit.images import metrics
+from nbkit.errors import PredictionError
 
 CHECKED_ROWS = 8
 
 
-@dataclass(frozen=True)
-class Predictions:
-    """A model's class probabilities for images in file order, and their labels (or test ids)."""
+def in_order(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(logits as float64, keys) of every (image, key) item of `dataset` (a tf.data dataset, not batched),
+    in its order. Batched here by `global_batch`, the last batch padded so every replica gets a full one
+    (the padding's rows cut); on a pod slice each process feeds its rows of each batch and gets every row.
+    The first batch's rows are checked against the same images predicted alone (`check_rows`)."""
+    import tensorflow as tf
 
-    per_view: np.ndarray  # [views, images, classes]: softmax of each view's logits (`ordered.VIEWS`)
-    keys: np.ndarray  # labels, or test ids
+    first, stop, _ = process_rows(global_batch).indices(global_batch)
 
-    @property
-    def probabilities(self) -> np.ndarray:
-        """[images, classes]: the mean over the views (test-time augmentation; one view: that view's)."""
-        return self.per_view.mean(axis=0)
+    def padded(images: Any, keys: Any) -> Any:
+        found = tf.shape(images)[0]
+        images = tf.pad(images, [[0, global_batch - found]] + [[0, 0]] * (len(images.shape) - 1))
+        return tf.ensure_shape(images[first:stop], [stop - first, *images.shape[1:]]), keys
 
-
-def predict_in_order(
-    model: Any,
-    files: Sequence[str],
-    image_size: int,
-    labeled: bool,
-    global_batch: int,
-    views: int = 1,
-    rows: slice = slice(None),
-) -> Predictions:
-    """Class probabilities for every image of `files`, in file order, for each of the first `views`
-    views of `ordered.VIEWS` (test-time augmentation: TTA=1 is the images as they are), and their
-    labels (or test ids). Each pass is checked against one-device predictions of some rows (`check_rows`).
-    On a pod slice each process reads `rows` of every batch (`plan.local_rows`) and gets every row's."""
-    from nbkit.images.ordered import VIEWS, image_batches, keys_in_order
-
-    if not 1 <= views <= len(VIEWS):
-        raise ParameterError(f"TTA={views}: from 1 (no test-time augmentation) to {len(VIEWS)} views: {VIEWS}.")
-    keys = keys_in_order(files, labeled)  # once: every view is of the same images
-    per_view = []
-    for index in range(views):
-        images = image_batches(files, image_size, labeled, global_batch, len(keys), view_index=index, rows=rows)
-        # The last batch is padded so every replica gets a full one; the padding's rows are cut.
-        logits = global_logits(model, images)[: len(keys)]
-        first = rows.indices(global_batch)[0]
-        check_rows(model, np.asarray(next(iter(images))), logits[first:])
-        per_view.append(metrics.softmax(logits))
-    return Predictions(np.stack(per_view), keys)
+    found_logits, found_keys = [], []
+    for images, keys in dataset.batch(global_batch).map(padded).prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        found_logits.append(global_logits(model, images))
+        found_keys.append(keys)
+        if len(found_logits) == 1:
+            check_rows(model, images, found_logits[0][first:])
+    keys = np.concatenate(found_keys)
+    logits = np.concatenate(found_logits)[: len(keys)]
+    if keys.dtype.kind in "SO":  # test ids
+        keys = np.array([k.decode() for k in keys])
+    return logits, keys
 
 
 def global_logits(model: Any, batches: Any) -> np.ndarray:
