@@ -39,11 +39,11 @@ def test_keras_bug_behind_the_steps_per_execution_cap_still_exists(run_python):
     result = run_python(
         """
         import numpy as np
-        from nbkit import accel, models
+        from nbkit import accel
         import keras, tensorflow as tf
         acc = accel.setup("tensorflow", simulate_devices=2)
         with acc.scope():
-            model = models.small_cnn((8, 8, 1), 4, filters=(4,), dense=8)
+            model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Rescaling(1 / 255), keras.layers.Conv2D(4, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(4, dtype="float32")])
             model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=2)
         ds = tf.data.Dataset.from_tensor_slices((np.zeros((16, 8, 8, 1), "uint8"), np.zeros(16, "int64"))).batch(4)
         try:
@@ -64,13 +64,13 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution_and_s
         """
         import collections, glob, json, os
         import numpy as np
-        from nbkit import accel, models
+        from nbkit import accel
         acc = accel.setup("jax", simulate_devices=8)
         import keras
         a = np.array([[1, 2, 3], [4, 5, 6]], "float32"); b = np.array([[1, 2], [3, 4], [5, 6]], "float32")
         results = acc.run(keras.ops.matmul, a, b)
         with acc.scope():
-            model = models.small_cnn((8, 8, 1), 2, filters=(4,), dense=8)
+            model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Rescaling(1 / 255), keras.layers.Conv2D(4, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(2, dtype="float32")])
             model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                           steps_per_execution=4)
         x = np.zeros((64, 8, 8, 1), "uint8"); y = np.zeros(64, "int64"); x[::2] = 255; y[::2] = 1

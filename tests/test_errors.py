@@ -52,9 +52,9 @@ def tfrecord_of_garbage(tmp_path):
 
 
 def a_bad_weights_file(tmp_path):
-    from nbkit import models
+    from nbkit import pretrained
 
-    models.build_classifier("MobileNetV2", 96, 5, weights=str(tmp_path / "missing.weights.h5"))
+    pretrained.backbone("MobileNetV2", (96, 96, 3), weights=str(tmp_path / "missing.weights.h5"))
 
 
 def importing_what_nbkit_lacks(tmp_path):

@@ -1,12 +1,10 @@
 """A pod slice's processes, as the environment tells them (nbkit.hosts), and what each process does
 with that: the rows of each batch it feeds, the files it reads, the outputs it writes (none but process 0)."""
 
-import numpy as np
 import pytest
 
-from nbkit import batching, hosts, staging
+from nbkit import hosts, staging
 from nbkit.errors import BackendError
-from nbkit.images import pipeline
 
 TWO = {hosts.ADDRESSES: "10.0.0.1:1234,10.0.0.2:1234", hosts.NUM_PROCESSES: "2", hosts.PROCESS_ID: "1"}
 
@@ -37,28 +35,6 @@ def test_a_malformed_environment_is_named(changed, message):
         hosts.from_environment({**TWO, **changed})
 
 
-def test_a_process_feeds_its_consecutive_rows_of_each_batch():
-    whole = batching.Plan(16, 8, 6, 6)
-    assert whole.local_rows == slice(0, 128) and "this process feeds" not in whole.describe()
-    second = batching.Plan(16, 8, 6, 6, local_replicas=(4, 5, 6, 7))
-    assert second.local_rows == slice(64, 128) and second.local_batch == 64
-    assert "this process feeds replicas 4-7: 64 rows of each batch" in second.describe()
-    with pytest.raises(ValueError, match="not consecutive"):
-        batching.Plan(16, 8, 6, 6, local_replicas=(0, 2))
-
-
-def test_each_process_reads_its_own_half_of_the_files():
-    files = [f"/data/train/{i:02d}-192x192-52.tfrec" for i in range(16)]
-    said = [
-        pipeline.describe_reading(files, batching.Plan(16, 8, 6, 6, local_replicas=r))
-        for r in ((0, 1, 2, 3), (4, 5, 6, 7))
-    ]
-    read = [set(line.split(": ", 1)[1].split(", ")) for line in said]
-    assert "reads 8 of the 16 training files (replicas 0-3's)" in said[0]
-    assert not read[0] & read[1] and len(read[0] | read[1]) == 16
-    assert "reads all 16 training files" in pipeline.describe_reading(files, batching.Plan(16, 8, 6, 6))
-
-
 def test_only_process_0_writes_outputs(tmp_path, monkeypatch):
     for name, value in TWO.items():
         monkeypatch.setenv(name, value)
@@ -71,26 +47,6 @@ def test_only_process_0_writes_outputs(tmp_path, monkeypatch):
     first = staging.start(tmp_path / "out")
     (first.staging / "metrics.json").write_text("{}")
     assert first.writes and first.publish() == ["metrics.json"] and (tmp_path / "out" / "metrics.json").exists()
-
-
-def test_the_rows_of_every_process_make_the_whole_batches(tmp_path):
-    import tensorflow as tf
-
-    from nbkit.images import layout, ordered, writer
-
-    # 10 images in 3 files, each image's brightness its id; batches of 4 split between 2 processes.
-    records = [
-        {"image": tf.io.encode_jpeg(np.full((16, 16, 3), 20 * i, np.uint8)).numpy(), "class": i} for i in range(10)
-    ]
-    writer.write_split(records, tmp_path, 16, "val", shards=3)
-    files = layout.find_files(tmp_path, 16, "val")
-    halves = (slice(0, 2), slice(2, 4))
-    whole = [b.numpy() for b in ordered.image_batches(files, 16, True, 4, 10)]
-    parts = [[b.numpy() for b in ordered.image_batches(files, 16, True, 4, 10, rows=r)] for r in halves]
-    assert len(parts[0]) == len(parts[1]) == len(whole) == 3 and all(p.shape[0] == 2 for p in parts[1])
-    assert all(np.array_equal(np.concatenate(pair), w) for *pair, w in zip(*parts, whole))  # padding included
-    val = [[y.numpy().tolist() for _, y in ordered.val_batches(files, 16, 4, r)] for r in halves]
-    assert val == [[[0, 1], [4, 5]], [[2, 3], [6, 7]]]
 
 
 def test_several_processes_need_the_jax_backend(run_python):

@@ -80,32 +80,35 @@ def test_metrics_json_holds_plain_numbers(tmp_path):
     assert json.loads(path.read_text()) == {"accuracy": 0.5, "epochs": 3}
 
 
-def test_predictions_are_checked_against_the_same_rows_on_one_device(tmp_path):
-    """predict_in_order passes an honest model and stops, before anything is written, on one whose
-    batched predictions come back with rows swapped (what keras 3.8 + jax 0.4.35 did on 8 devices)."""
+def test_predictions_come_in_order_padded_and_are_checked_against_the_same_rows_on_one_device(tmp_path):
+    """predict.in_order returns every row's logits and key in the dataset's order (the last batch padded, the
+    padding cut), and stops, before anything is written, on a model whose batched predictions come back with
+    rows swapped (what keras 3.8 + jax 0.4.35 did on 8 devices)."""
     import keras
+    import tensorflow as tf
 
-    from nbkit import models
     from nbkit.errors import PredictionError
-    from nbkit.images import layout, ordered, predict, sample
+    from nbkit.images import predict
 
-    root = sample.make_sample(tmp_path / "data", image_sizes=(64,), train_per_class=1, val_per_class=2, num_classes=6)
-    files = layout.find_files(root, 64, "val")
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (13, 16, 16, 3), dtype=np.uint8)
+    ids = np.array([f"id-{i}" for i in range(13)])
     keras.utils.set_random_seed(0)
-    model = models.small_cnn((64, 64, 3), 6, filters=(8,), dense=16)
-    found = predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)
-    assert found.probabilities.shape == (12, 6) and len(found.keys) == 12
-    assert np.allclose(found.probabilities.sum(axis=1), 1)
-    logits = np.asarray(model.predict(next(iter(ordered.image_batches(files, 64, True, 12, count=12))), verbose=0))
-    assert np.allclose(found.probabilities, metrics.softmax(logits[:12]), atol=1e-6)  # TTA=1: the images as they are
-    flipped = predict.predict_in_order(model, files, 64, labeled=True, global_batch=8, views=2)
-    assert np.array_equal(flipped.per_view[0], found.per_view[0])
-    assert np.allclose(flipped.probabilities, (flipped.per_view[0] + flipped.per_view[1]) / 2)
+    model = keras.Sequential(
+        [keras.Input((16, 16, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(), keras.layers.Dense(6)]
+    )
+    logits, keys = predict.in_order(model, tf.data.Dataset.from_tensor_slices((images, ids)), global_batch=8)
+    assert keys.tolist() == ids.tolist()  # 8 + 5 rows, the second batch padded with 3
+    alone = np.stack([np.asarray(model(images[i : i + 1]))[0] for i in range(13)])  # one image at a time
+    assert logits.shape == (13, 6) and np.allclose(logits, alone, atol=1e-5)
+    labels = np.arange(13) % 6
+    _, label_keys = predict.in_order(model, tf.data.Dataset.from_tensor_slices((images, labels)), global_batch=8)
+    assert label_keys.tolist() == labels.tolist()
     honest = model.predict
 
     def rows_mixed(dataset, **kwargs):  # each row answered with its neighbour's logits
         return np.roll(honest(dataset, **kwargs), 1, axis=0)
 
     model.predict = rows_mixed
-    with pytest.raises(PredictionError, match=r"Row 0 of the distributed predictions differs.*keras \d"):
-        predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)
+    with pytest.raises(PredictionError, match=r"Row \d+ of the distributed predictions differs.*keras \d"):
+        predict.in_order(model, tf.data.Dataset.from_tensor_slices((images, ids)), global_batch=8)

@@ -18,10 +18,17 @@ DATASET = Description(title="Flowers (test)", classes=CLASSES, label_values=(0, 
 def tiny_model(seed=0):
     import keras
 
-    from nbkit import models
-
     keras.utils.set_random_seed(seed)
-    return models.small_cnn((SIZE, SIZE, 3), len(CLASSES), filters=(4,), dense=8)
+    return keras.Sequential(
+        [
+            keras.Input((SIZE, SIZE, 3)),
+            keras.layers.Rescaling(1 / 255),
+            keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(len(CLASSES), dtype="float32"),
+        ]
+    )
 
 
 def write(folder, model=None, **overrides):
@@ -205,11 +212,12 @@ SAVE_AND_PREDICT = """
 from nbkit import accel
 acc = accel.setup({backend!r}, simulate_devices={devices})
 import keras, numpy as np
-from nbkit import models
 from nbkit.handoff import package
 keras.utils.set_random_seed(3)
 with acc.scope():
-    model = models.build_classifier("small_cnn", 96, 104)
+    model = keras.Sequential([keras.Input((96, 96, 3), dtype="uint8"), keras.layers.Rescaling(1 / 255),
+        keras.layers.AveragePooling2D(2), keras.layers.Conv2D(16, 3, activation="relu"), keras.layers.Flatten(),
+        keras.layers.Dense(104, dtype="float32")])
     model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 rng = np.random.default_rng(0)
 images = rng.integers(0, 256, (32, 96, 96, 3), dtype=np.uint8)

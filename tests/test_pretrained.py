@@ -4,6 +4,32 @@ import pytest
 from nbkit import pretrained
 
 
+def test_a_backbone_without_weights_is_built_as_asked():
+    backbone = pretrained.backbone("MobileNetV2", (96, 96, 3), "none")
+    assert tuple(backbone.output_shape) == (None, 1280)  # no top, average pooled
+
+
+@pytest.fixture
+def offline(monkeypatch, tmp_path):
+    """An empty Keras cache and no internet: every download fails as it does with the internet off."""
+    import urllib.error
+
+    from keras.src.utils import file_utils
+
+    local = file_utils.urlretrieve
+
+    def no_internet(url, *args, **kwargs):
+        if url.startswith("file://"):  # a local copy: there is no network in that
+            return local(url, *args, **kwargs)
+        raise urllib.error.URLError("no internet")
+
+    monkeypatch.setattr(file_utils, "urlretrieve", no_internet)
+    from keras.src.backend import config
+
+    (tmp_path / "keras-home").mkdir()  # Keras falls back to /tmp/.keras where its folder is missing
+    monkeypatch.setattr(config, "_KERAS_DIR", str(tmp_path / "keras-home"))  # KERAS_HOME is read at import
+
+
 def legacy_weights(model, path):
     """Weights in the legacy HDF5 layout of Keras' ImageNet files."""
     import h5py

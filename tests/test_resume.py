@@ -30,10 +30,17 @@ def data_for_epochs():
 def new_model():
     import keras
 
-    from nbkit import models
-
     keras.utils.set_random_seed(0)
-    model = models.small_cnn((6, 6, 3), 3, filters=(4,), dense=8)
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 3)),
+            keras.layers.Rescaling(1 / 255),
+            keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(3, dtype="float32"),
+        ]
+    )
     model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
 
@@ -42,8 +49,15 @@ def train(folder, epochs, settings=SETTINGS, restart=False):
     run = resume.TrainingRun(folder, settings, restart=restart)
     model = new_model()
     run.restore(model)
-    history = run.fit(model, data_for_epochs()(run.epochs_done), epochs, steps_per_epoch=STEPS, verbose=0)
+    history = fit(run, model, data_for_epochs()(run.epochs_done), epochs, steps_per_epoch=STEPS, verbose=0)
     return run, model, history
+
+
+def fit(run, model, data, epochs, **fit_args):
+    """What notebook 05 does: model.fit from the first epoch not done, with the run's checkpoint callback."""
+    if run.epochs_done < epochs:
+        model.fit(data, epochs=epochs, initial_epoch=run.epochs_done, callbacks=[run.checkpoint()], **fit_args)
+    return run.history
 
 
 def weights(model):
@@ -59,7 +73,7 @@ def test_interrupted_run_continues_where_it_stopped_and_matches_an_uninterrupted
     model = new_model()
     second.restore(model)
     assert int(model.optimizer.iterations.numpy()) == 2 * STEPS  # optimizer state came back too
-    history = second.fit(model, data_for_epochs()(2), 4, steps_per_epoch=STEPS, verbose=0)
+    history = fit(second, model, data_for_epochs()(2), 4, steps_per_epoch=STEPS, verbose=0)
     assert len(history["loss"]) == 4 and history["loss"][:2] == whole_history["loss"][:2]
     assert np.allclose(history["loss"], whole_history["loss"], rtol=1e-4)
     for resumed, uninterrupted in zip(weights(model), weights(whole)):
@@ -80,7 +94,7 @@ def test_a_finished_run_is_not_trained_again(tmp_path):
     assert "finished earlier: 2 epochs done" in run.describe(2)
     again = new_model()
     run.restore(again)
-    assert run.fit(again, data_for_epochs()(2), 2, steps_per_epoch=STEPS, verbose=0) == history
+    assert fit(run, again, data_for_epochs()(2), 2, steps_per_epoch=STEPS, verbose=0) == history
     assert int(again.optimizer.iterations.numpy()) == 2 * STEPS  # no step was taken
     assert all(np.array_equal(a, b) for a, b in zip(weights(again), weights(model)))
 
@@ -102,7 +116,7 @@ def test_restart_replaces_the_old_checkpoint_once_an_epoch_is_done(tmp_path):
     run = resume.TrainingRun(tmp_path, {**SETTINGS, "model": "other"}, restart=True)
     assert run.epochs_done == 0 and "earlier checkpoint is replaced" in run.describe(1)
     assert (tmp_path / "epoch-0002.weights.h5").exists()  # nothing lost before the new run has an epoch
-    run.fit(new_model(), data_for_epochs()(0), 1, steps_per_epoch=STEPS, verbose=0)
+    fit(run, new_model(), data_for_epochs()(0), 1, steps_per_epoch=STEPS, verbose=0)
     assert sorted(p.name for p in tmp_path.glob("*.h5")) == ["epoch-0001.weights.h5"]
     assert json.loads((tmp_path / resume.STATE_FILE).read_text())["settings"]["model"] == "other"
 
