@@ -267,6 +267,7 @@ history = model.fit(
     epochs=EPOCHS,
     steps_per_epoch=steps_per_epoch,
     validation_data=val_batches,
+    validation_steps=val.count // GLOBAL_BATCH,  # tf.data cannot count TFRecords: Keras is told
     callbacks=[keras.callbacks.LearningRateScheduler(lrfn), input_monitor],
     verbose=2,
 )

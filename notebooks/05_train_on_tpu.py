@@ -304,6 +304,7 @@ if run.epochs_done < EPOCHS:
         initial_epoch=run.epochs_done,
         steps_per_epoch=steps_per_epoch,
         validation_data=get_dataset(val.files).batch(GLOBAL_BATCH, drop_remainder=True).cache(),
+        validation_steps=val.count // GLOBAL_BATCH,  # tf.data cannot count TFRecords: Keras is told
         callbacks=[keras.callbacks.LearningRateScheduler(lrfn), run.checkpoint()],
         verbose=2,
     )

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import jupytext
 import papermill
 import pytest
-from conftest import BAD_DATA_CASES, REPO, execute
+from conftest import BAD_DATA_CASES, REPO, execute, text_outputs
 
 SOURCES = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 PARAMETER_LINE = re.compile(
@@ -105,3 +106,49 @@ def test_flowers_bad_data_stops_before_training(tmp_path, params, message):
         execute(tmp_path, "02_flowers_classifier.ipynb", OUTPUT_DIR=str(tmp_path / "o"), **params)
     assert error.value.ename == "DataError" and message in error.value.evalue
     assert "model.fit" not in error.value.source
+
+
+def edited_notebook(tmp_path: Path, name: str, edits: dict[str, str], appended: str) -> Path:
+    """notebooks/`name` with each `edits` key replaced by its value (each must be found once) and a last
+    code cell `appended`, written as an .ipynb under tmp_path: what a user who forks the notebook does."""
+    notebook = jupytext.read(REPO / "notebooks" / name)
+    source = "\n".join(c.source for c in notebook.cells)
+    for old, new in edits.items():
+        assert source.count(old) == 1, f"{name} no longer holds {old!r} once"
+        for cell in notebook.cells:
+            cell.source = cell.source.replace(old, new)
+    notebook.cells.append(jupytext.reads(appended, fmt="py:percent").cells[0])
+    path = tmp_path / name.replace(".py", ".ipynb")
+    jupytext.write(notebook, path)
+    return path
+
+
+def test_a_forked_02_runs_its_own_edits_of_the_model_augmentation_schedule_and_tta(tmp_path):
+    """02 is the program: an edited build_model (a new layer), augment (every image blanked), lrfn (a constant
+    rate) and tta_view (a darker view) are what the run uses."""
+    edits = {
+        '    outputs = layers.Dense(dataset.num_classes, dtype="float32")(x)\n    return keras.Model(': (
+            '    x = layers.Dense(24, activation="relu", name="my_extra_layer")(x)\n'
+            '    outputs = layers.Dense(dataset.num_classes, dtype="float32")(x)\n    return keras.Model('
+        ),
+        "def augment(image, seed):\n": "def augment(image, seed):\n    return tf.zeros_like(image)\n",
+        "def lrfn(epoch):\n": "def lrfn(epoch):\n    return 0.000123\n",
+        "def tta_view(image, view):\n": "def tta_view(image, view):\n    return image // (view + 1)\n",
+    }
+    appended = """# %%
+import json
+print("EDITED", json.dumps({
+    "layers": [layer.name for layer in keras.models.load_model(outputs.folder / "model.keras").layers],
+    "lr": history.history["learning_rate"],
+    "batch_max": int(images.numpy().max()),
+    "decoded_max": int(next(iter(get_dataset(train.files)))[0].numpy().max()),
+    "tta_views_differ": bool(abs(val_views[0] - val_views[1]).max() > 0),
+}))
+"""
+    notebook = edited_notebook(tmp_path, "02_flowers_classifier.py", edits, appended)
+    out = text_outputs(execute(tmp_path, notebook, EPOCHS=2, STEPS_PER_EPOCH=2, TTA=2, AUGMENT="flips"))
+    found = json.loads(out.split("EDITED ", 1)[1].splitlines()[0])
+    assert "my_extra_layer" in found["layers"]
+    assert found["lr"] == pytest.approx([0.000123, 0.000123])
+    assert found["tta_views_differ"]
+    assert found["batch_max"] == 0 and found["decoded_max"] > 0  # augment blanked every training image
