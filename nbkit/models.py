@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import pretrained
-from nbkit.errors import ModelError, ParameterError
+from nbkit.errors import DataError, ParameterError
 
 
 def small_cnn(
@@ -112,7 +112,7 @@ def build_classifier(
         backbone = constructor(include_top=False, weights=None, input_shape=input_shape, pooling="avg")
     else:
         if weights != "imagenet" and not Path(weights).exists():
-            raise ModelError(
+            raise DataError(
                 f"WEIGHTS={weights!r}: no such file or folder. Give 'imagenet', 'none' or Keras' ImageNet file."
             )
         backbone = pretrained.imagenet_backbone(constructor, input_shape, weights, search)

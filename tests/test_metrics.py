@@ -86,7 +86,7 @@ def test_predictions_are_checked_against_the_same_rows_on_one_device(tmp_path):
     import keras
 
     from nbkit import models
-    from nbkit.errors import PredictionError
+    from nbkit.errors import AcceleratorError
     from nbkit.images import layout, ordered, predict, sample
 
     root = sample.make_sample(tmp_path / "data", image_sizes=(64,), train_per_class=1, val_per_class=2, num_classes=6)
@@ -107,5 +107,5 @@ def test_predictions_are_checked_against_the_same_rows_on_one_device(tmp_path):
         return np.roll(honest(dataset, **kwargs), 1, axis=0)
 
     model.predict = rows_mixed
-    with pytest.raises(PredictionError, match=r"Row 0 of the distributed predictions differs.*keras \d"):
+    with pytest.raises(AcceleratorError, match=r"Row 0 of the distributed predictions differs.*keras \d"):
         predict.predict_in_order(model, files, 64, labeled=True, global_batch=8)
