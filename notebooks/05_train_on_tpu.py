@@ -88,7 +88,7 @@ print(acc.set_precision(PRECISION))  # before any model is built
 # %%
 from nbkit import batching, models
 from nbkit.competitions import flowers
-from nbkit.images import checks, description, layout, recipe
+from nbkit.images import checks, layout, recipe
 
 profile = recipe.profile(PROFILE, acc.kind, MODEL, WEIGHTS, EPOCHS)
 models.check_name(profile.model)  # a misspelt MODEL stops here, before any data is read
@@ -97,7 +97,7 @@ print(profile.describe())
 
 data = flowers.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
 print(f"data: {data.reason}")
-dataset = description.load(data.path)
+dataset = flowers.load_description(data.path)
 print(f"dataset: {dataset.describe()}")
 image_size = layout.choose_size(data.path, IMAGE_SIZE)
 files = layout.split_files(data.path, image_size, dataset.folds, FOLD)  # FOLD k: fold k validates
