@@ -43,7 +43,7 @@ def main(precision: str = "auto") -> None:
         start = time.perf_counter()
         logits = np.asarray(model.predict(images, batch_size=128, verbose=0))
         predict_s = time.perf_counter() - start
-        predict.check_rows(model, images[:128], logits)  # raises PredictionError if rows differ
+        predict.check_rows(model, images[:128], logits)  # raises AcceleratorError if rows differ
         again = models.load_model(models.save_model(model, f"/tmp/nbkit-gpu-{name}.keras"), acc)
         reload_diff = float(np.abs(np.asarray(again.predict(images[:64], verbose=0)) - logits[:64]).max())
         computes = sorted({layer.dtype_policy.compute_dtype for layer in model.layers})

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nbkit.errors import BackendError
+from nbkit.errors import AcceleratorError
 
 ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
@@ -52,12 +52,12 @@ class Hosts:
 
 def from_environment(environ: Mapping[str, str] | None = None) -> Hosts:
     """The processes the environment describes (one, where it describes none); a malformed value
-    is a BackendError naming the variable."""
+    is an AcceleratorError naming the variable."""
     environ = os.environ if environ is None else environ
     if NUM_PROCESSES in environ or PROCESS_ID in environ or ADDRESSES in environ:
         missing = [name for name in (ADDRESSES, NUM_PROCESSES, PROCESS_ID) if not environ.get(name)]
         if missing:
-            raise BackendError(
+            raise AcceleratorError(
                 f"{', '.join(missing)} not set, though other KERAS_DISTRIBUTION_* variables are: set all three "
                 f"on every host ({ADDRESSES}=<host 0>:<port>, {NUM_PROCESSES}=<hosts>, {PROCESS_ID}=<0, 1, ...>), "
                 "or none for one process."
@@ -65,7 +65,7 @@ def from_environment(environ: Mapping[str, str] | None = None) -> Hosts:
         count = _whole(environ, NUM_PROCESSES, 1)
         index = _whole(environ, PROCESS_ID, 0)
         if index >= count:
-            raise BackendError(
+            raise AcceleratorError(
                 f"{PROCESS_ID}={index} is not below {NUM_PROCESSES}={count}: number the hosts 0 to {count - 1}."
             )
         return Hosts(index, count, environ[ADDRESSES].split(",")[0].strip())
@@ -82,7 +82,7 @@ def _whole(environ: Mapping[str, str], name: str, minimum: int) -> int:
     except ValueError:
         number = minimum - 1
     if number < minimum:
-        raise BackendError(f"{name}={value!r} is not a whole number of at least {minimum}.")
+        raise AcceleratorError(f"{name}={value!r} is not a whole number of at least {minimum}.")
     return number
 
 

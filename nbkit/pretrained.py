@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nbkit.errors import ModelError
+from nbkit.errors import DataError
 
 # How keras.applications names its no-top ImageNet files: efficientnetb0_notop.h5,
 # mobilenet_v2_..._no_top.h5, NASNet-mobile-no-top.h5, ...
@@ -58,7 +58,7 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
     if weights == "none":
         return constructor(include_top=False, weights=None, input_shape=tuple(input_shape), pooling="avg")
     if weights != "imagenet" and not Path(weights).exists():
-        raise ModelError(
+        raise DataError(
             f"WEIGHTS={weights!r}: no such file or folder. Give 'imagenet', 'none' or Keras' ImageNet file."
         )
     return imagenet_backbone(constructor, tuple(input_shape), weights, search)
@@ -67,7 +67,7 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
 def imagenet_backbone(constructor: Any, input_shape: tuple[int, ...], weights: str, search: Sequence[Path]) -> Any:
     """keras.applications' ImageNet backbone (no top, average pooling), its weights file taken from a
     local copy when there is one (WEIGHTS="imagenet": under the `search` folders; else WEIGHTS itself),
-    else downloaded by Keras. Says what it linked; a ModelError names the file when it cannot."""
+    else downloaded by Keras. Says what it linked; a DataError names the file when it cannot."""
     explicit = weights != "imagenet"
     copies = local_copies([Path(weights)] if explicit else search, explicit)
     cache = copy_into_cache(copies, replace=explicit)
@@ -90,22 +90,22 @@ def imagenet_backbone(constructor: Any, input_shape: tuple[int, ...], weights: s
     return backbone
 
 
-def _weights_error(name: str, weights: str, offered: list[str], error: Exception) -> ModelError:
+def _weights_error(name: str, weights: str, offered: list[str], error: Exception) -> DataError:
     requested = URL_FILE.search(str(error))
     file = requested[1] if requested else (offered[0] if offered else "its ImageNet weights file")
     if "URL fetch failure" in str(error) or isinstance(error, (ConnectionError, TimeoutError)):
         if file in offered:
-            return ModelError(
+            return DataError(
                 f"{weights if weights != 'imagenet' else 'The attached ' + file} is not the {file} keras.applications "
                 "expects: its checksum differs, so it is damaged or another file. Attach the original file (from "
                 "~/.keras/models/ after one online run)."
             )
         if weights != "imagenet":
-            return ModelError(
+            return DataError(
                 f"WEIGHTS={weights!r} is not {file}, the ImageNet file keras.applications asks for (without its "
                 "top), and holds no file of that name."
             )
-        return ModelError(
+        return DataError(
             f"Could not download {file}, the ImageNet weights of {name} (is the internet off?). Offline: attach a "
             f"Kaggle dataset holding {file} (Keras keeps it in ~/.keras/models/ after one online run) and keep "
             "WEIGHTS='imagenet', which finds it under /kaggle/input; or give its path as WEIGHTS; or use WEIGHTS='none'."
@@ -114,4 +114,4 @@ def _weights_error(name: str, weights: str, offered: list[str], error: Exception
     what = (
         "not a readable weights file" if isinstance(error, OSError) else f"not {name}'s ImageNet weights (without top)"
     )
-    return ModelError(f"WEIGHTS={weights!r} ({file}) is {what}: {first_line}")
+    return DataError(f"WEIGHTS={weights!r} ({file}) is {what}: {first_line}")

@@ -82,11 +82,11 @@ print(
 
 # %%
 from nbkit.competitions import flowers
-from nbkit.images import checks, description, layout
+from nbkit.images import checks, layout
 
 data = flowers.locate_data(DATA_ROOT)
 print(f"data: {data.reason}")
-dataset = description.load(data.path)
+dataset = flowers.load_description(data.path)
 print(f"dataset: {dataset.describe()}")
 image_size = layout.choose_size(data.path, IMAGE_SIZE)
 splits = checks.check_splits(layout.split_files(data.path, image_size), image_size, dataset.num_classes, keep_items=True)

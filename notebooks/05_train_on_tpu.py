@@ -112,11 +112,11 @@ print(f"profile={profile}: {MODEL} (weights {WEIGHTS}), {EPOCHS} epochs, global 
 
 # %%
 from nbkit.competitions import flowers
-from nbkit.images import checks, description, layout
+from nbkit.images import checks, layout
 
 data = flowers.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
 print(f"data: {data.reason}")
-dataset = description.load(data.path)
+dataset = flowers.load_description(data.path)
 print(f"dataset: {dataset.describe()}")
 image_size = layout.choose_size(data.path, IMAGE_SIZE)
 files = layout.split_files(data.path, image_size, dataset.folds, FOLD)  # FOLD k: fold k validates

@@ -71,11 +71,11 @@ for folder, manifest in zip(folders, manifests):
 
 # %%
 from nbkit.competitions import flowers
-from nbkit.images import checks, description, layout
+from nbkit.images import checks, layout
 
 data = flowers.locate_data(DATA_ROOT, environment=environment)
 print(f"data: {data.reason}")
-dataset = description.load(data.path)
+dataset = flowers.load_description(data.path)
 image_size = IMAGE_SIZE or manifests[0]["image_size"]
 for folder, manifest in zip(folders, manifests):
     package.check_compatible(manifest, image_size, dataset, folder.name)

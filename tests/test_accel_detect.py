@@ -7,7 +7,7 @@ import pytest
 
 from nbkit import accel, logs
 from nbkit.accel import precision, tf_devices, tpu
-from nbkit.errors import AcceleratorError, BackendError, ParameterError
+from nbkit.errors import AcceleratorError, ParameterError
 
 PLAIN = dict(loaded=None, env_backend=None, tpu_vm=False, tf_tpu_capable=False, jax_installed=True)
 
@@ -31,15 +31,15 @@ def test_auto_follows_an_already_imported_keras():
 
 
 def test_conflicting_loaded_backend_says_how_to_fix():
-    with pytest.raises(BackendError) as error:
+    with pytest.raises(AcceleratorError) as error:
         accel.choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"})
     assert "Restart the kernel" in str(error.value) and "setup(backend='jax')" in str(error.value)
 
 
 def test_unsupported_loaded_backend_and_missing_jax():
-    with pytest.raises(BackendError, match="'torch'"):
+    with pytest.raises(AcceleratorError, match="'torch'"):
         accel.choose_backend("auto", **{**PLAIN, "loaded": "torch"})
-    with pytest.raises(BackendError, match="pip install jax"):
+    with pytest.raises(AcceleratorError, match="pip install jax"):
         accel.choose_backend("jax", **{**PLAIN, "jax_installed": False})
 
 

@@ -102,10 +102,10 @@ def test_backend_conflict_after_keras_import_says_how_to_fix(run_python):
         """
         import keras  # default backend: tensorflow
         from nbkit import accel
-        from nbkit.errors import BackendError
+        from nbkit.errors import AcceleratorError
         try:
             accel.setup("jax")
-        except BackendError as error:
+        except AcceleratorError as error:
             print("REFUSED:", error)
         """,
         KERAS_BACKEND="tensorflow",
@@ -120,10 +120,10 @@ def test_jax_split_after_jax_started_says_how_to_fix(run_python):
         import jax
         jax.devices()  # JAX starts with one CPU device
         from nbkit import accel
-        from nbkit.errors import BackendError
+        from nbkit.errors import AcceleratorError
         try:
             accel.setup("jax", simulate_devices=4)
-        except BackendError as error:
+        except AcceleratorError as error:
             print("REFUSED:", error)
         """
     )

@@ -42,6 +42,31 @@ def reachable(module: str, left_out: tuple[str, ...] = ()) -> set[str]:
     return seen
 
 
+def own_imports(module: str) -> set[str]:
+    """The nbkit modules `module` imports, anywhere in it, less the __init__ of the packages it sits in
+    (Python runs those before `module` whatever it imports: a package, not an import of its code)."""
+    parts = module.split("/")
+    packages = {"/".join(parts[:depth] + ["__init__"]) for depth in range(len(parts))}
+    return bundle.imported_modules(bundle.module_file(module).read_text()) - packages - {module}
+
+
+def import_cycles() -> list[list[str]]:
+    """Each import cycle among nbkit's modules, as the path from its first module back to it."""
+    graph = {m: own_imports(m) for m in MODULES}
+    cycles = []
+    for start in MODULES:
+        paths, seen = [[start]], {start}
+        while paths:  # breadth first: the shortest way back to `start`
+            path = paths.pop(0)
+            if start in graph[path[-1]]:
+                cycles.append(path + [start])
+                break
+            for step in sorted(graph[path[-1]] - seen):
+                seen.add(step)
+                paths.append(path + [step])
+    return cycles
+
+
 def under(folder: str) -> list[str]:
     return [m for m in MODULES if m.startswith(folder + "/")]
 
@@ -50,6 +75,11 @@ def test_the_tree_has_the_documented_parts():
     folders = {m.split("/")[0] for m in MODULES if "/" in m}
     assert folders == {"accel", "images", "competitions", "convert", "handoff", "pytorch", "inputs", "publish", "guide"}
     assert CORE <= set(MODULES)
+
+
+def test_no_module_is_part_of_an_import_cycle():
+    # Lazy imports count: a module that imports another inside a function still depends on it.
+    assert not import_cycles()
 
 
 @pytest.mark.parametrize("module", sorted(CORE))

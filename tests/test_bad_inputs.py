@@ -114,7 +114,7 @@ CASES = [
         "weights that are a text file",
         None,
         {"MODEL": "EfficientNetB0", "WEIGHTS": "TEXT_FILE"},
-        "ModelError",
+        "DataError",
         "is not efficientnetb0_notop.h5",
     ),
 ]

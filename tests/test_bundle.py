@@ -17,7 +17,7 @@ from conftest import REPO
 from test_notebook_03 import DATASET, attached_dataset, kaggle_kernel  # noqa: E402, F401  (fixtures)
 from test_secrets import FAKE_KAGGLE  # noqa: E402
 
-from nbkit.errors import BundleError, LeakError, ParameterError
+from nbkit.errors import ParameterError, SecretError
 from nbkit.inputs import secrets as kaggle_secrets
 from nbkit.publish import bundle, kernel_metadata
 
@@ -76,7 +76,7 @@ def test_the_stand_in_sample_stays_out_unless_the_notebook_imports_it():
     needed = bundle.modules_needed(["from nbkit.competitions import flowers"])
     assert "competitions/flowers" in needed and not set(bundle.LEFT_OUT) & set(needed)
     assert {"images/sample", "images/writer"} <= set(bundle.modules_needed(["from nbkit.images import sample"]))
-    with pytest.raises(BundleError, match="nbkit.publish"):
+    with pytest.raises(ParameterError, match="nbkit.publish"):
         bundle.modules_needed(["from nbkit.publish import scan"])
 
 
@@ -241,7 +241,7 @@ def test_a_bundle_reads_like_its_notebook(notebook):
 
 
 def test_missing_notebook_is_a_clear_error(tmp_path):
-    with pytest.raises(BundleError, match="does not exist: give a notebook"):
+    with pytest.raises(ParameterError, match="does not exist: give a notebook"):
         bundle.write(tmp_path / "nope.py", tmp_path, owner="alice")
 
 
@@ -250,7 +250,7 @@ def test_a_notebook_that_leaks_is_not_bundled(tmp_path):
     kaggle_secrets.remember("NBKIT_BUNDLE_TEST", value)
     leaky = tmp_path / "04_leaky.py"
     leaky.write_text(NOTEBOOK_03.read_text() + f"\n# %%\nprint('{value}')\n")
-    with pytest.raises(LeakError, match="04_leaky.py: file: the value of secret NBKIT_BUNDLE_TEST") as error:
+    with pytest.raises(SecretError, match="04_leaky.py: file: the value of secret NBKIT_BUNDLE_TEST") as error:
         bundle.write(leaky, tmp_path / "kernels", owner="alice")
     assert value not in str(error.value) and not (tmp_path / "kernels").exists()
 
@@ -369,7 +369,7 @@ def test_a_bundle_off_kaggle_says_it_has_no_sample_generator(tmp_path, fresh_pyt
 def test_a_notebook_importing_what_nbkit_lacks_is_not_bundled(tmp_path, line, missing):
     source = tmp_path / "07_typo.py"
     source.write_text(f"# %% [markdown]\n# # A title\n\n# %%\nx = 1\n\n# %%\nfrom nbkit import params, accel\n{line}\n")
-    with pytest.raises(BundleError) as error:
+    with pytest.raises(ParameterError) as error:
         bundle.write(source, tmp_path / "kernels", owner="alice")
     where = f"cell 3, line {1 + len(line.splitlines())}"  # after the cell's first import
     assert str(error.value).startswith(f"{source}: {where}: `{line.splitlines()[-1].strip()}`: {missing}. ")
@@ -385,5 +385,5 @@ def test_the_bundle_command_refuses_an_import_nbkit_lacks(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert result.returncode == 1 and "nbkit bundle: BundleError: " in result.stderr
+    assert result.returncode == 1 and "nbkit bundle: ParameterError: " in result.stderr
     assert "cell 1, line 1: `from nbkit.images import nosuchmodule`: there is no module or name" in result.stderr

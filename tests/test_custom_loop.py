@@ -37,11 +37,11 @@ def test_custom_loop_refuses_the_jax_backend(run_python):
         """
         from nbkit import accel
         from nbkit.guide import custom_loop
-        from nbkit.errors import BackendError
+        from nbkit.errors import AcceleratorError
         acc = accel.setup("jax")
         try:
             custom_loop.CustomLoop(None, None, None, 8)
-        except BackendError as error:
+        except AcceleratorError as error:
             print("REFUSED:", error)
         """
     )

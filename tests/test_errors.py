@@ -1,6 +1,7 @@
-"""One error per kind of mistake, across the package: a value the user passed is a ParameterError,
-bad data a DataError, a bad saved model a ModelError, a bad package a PackageError, and so on. Each
-row is a bad input, the error type it must raise, and words its message must contain."""
+"""Six exception classes, one per kind of mistake, across the package: a value the user passed is a
+ParameterError; bad data, a bad saved model, package or checkpoint a DataError; the accelerator and
+Keras/JAX set-up an AcceleratorError; secrets a SecretError; running elsewhere a RunError. Each row
+is a bad input, the error type it must raise, and words its message must contain."""
 
 from __future__ import annotations
 
@@ -171,8 +172,8 @@ CASES = [
     ("a missing DATA_ROOT", lambda t: datasets.locate(str(t / "nowhere"), "a/b"), errors.DataError, "DATA_ROOT='"),
     ("a record that is not an Example", tfrecord_of_garbage, errors.DataError, "record 0 is not a tf.train.Example"),
     ("an image of another size (PyTorch side)", wrong_size_image, errors.DataError, "item 0 is 32x32, not 64x64"),
-    ("a missing weights file", a_bad_weights_file, errors.ModelError, "no such file"),
-    ("a missing package", lambda t: package.read_manifest(t / "none"), errors.PackageError, "No model package at"),
+    ("a missing weights file", a_bad_weights_file, errors.DataError, "no such file"),
+    ("a missing package", lambda t: package.read_manifest(t / "none"), errors.DataError, "No model package at"),
     (
         "a precision the hardware cannot do",
         lambda t: precision.choose("mixed_float16", "cpu"),
@@ -182,17 +183,17 @@ CASES = [
     (
         "predictions that belong to other rows",
         mixed_rows,
-        errors.PredictionError,
+        errors.AcceleratorError,
         "differs from the same image predicted alone",
     ),
-    ("an unreadable training state", bad_state, errors.ResumeError, "is not a readable training state"),
+    ("an unreadable training state", bad_state, errors.DataError, "is not a readable training state"),
     (
         "a missing local secret",
         lambda t: secrets.secret("NBKIT_SURELY_UNSET", platform="local", dotenv=t / ".env"),
         errors.SecretError,
         "not found in environment variables",
     ),
-    ("a leaking file", leaking_file, errors.LeakError, "a private key"),
+    ("a leaking file", leaking_file, errors.SecretError, "a private key"),
     (
         "a scan path that does not exist",
         lambda t: scan.check([t / "notebok"], secrets={}),
@@ -202,7 +203,7 @@ CASES = [
     (
         "a notebook importing a name nbkit lacks",
         importing_what_nbkit_lacks,
-        errors.BundleError,
+        errors.ParameterError,
         "cell 1, line 2: `from nbkit import doesnotexist`: there is no module or name doesnotexist in nbkit",
     ),
     (
@@ -252,17 +253,17 @@ CASES = [
     (
         "a run without a Kaggle owner",
         a_bundle_without_owner_run,
-        errors.PushError,
+        errors.RunError,
         "pass --owner <you> to `python -m nbkit run`, then run again",
     ),
     (
         "a notebook that is not there",
         lambda t: bundle.write(t / "nope.py", t, owner="alice"),
-        errors.BundleError,
+        errors.ParameterError,
         "does not exist",
     ),
-    ("a folder without a bundle", lambda t: push.push(t), errors.PushError, "build the bundle first"),
-    ("a bundle folder not there", lambda t: push.push(t / "nope"), errors.PushError, "nope is not a folder"),
+    ("a folder without a bundle", lambda t: push.push(t), errors.RunError, "build the bundle first"),
+    ("a bundle folder not there", lambda t: push.push(t / "nope"), errors.RunError, "nope is not a folder"),
     (
         "a kernel that failed on Kaggle",
         lambda t: remote.check_outputs(remote.Session("error", "Out of memory", ()), t, [], "alice/k"),
@@ -272,13 +273,13 @@ CASES = [
     (
         "a launched process that fails",
         lambda t: launch.launch(stand_in(t, "fail"), 1, 1, [("MODE", "fail")], t / "out"),
-        errors.LaunchError,
+        errors.RunError,
         "process 0 failed (exit code 1)",
     ),
     (
         "a Keras backend already chosen",
         lambda t: choose.choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"}),
-        errors.BackendError,
+        errors.AcceleratorError,
         "Restart the kernel",
     ),
     (
@@ -304,6 +305,16 @@ def test_every_error_class_has_a_row():
     assert defined - used == {errors.NbkitError}
 
 
-def test_parameter_errors_are_value_errors_and_data_errors_os_errors():
+def test_there_are_six_error_classes_and_what_the_standard_library_catches():
+    defined = {name for name, cls in vars(errors).items() if isinstance(cls, type) and issubclass(cls, Exception)}
+    assert defined == {"NbkitError", "ParameterError", "DataError", "AcceleratorError", "SecretError", "RunError"}
     # What callers that know only the standard library catch.
-    assert issubclass(errors.ParameterError, ValueError) and issubclass(errors.DataError, OSError)
+    builtin = {
+        errors.ParameterError: ValueError,
+        errors.DataError: OSError,
+        errors.AcceleratorError: RuntimeError,
+        errors.SecretError: LookupError,
+        errors.RunError: RuntimeError,
+    }
+    for cls, base in builtin.items():
+        assert cls.__bases__ == (errors.NbkitError, base) and cls.__doc__, cls

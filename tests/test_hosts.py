@@ -4,7 +4,7 @@ with that: the rows of each batch it feeds, the files it reads, the outputs it w
 import pytest
 
 from nbkit import hosts, staging
-from nbkit.errors import BackendError
+from nbkit.errors import AcceleratorError
 
 TWO = {hosts.ADDRESSES: "10.0.0.1:1234,10.0.0.2:1234", hosts.NUM_PROCESSES: "2", hosts.PROCESS_ID: "1"}
 
@@ -31,7 +31,7 @@ def test_the_environment_names_the_processes():
     ],
 )
 def test_a_malformed_environment_is_named(changed, message):
-    with pytest.raises(BackendError, match=message):
+    with pytest.raises(AcceleratorError, match=message):
         hosts.from_environment({**TWO, **changed})
 
 
@@ -60,7 +60,7 @@ def test_several_processes_need_the_jax_backend(run_python):
         """,
         **TWO,
     )
-    assert "BackendError This is process 1 of 2" in found.stdout and "use backend='jax'" in found.stdout
+    assert "AcceleratorError This is process 1 of 2" in found.stdout and "use backend='jax'" in found.stdout
 
 
 CHECKPOINT_FOUND = """
@@ -118,5 +118,5 @@ def test_every_process_resumes_from_the_checkpoint_process_0_put_in_place_or_sto
     for out in outputs:
         assert "found 2" in out, out  # process 1 read the folder only once process 0 had put the checkpoint there
         # A folder process 1 does not share: both stop, saying what each found.
-        assert "ResumeError The processes found different checkpoints" in out, out
+        assert "DataError The processes found different checkpoints" in out, out
         assert "process 0: 2 epochs done, process 1: 0 epochs done" in out and "every host mounts" in out

@@ -16,7 +16,7 @@ from kaggle_stub import StubServer
 from test_datasets import kaggle_env, local_env
 
 from nbkit.competitions import flowers
-from nbkit.errors import DataError, PackageError, ParameterError
+from nbkit.errors import DataError, ParameterError
 from nbkit.handoff import package
 from nbkit.inputs import datasets, kaggle_hub
 
@@ -220,7 +220,7 @@ def test_a_package_is_not_published_under_a_bad_handle_or_unfinished(credentials
     stub, _, _ = credentials
     with pytest.raises(ParameterError, match="must be written owner/model/framework/variation"):
         package.publish_model(write_package(tmp_path / "p"), "alice/flowers-model")
-    with pytest.raises(PackageError, match="no manifest.json"):
+    with pytest.raises(DataError, match="no manifest.json"):
         package.publish_model(tmp_path, MODEL)
     assert stub.requests == []
 
@@ -243,7 +243,7 @@ def test_notebook_06_reads_a_package_by_its_kaggle_models_handle(credentials, tm
     assert folder == tmp_path / "cache" / "models" / "alice" / "flowers-model" / "keras" / "default" / "2"
     assert package.read_manifest(folder)["model_name"] == "small_cnn"
     stub.routes[f"{models}/GetModelInstance"] = lambda body, headers: (404, {"code": 404})
-    with pytest.raises(PackageError, match="PACKAGES: 'alice/gone/keras/default' is no folder here.*404"):
+    with pytest.raises(DataError, match="PACKAGES: 'alice/gone/keras/default' is no folder here.*404"):
         package.find_packages("alice/gone/keras/default", tmp_path / "unused")
 
 

@@ -6,7 +6,7 @@ import nbformat
 import psutil
 import pytest
 
-from nbkit.errors import LaunchError, ParameterError
+from nbkit.errors import ParameterError, RunError
 from nbkit.publish import cli, launch
 
 CODE = """
@@ -82,7 +82,7 @@ def test_each_process_gets_its_place_and_its_devices(tmp_path, capsys, monkeypat
 def test_one_process_failing_stops_the_whole_run_and_is_named(tmp_path, monkeypatch, mode, words):
     nothing_left = assert_nothing_left(monkeypatch)
     monkeypatch.setattr(launch, "SETTLE_S", 1)  # process 0 sleeps: it would never end on its own
-    with pytest.raises(LaunchError) as error:
+    with pytest.raises(RunError) as error:
         run(tmp_path, mode)  # process 0 would sleep for 10 minutes
     assert "process 1 failed" in str(error.value) and words in str(error.value)
     assert "stand_in.p1.ipynb" in str(error.value) and "Every other process of the run was stopped" in str(error.value)
@@ -91,7 +91,7 @@ def test_one_process_failing_stops_the_whole_run_and_is_named(tmp_path, monkeypa
 
 def test_a_hang_past_the_timeout_stops_the_whole_run(tmp_path, monkeypatch):
     nothing_left = assert_nothing_left(monkeypatch)
-    with pytest.raises(LaunchError, match="timeout of 4 s with process\\(es\\) 0, 1 still running"):
+    with pytest.raises(RunError, match="timeout of 4 s with process\\(es\\) 0, 1 still running"):
         run(tmp_path, "hang", timeout_s=4)
     assert nothing_left()
 

@@ -87,7 +87,7 @@ def test_predictions_come_in_order_padded_and_are_checked_against_the_same_rows_
     import keras
     import tensorflow as tf
 
-    from nbkit.errors import PredictionError
+    from nbkit.errors import AcceleratorError
     from nbkit.images import predict
 
     rng = np.random.default_rng(0)
@@ -110,5 +110,5 @@ def test_predictions_come_in_order_padded_and_are_checked_against_the_same_rows_
         return np.roll(honest(dataset, **kwargs), 1, axis=0)
 
     model.predict = rows_mixed
-    with pytest.raises(PredictionError, match=r"Row \d+ of the distributed predictions differs.*keras \d"):
+    with pytest.raises(AcceleratorError, match=r"Row \d+ of the distributed predictions differs.*keras \d"):
         predict.in_order(model, tf.data.Dataset.from_tensor_slices((images, ids)), global_batch=8)

@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from nbkit.errors import PackageError, ParameterError
+from nbkit.errors import DataError, ParameterError
 from nbkit.handoff import package
 from nbkit.images.description import Description
 
@@ -138,25 +138,25 @@ def edit_manifest(folder, **changes):
 )
 def test_damaged_package_names_what_is_wrong(written, damage, message):
     damage(written)
-    with pytest.raises(PackageError, match=message):
+    with pytest.raises(DataError, match=message):
         package.load_package(written)
 
 
 def test_model_that_is_not_the_one_recorded_is_caught(written):
     tiny_model(seed=7).save(written / "model.keras")
-    with pytest.raises(PackageError, match="outputs differ from those recorded"):
+    with pytest.raises(DataError, match="outputs differ from those recorded"):
         package.load_package(written)
 
 
 def test_model_of_another_class_count_is_caught(written):
     edit_manifest(written, dataset__classes=[*CLASSES, "lily"], dataset__label_values=[0, 1, 2, 3])
-    with pytest.raises(PackageError, match="do not belong together"):
+    with pytest.raises(DataError, match="do not belong together"):
         package.load_package(written)
 
 
 def test_corrupt_model_file_is_reported(written):
     (written / "model.keras").write_bytes(b"not a zip")
-    with pytest.raises(PackageError, match="Could not load .*model.keras"):
+    with pytest.raises(DataError, match="Could not load .*model.keras"):
         package.load_package(written)
 
 
@@ -165,25 +165,23 @@ def test_compatibility_with_the_data(written):
 
     manifest = package.read_manifest(written)
     package.check_compatible(manifest, SIZE, DATASET)
-    with pytest.raises(
-        PackageError, match=f"takes {SIZE}x{SIZE} images but the data given is 32x32.*IMAGE_SIZE={SIZE}"
-    ):
+    with pytest.raises(DataError, match=f"takes {SIZE}x{SIZE} images but the data given is 32x32.*IMAGE_SIZE={SIZE}"):
         package.check_compatible(manifest, 32, DATASET)
     flowers = replace(DATASET, classes=tuple(map(str, range(104))), label_values=tuple(range(104)))
-    with pytest.raises(PackageError, match="knows 3 classes but this data has 104"):
+    with pytest.raises(DataError, match="knows 3 classes but this data has 104"):
         package.check_compatible(manifest, SIZE, flowers)
-    with pytest.raises(PackageError, match="classes or label values differ"):
+    with pytest.raises(DataError, match="classes or label values differ"):
         package.check_compatible(manifest, SIZE, replace(DATASET, classes=tuple(reversed(CLASSES))))
-    with pytest.raises(PackageError, match="classes or label values differ"):
+    with pytest.raises(DataError, match="classes or label values differ"):
         package.check_compatible(manifest, SIZE, replace(DATASET, label_values=("a", "b", "c")))
-    with pytest.raises(PackageError, match="writes submissions as id,label but this data's are image_id,label"):
+    with pytest.raises(DataError, match="writes submissions as id,label but this data's are image_id,label"):
         package.check_compatible(manifest, SIZE, replace(DATASET, id_column="image_id"))
 
 
 def test_find_packages_on_kaggle_input_and_by_name(tmp_path, written):
     kaggle_input = tmp_path / "input"
     (kaggle_input / "competition-data").mkdir(parents=True)
-    with pytest.raises(PackageError, match="No model package under .*set PACKAGES"):
+    with pytest.raises(DataError, match="No model package under .*set PACKAGES"):
         package.find_packages("auto", "unused", kaggle_input)
     shutil.copytree(written, kaggle_input / "my-flowers-model" / "v1")
     assert package.find_packages("auto", "unused", kaggle_input) == [kaggle_input / "my-flowers-model" / "v1"]
@@ -200,10 +198,10 @@ def test_ensemble_members_must_agree_before_anything_is_predicted(written, tmp_p
     other = shutil.copytree(written, tmp_path / "other")
     edit_manifest(other, dataset__label_values=["a", "b", "c"])
     manifests = [package.read_manifest(written), package.read_manifest(other)]
-    with pytest.raises(PackageError, match="classes or label values differ.*ensemble members must agree"):
+    with pytest.raises(DataError, match="classes or label values differ.*ensemble members must agree"):
         package.check_same(manifests, ["first", "other"])
     edit_manifest(other, dataset__label_values=[0, 1, 2], image_size=32)
-    with pytest.raises(PackageError, match="The model other takes 32x32 images but the data given is 16x16"):
+    with pytest.raises(DataError, match="The model other takes 32x32 images but the data given is 16x16"):
         package.check_same([package.read_manifest(written), package.read_manifest(other)], ["first", "other"])
     package.check_same([package.read_manifest(written)] * 2, ["first", "second"])
 

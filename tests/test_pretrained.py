@@ -87,7 +87,7 @@ def test_bad_weights_are_a_model_error_naming_the_file(offline, imagenet_file, t
     import keras
     from keras.src.applications import efficientnet
 
-    from nbkit.errors import ModelError
+    from nbkit.errors import DataError
 
     path, _ = imagenet_file
     weights = {"imagenet-offline": "imagenet", "missing": str(tmp_path / "nope.h5")}.get(case, str(path))
@@ -103,5 +103,5 @@ def test_bad_weights_are_a_model_error_naming_the_file(offline, imagenet_file, t
                 keras.applications.EfficientNetB1(include_top=False, weights=None, input_shape=(64, 64, 3)), path
             )
         monkeypatch.setitem(efficientnet.WEIGHTS_HASHES, "b0", ("unused", hashlib.md5(path.read_bytes()).hexdigest()))
-    with pytest.raises(ModelError, match=message):
+    with pytest.raises(DataError, match=message):
         pretrained.backbone("EfficientNetB0", (64, 64, 3), weights)

@@ -18,7 +18,7 @@ import pytest
 from conftest import REPO
 from kaggle_stub import StubServer
 
-from nbkit.errors import LeakError, PushError
+from nbkit.errors import RunError, SecretError
 from nbkit.publish import bundle, push
 
 SAVE = "/api/v1/kernels.KernelsApiService/SaveKernel"
@@ -117,7 +117,7 @@ def test_server_error_reaches_the_user_and_the_bundle_is_kept(logged_in, bundled
     stub, _ = logged_in
     stub.routes[SAVE] = lambda body, headers: answer
     before = snapshot(bundled)
-    with pytest.raises(PushError, match=message) as error:
+    with pytest.raises(RunError, match=message) as error:
         push.push(bundled)
     assert f"The bundle in {bundled} is kept" in str(error.value)
     assert snapshot(bundled) == before and [r.path for r in stub.requests] == [SAVE]
@@ -128,7 +128,7 @@ def test_push_without_login_says_how_to_log_in(kaggle_api, bundled):
         [sys.executable, "-m", "nbkit", "push", str(bundled)], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 1
-    assert "PushError: Not logged in to Kaggle: run `kaggle auth login`" in result.stderr
+    assert "RunError: Not logged in to Kaggle: run `kaggle auth login`" in result.stderr
     assert kaggle_api.requests == [] and (bundled / "kernel-metadata.json").exists()
 
 
@@ -137,14 +137,14 @@ def test_a_leaking_bundle_is_not_pushed(logged_in, bundled):
     notebook = bundled / "03-private-dataset.ipynb"
     notebook.write_text(notebook.read_text().replace("your-name/your-private-tfrecords", key, 1))
     with pytest.raises(
-        LeakError, match="03-private-dataset.ipynb: cell .* source: the value of secret KAGGLE_KEY"
+        SecretError, match="03-private-dataset.ipynb: cell .* source: the value of secret KAGGLE_KEY"
     ) as error:
         push.push(bundled)
     assert key not in str(error.value) and stub.requests == []
 
 
 def test_push_of_a_folder_without_a_bundle(tmp_path):
-    with pytest.raises(PushError, match="build the bundle first"):
+    with pytest.raises(RunError, match="build the bundle first"):
         push.push(tmp_path)
 
 
@@ -161,7 +161,7 @@ def test_kaggle_cli_still_ignores_the_test_environment(logged_in, monkeypatch, b
     stub, _ = logged_in
     monkeypatch.setenv("KAGGLE_API_ENVIRONMENT", "TEST")  # kagglesdk maps it to http://localhost:7777 ...
     monkeypatch.setenv("HTTPS_PROXY", stub.url)  # ... but the CLI goes to api.kaggle.com (caught here, never sent)
-    with pytest.raises(PushError):
+    with pytest.raises(RunError):
         push.push(bundled)
     assert [(r.method, r.path) for r in stub.requests] == [("CONNECT", "api.kaggle.com:443")], (
         "the kaggle CLI now honours KAGGLE_API_ENVIRONMENT=TEST: test against localhost:7777 directly"
@@ -180,7 +180,7 @@ def test_a_rejected_source_is_an_error_not_a_success(logged_in, bundled, invalid
     stub, _ = logged_in
     stub.routes[SAVE] = lambda body, headers: (200, {**saved(body, headers)[1], **invalid})
     before = snapshot(bundled)
-    with pytest.raises(PushError) as error:
+    with pytest.raises(RunError) as error:
         push.push(bundled)
     message = str(error.value)
     names = next(iter(invalid.values()))
@@ -223,7 +223,7 @@ def test_push_output_of_kaggle_2_2_5_keeps_its_warnings():
     url, version, others = push.read_push_output(output)
     assert (url, version) == ("https://www.kaggle.com/code/alice/x", 7)
     assert others == ["⚠ Warning: 'TpuV38' is retired.", "Sessions run on the default TPU (TpuV5E8) instead."]
-    with pytest.raises(PushError, match="Kernel push error: Competition not found"):
+    with pytest.raises(RunError, match="Kernel push error: Competition not found"):
         push.read_push_output("Kernel push error: Competition not found\n")
 
 
@@ -231,7 +231,7 @@ def test_a_bundle_without_owner_is_not_pushed(logged_in, tmp_path, monkeypatch):
     stub, _ = logged_in
     monkeypatch.delenv("KAGGLE_USERNAME")
     folder = bundle.write(NOTEBOOK_03, tmp_path / "kernels")
-    with pytest.raises(PushError, match="has no owner yet .id INSERT_USERNAME_HERE/03-private-dataset.: a kernel id"):
+    with pytest.raises(RunError, match="has no owner yet .id INSERT_USERNAME_HERE/03-private-dataset.: a kernel id"):
         push.push(folder)
     assert stub.requests == []
 
@@ -239,7 +239,7 @@ def test_a_bundle_without_owner_is_not_pushed(logged_in, tmp_path, monkeypatch):
 def test_push_of_a_folder_that_does_not_exist(tmp_path):
     from nbkit.publish import cli
 
-    with pytest.raises(PushError) as error:
+    with pytest.raises(RunError) as error:
         cli.run(cli._parser().parse_args(["push", str(tmp_path / "nope")]))
     assert str(error.value) == (
         f"{tmp_path / 'nope'} is not a folder: give a bundle folder, which `python -m nbkit bundle <notebook>` "

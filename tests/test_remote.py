@@ -178,7 +178,7 @@ def test_run_without_an_owner_says_to_pass_it_to_run(kaggle_api, tmp_path, capsy
     out = ["--out", str(tmp_path / "kernels"), "--outputs", str(tmp_path / "out")]
     assert cli.main(["run", str(NOTEBOOK_03), *out]) == 1
     assert capsys.readouterr().err.strip() == (
-        f"nbkit run: PushError: {tmp_path / 'kernels' / '03-private-dataset'}/kernel-metadata.json has no owner yet "
+        f"nbkit run: RunError: {tmp_path / 'kernels' / '03-private-dataset'}/kernel-metadata.json has no owner yet "
         "(id INSERT_USERNAME_HERE/03-private-dataset): a kernel id needs your Kaggle user name to push. Log in "
         "(kaggle.json or KAGGLE_USERNAME) or pass --owner <you> to `python -m nbkit run`, then run again."
     )

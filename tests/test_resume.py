@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from nbkit.errors import ResumeError
+from nbkit.errors import DataError
 from nbkit.handoff import resume
 
 SETTINGS = {"model": "tiny", "global_batch": 8, "seed": 1}
@@ -107,7 +107,7 @@ def test_more_epochs_continue_a_finished_run(tmp_path):
 
 def test_other_settings_are_refused_with_the_difference(tmp_path):
     train(tmp_path, 1)
-    with pytest.raises(ResumeError, match=r"global_batch: checkpoint 8, now 16.*RESUME='restart'"):
+    with pytest.raises(DataError, match=r"global_batch: checkpoint 8, now 16.*RESUME='restart'"):
         resume.TrainingRun(tmp_path, {**SETTINGS, "global_batch": 16})
 
 
@@ -124,10 +124,10 @@ def test_restart_replaces_the_old_checkpoint_once_an_epoch_is_done(tmp_path):
 def test_unreadable_state_and_missing_checkpoint_say_what_to_do(tmp_path):
     train(tmp_path, 1)
     (tmp_path / "epoch-0001.weights.h5").unlink()
-    with pytest.raises(ResumeError, match="epoch-0001.weights.h5, which is missing"):
+    with pytest.raises(DataError, match="epoch-0001.weights.h5, which is missing"):
         resume.TrainingRun(tmp_path, SETTINGS)
     (tmp_path / resume.STATE_FILE).write_text("{not json")
-    with pytest.raises(ResumeError, match="not a readable training state.*RESUME='restart'"):
+    with pytest.raises(DataError, match="not a readable training state.*RESUME='restart'"):
         resume.TrainingRun(tmp_path, SETTINGS)
 
 
@@ -135,7 +135,7 @@ def test_a_weights_only_file_is_not_taken_for_a_checkpoint(tmp_path):
     train(tmp_path, 1)
     new_model().save_weights(tmp_path / "epoch-0001.weights.h5")  # no optimizer state in it
     run = resume.TrainingRun(tmp_path, SETTINGS)
-    with pytest.raises(ResumeError, match="no optimizer state"):
+    with pytest.raises(DataError, match="no optimizer state"):
         run.restore(new_model())
 
 
@@ -153,6 +153,6 @@ def test_copy_checkpoint_brings_an_earlier_session_in(tmp_path):
     assert "copied the checkpoint epoch-0002.weights.h5" in resume.copy_checkpoint(tmp_path / "last-version", here)
     assert resume.TrainingRun(here, SETTINGS).epochs_done == 2
     assert "has its own checkpoint" in resume.copy_checkpoint(tmp_path / "last-version", here)
-    with pytest.raises(ResumeError, match="RESUME_FROM=.*holds no readable"):
+    with pytest.raises(DataError, match="RESUME_FROM=.*holds no readable"):
         resume.copy_checkpoint(tmp_path / "nothing", tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()

@@ -3,12 +3,14 @@ size, learnable classes, and never half written."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import check_data
 
 from nbkit.competitions import flowers
-from nbkit.errors import ParameterError
+from nbkit.errors import DataError, ParameterError
 from nbkit.images import description, layout, sample
 
 
@@ -23,8 +25,17 @@ def made(tmp_path_factory):
 def test_the_flowers_competition_has_104_distinct_classes_and_no_description_file(made):
     assert len(flowers.CLASSES) == 104 == len(set(flowers.CLASSES)) == flowers.DATASET.num_classes
     assert flowers.DATASET.label_values == tuple(range(104)) and flowers.DATASET.metric == "f1_macro"
-    read = description.load(made)
+    read = flowers.load_description(made)
     assert read == flowers.DATASET and "read as Kaggle's flowers competition" in read.describe()
+    with pytest.raises(DataError, match="No nbkit-dataset.json in .*python -m nbkit tfrecords"):
+        description.load(made)  # generic code knows no competition
+
+
+def test_flowers_reads_a_description_where_there_is_one(tmp_path):
+    converted = replace(flowers.DATASET, title="Flowers, converted", image_sizes=(64,))
+    description.write(tmp_path, converted)
+    read = flowers.load_description(str(tmp_path))
+    assert read == converted and read.origin == f"from {tmp_path / description.DESCRIPTION_FILE}"
 
 
 def test_sample_has_the_competition_layout_and_names(made):

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from conftest import REPO
 
-from nbkit.errors import LeakError
+from nbkit.errors import SecretError
 from nbkit.inputs import secrets as kaggle_secrets
 from nbkit.publish import scan as leaks
 
@@ -52,7 +52,7 @@ def test_known_value_in_an_output_is_found_by_cell_and_name(tmp_path):
     path = notebook(tmp_path / "nb.ipynb", ("x = 1", []), ("print(token)", [stream(f"token is {value}\n")]))
     findings = leaks.scan([path], secrets={value: "WANDB_API_KEY"})
     assert [(f.where, f.kind) for f in findings] == [("cell 2 (code) output", "the value of secret WANDB_API_KEY")]
-    with pytest.raises(LeakError) as error:
+    with pytest.raises(SecretError) as error:
         leaks.check([path], secrets={value: "WANDB_API_KEY"})
     assert "cell 2 (code) output" in str(error.value) and value not in str(error.value)
 
@@ -132,7 +132,7 @@ def test_scan_command_fails_naming_the_cell(tmp_path):
         [sys.executable, "-m", "nbkit", "scan", str(clean), str(leaky)], capture_output=True, text=True
     )
     assert bad.returncode == 1
-    assert "LeakError" in bad.stderr and "leaky.ipynb: cell 1 (code) output: a GCP service-account JSON" in bad.stderr
+    assert "SecretError" in bad.stderr and "leaky.ipynb: cell 1 (code) output: a GCP service-account JSON" in bad.stderr
     good = subprocess.run([sys.executable, "-m", "nbkit", "scan", str(clean)], capture_output=True, text=True)
     assert good.returncode == 0 and "no secrets found" in good.stdout
 

@@ -14,7 +14,7 @@ from nbkit.accel import compile_cache as nbcompile_cache
 from nbkit.accel import jax_devices, tf_devices
 from nbkit.accel.accelerator import Accelerator
 from nbkit.accel.compile_cache import CompileCache
-from nbkit.errors import BackendError
+from nbkit.errors import AcceleratorError
 from nbkit.logs import quiet_native_logs
 from nbkit.params import BACKENDS, check_choice, check_int
 
@@ -75,7 +75,7 @@ def _find(backend: str, tpu: str | None, simulate_devices: int) -> Accelerator:
     if chosen == "jax":
         return jax_devices.find_accelerator(simulate_devices, reason, hosts)
     if hosts.joins_runtime:
-        raise BackendError(
+        raise AcceleratorError(
             f"This is {hosts.describe()}, a multi-host run, which nbkit runs through JAX's distributed runtime: "
             "use backend='jax' (or 'auto'). A TPU Pod driven by one TensorFlow process is named with tpu=... instead."
         )
@@ -116,22 +116,24 @@ def choose_backend(
     tf_tpu_capable: bool,
     jax_installed: bool,
 ) -> tuple[str, str]:
-    """Pick "tensorflow" or "jax" and say why; raise BackendError when Keras already chose otherwise."""
+    """Pick "tensorflow" or "jax" and say why; raise AcceleratorError when Keras already chose otherwise."""
     check_choice("backend", requested, BACKENDS)
     if loaded is not None and loaded not in ("tensorflow", "jax"):
-        raise BackendError(
+        raise AcceleratorError(
             f"Keras was already imported with the {loaded!r} backend; nbkit supports 'tensorflow' and "
             "'jax'. Restart the kernel and run nbkit.accel.setup() before importing keras."
         )
     if requested != "auto":
         if loaded is not None and loaded != requested:
-            raise BackendError(
+            raise AcceleratorError(
                 f"Keras was already imported with the {loaded!r} backend, and a process cannot switch "
                 f"to {requested!r}. Restart the kernel and call nbkit.accel.setup(backend={requested!r}) "
                 "first, before anything imports keras or tensorflow (importing tensorflow imports keras)."
             )
         if requested == "jax" and not jax_installed:
-            raise BackendError("backend='jax' needs JAX: `pip install jax` (on a TPU VM: `pip install 'jax[tpu]'`).")
+            raise AcceleratorError(
+                "backend='jax' needs JAX: `pip install jax` (on a TPU VM: `pip install 'jax[tpu]'`)."
+            )
         return requested, f"backend={requested!r} was asked for"
     if loaded is not None:
         return loaded, f"Keras was already imported with the {loaded!r} backend"

@@ -14,7 +14,7 @@ from nbkit import hosts as nbhosts
 from nbkit.accel import tpu
 from nbkit.accel.accelerator import Accelerator
 from nbkit.accel.precision import recommended
-from nbkit.errors import BackendError
+from nbkit.errors import AcceleratorError
 from nbkit.logs import quiet_native_logs
 
 KINDS = {"tpu": "tpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu"}  # JAX platform -> device kind
@@ -49,7 +49,7 @@ def find_accelerator(simulate_devices: int, reason: str, hosts: nbhosts.Hosts | 
     kind = KINDS.get(devices[0].platform, "cpu")
     notes: list[str] = []
     if kind == "cpu" and simulate_devices > 1 and len(local) != simulate_devices:
-        raise BackendError(
+        raise AcceleratorError(
             f"JAX already started with {len(local)} CPU device(s), so it cannot be split into "
             f"{simulate_devices}. Restart the kernel and call nbkit.accel.setup(backend='jax', "
             f"simulate_devices={simulate_devices}) before running any JAX code."

@@ -12,7 +12,7 @@ from typing import Any
 from nbkit.accel import tpu
 from nbkit.accel.accelerator import Accelerator
 from nbkit.accel.precision import recommended
-from nbkit.errors import AcceleratorError, BackendError
+from nbkit.errors import AcceleratorError
 
 
 def find_accelerator(tf: Any, addresses: list[str], *, explicit_tpu: bool, simulate_devices: int) -> Accelerator:
@@ -124,7 +124,7 @@ def split_cpu(tf: Any, count: int) -> list[str]:
     except RuntimeError as error:  # TensorFlow's devices were already initialized
         existing = tf.config.list_logical_devices("CPU")
         if len(existing) != count:
-            raise BackendError(
+            raise AcceleratorError(
                 f"TensorFlow already started with {len(existing)} CPU device(s), so it cannot be split into "
                 f"{count}. Restart the kernel and call nbkit.accel.setup(simulate_devices={count}) before "
                 "running any TensorFlow code."

@@ -1,5 +1,7 @@
 """Kaggle's "Flower Classification with TPUs", the kit's worked example: the only place that knows
-its 104 classes, its image sizes, its slug and its metric. Its data needs no nbkit-dataset.json.
+its 104 classes, its image sizes, its slug and its metric, as a `Description` like the one
+`python -m nbkit tfrecords` writes for other data. The competition's files have no nbkit-dataset.json:
+`load_description` reads one where there is one, and describes the data as this competition where not.
 
 DATA_ROOT of the notebooks: a folder or gs:// URL; "auto" (this competition attached on Kaggle,
 else kagglehub: attached on Kaggle, downloaded elsewhere with Kaggle credentials; else a generated
@@ -8,11 +10,13 @@ sample in its format); or "sample".
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from nbkit import env as nbenv
+from nbkit import storage
 from nbkit.errors import DataError
-from nbkit.images.description import Description
+from nbkit.images import description
 from nbkit.inputs.datasets import DataSource, locate
 
 COMPETITION = "flower-classification-with-tpus"
@@ -45,7 +49,7 @@ CLASSES = (
 )  # fmt: skip
 
 # submission.csv is `id,label` with the class number; the competition scores macro F1.
-DATASET = Description(
+DATASET = description.Description(
     title="Flower Classification with TPUs",
     classes=CLASSES,
     label_values=tuple(range(len(CLASSES))),
@@ -79,3 +83,16 @@ def locate_data(data_root: str, remote_tpu: bool = False, environment: Any = Non
         stand_in = sample_source(environment)
         return DataSource(stand_in.path, "DATA_ROOT='sample', so " + stand_in.reason.removesuffix(" stands in"))
     return locate(data_root, COMPETITION, remote_tpu=remote_tpu, fallback=sample_source, environment=environment)
+
+
+def load_description(data_root: str) -> description.Description:
+    """The description of the data in `data_root` (a folder or gs:// URL): its nbkit-dataset.json
+    where it has one (converted data), else this competition's (Kaggle's files, the sample); its
+    `origin` says which."""
+    if storage.exists(storage.join(data_root, description.DESCRIPTION_FILE)):
+        return description.load(data_root)
+    return replace(
+        DATASET,
+        origin=f"no {description.DESCRIPTION_FILE} in {data_root}, so read as Kaggle's flowers competition; "
+        "convert other data with `python -m nbkit tfrecords`, which writes one",
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from nbkit.errors import BackendError
+from nbkit.errors import AcceleratorError
 
 
 class CustomLoop:
@@ -22,7 +22,7 @@ class CustomLoop:
         import tensorflow as tf
 
         if keras.backend.backend() != "tensorflow":
-            raise BackendError("CustomLoop needs the TensorFlow backend; on JAX use model.fit (DataParallel).")
+            raise AcceleratorError("CustomLoop needs the TensorFlow backend; on JAX use model.fit (DataParallel).")
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nbkit.errors import PackageError
+from nbkit.errors import DataError
 from nbkit.images.description import Description
 
 FORMAT = "nbkit-model-package"
@@ -87,9 +87,9 @@ def _wrong(values: Any, schema: Mapping[str, Any], prefix: str = "") -> list[str
 def check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
     """`manifest` if it holds everything SCHEMA lists (and its validation score in the dataset's metric)."""
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise PackageError(f"{path} is not an nbkit model manifest (format should be {FORMAT!r}).")
+        raise DataError(f"{path} is not an nbkit model manifest (format should be {FORMAT!r}).")
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise PackageError(
+        raise DataError(
             f"{path} has format_version {manifest.get('format_version')!r}; this nbkit reads version {FORMAT_VERSION}. "
             "Use the nbkit version that wrote the package, or write the package again with this one (notebook 05)."
         )
@@ -101,7 +101,7 @@ def check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
         if len(manifest["dataset"]["classes"]) != len(manifest["dataset"]["label_values"]):
             problems.append("dataset.classes and dataset.label_values differ in length")
     if problems:
-        raise PackageError(f"{path}: {'; '.join(problems)}. The package is incomplete or damaged: write it again.")
+        raise DataError(f"{path}: {'; '.join(problems)}. The package is incomplete or damaged: write it again.")
     return manifest
 
 
@@ -109,19 +109,17 @@ def read(folder: str | Path) -> dict[str, Any]:
     """The manifest of the package in `folder`, checked against SCHEMA, and its model file present."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise PackageError(f"No model package at {folder}: give the folder holding {MANIFEST_FILE} and {MODEL_FILE}.")
+        raise DataError(f"No model package at {folder}: give the folder holding {MANIFEST_FILE} and {MODEL_FILE}.")
     path = folder / MANIFEST_FILE
     if not path.is_file():
-        raise PackageError(
-            f"{folder} has no {MANIFEST_FILE}, so it is not a model package (or its upload is incomplete)."
-        )
+        raise DataError(f"{folder} has no {MANIFEST_FILE}, so it is not a model package (or its upload is incomplete).")
     try:
         values = json.loads(path.read_text())
     except ValueError as error:
-        raise PackageError(f"{path} is not valid JSON ({error}); re-upload the package.") from None
+        raise DataError(f"{path} is not valid JSON ({error}); re-upload the package.") from None
     manifest = check_schema(values, path)
     if not (folder / manifest["model_file"]).is_file():
-        raise PackageError(
+        raise DataError(
             f"{folder} lacks {manifest['model_file']}, the model named in its manifest (incomplete upload?)."
         )
     return manifest
@@ -133,24 +131,24 @@ def check_compatible(manifest: Mapping[str, Any], image_size: int, dataset: Desc
     model = f"The model{f' {name}' if name else ''}"
     trained = dataset_of(manifest)
     if manifest["image_size"] != image_size:
-        raise PackageError(
+        raise DataError(
             f"{model} takes {manifest['image_size']}x{manifest['image_size']} images but the data given is "
             f"{image_size}x{image_size}: set IMAGE_SIZE={manifest['image_size']} (or 0: the model's own size)."
         )
     if trained.num_classes != dataset.num_classes:
-        raise PackageError(
+        raise DataError(
             f"{model} knows {trained.num_classes} classes but this data has {dataset.num_classes}: "
             "it was trained for another task."
         )
     if trained.classes != dataset.classes or list(map(str, trained.label_values)) != list(
         map(str, dataset.label_values)
     ):
-        raise PackageError(
+        raise DataError(
             f"{model}'s classes or label values differ from this data's (same count, other order or names): "
             "its predictions would name the wrong classes."
         )
     if (trained.id_column, trained.label_column) != (dataset.id_column, dataset.label_column):
-        raise PackageError(
+        raise DataError(
             f"{model} writes submissions as {trained.id_column},{trained.label_column} but this data's are "
             f"{dataset.id_column},{dataset.label_column}: it was trained for another competition."
         )
@@ -162,5 +160,5 @@ def check_same(manifests: Sequence[Mapping[str, Any]], names: Sequence[str]) -> 
     for manifest, name in zip(manifests[1:], names[1:]):
         try:
             check_compatible(manifest, first["image_size"], dataset_of(first), name)
-        except PackageError as error:
-            raise PackageError(f"{error} ({names[0]} is the first package: ensemble members must agree.)") from None
+        except DataError as error:
+            raise DataError(f"{error} ({names[0]} is the first package: ensemble members must agree.)") from None

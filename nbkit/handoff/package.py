@@ -24,7 +24,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.env import installed_versions
-from nbkit.errors import PackageError
+from nbkit.errors import DataError
 from nbkit.handoff import manifest as manifest_schema
 from nbkit.handoff.manifest import MANIFEST_FILE, MODEL_FILE, check_compatible, check_same
 from nbkit.handoff.manifest import read as read_manifest
@@ -105,7 +105,7 @@ def write_package(
     kaggle_dataset = dataset_metadata(dataset_id, title)  # a bad id stops here, before anything is written
     logits = check_logits(model, image_size)
     if logits.shape[-1] != dataset.num_classes:
-        raise PackageError(f"The model has {logits.shape[-1]} outputs but the data has {dataset.num_classes} classes.")
+        raise DataError(f"The model has {logits.shape[-1]} outputs but the data has {dataset.num_classes} classes.")
     manifest = {
         "format": manifest_schema.FORMAT,
         "format_version": manifest_schema.FORMAT_VERSION,
@@ -142,12 +142,10 @@ def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, An
         with acc.scope() if acc is not None else contextlib.nullcontext():
             model = keras.models.load_model(folder / manifest["model_file"])
     except Exception as error:  # Keras raises ValueError, OSError, zipfile errors... for a bad file
-        raise PackageError(
-            f"Could not load {folder / manifest['model_file']}: {error}. Re-upload the package."
-        ) from error
+        raise DataError(f"Could not load {folder / manifest['model_file']}: {error}. Re-upload the package.") from error
     size = manifest["image_size"]
     if tuple(model.input_shape[1:]) != (size, size, 3) or model.output_shape[-1] != len(classes):
-        raise PackageError(
+        raise DataError(
             f"{manifest['model_file']} takes {model.input_shape} and gives {model.output_shape}, but the manifest "
             f"says {size}x{size} images and {len(classes)} classes: model and manifest do not belong together."
         )
@@ -156,7 +154,7 @@ def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, An
     scale = max(1.0, float(np.abs(expected).max()))
     if not np.allclose(logits, expected, rtol=1e-2, atol=1e-2 * scale):
         worst = float(np.abs(logits - expected).max())
-        raise PackageError(
+        raise DataError(
             f"The loaded model's outputs differ from those recorded when it was saved (by up to {worst:.3g}): "
             "the model file does not match its manifest, or it loads differently here."
         )
@@ -189,7 +187,7 @@ def find_packages(locations: str, local_default: str | Path, input_dir: str | Pa
     found = sorted({p.parent for depth in range(1, 8) for p in Path(input_dir).glob("*/" * depth + MANIFEST_FILE)})
     packages = [p for p in found if _is_package(p)]
     if not packages:
-        raise PackageError(
+        raise DataError(
             f"No model package under {input_dir}: attach notebook 05's package (its Kaggle dataset or model) "
             "with 'Add Input', or set PACKAGES to its folder or its Kaggle Models handle."
         )
@@ -205,9 +203,7 @@ def _folder_or_model(location: str) -> Path:
     try:
         return Path(kaggle_hub.fetch("model", location))
     except DataError as error:
-        raise PackageError(
-            f"PACKAGES: {location!r} is no folder here, and as a Kaggle Models handle: {error}"
-        ) from None
+        raise DataError(f"PACKAGES: {location!r} is no folder here, and as a Kaggle Models handle: {error}") from None
 
 
 def publish_model(folder: str | Path, handle: str, version_notes: str = "") -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from nbkit import atomic
 from nbkit import hosts as nbhosts
-from nbkit.errors import ResumeError
+from nbkit.errors import DataError
 
 STATE_FILE = "training-state.json"
 STATE_VERSION = 1
@@ -68,7 +68,7 @@ class TrainingRun:
         found = np.asarray(nbhosts.every_process(np.array([self.epochs_done, mine], np.int32))).reshape(-1, 2)
         if len({tuple(row) for row in found.tolist()}) > 1:
             each = ", ".join(f"process {i}: {n} epochs done" for i, (n, _) in enumerate(found.tolist()))
-            raise ResumeError(
+            raise DataError(
                 f"The processes found different checkpoints in {self.folder} ({each}). Every host must see the "
                 "one folder process 0 writes: give an OUTPUT_DIR on storage every host mounts (NFS, a gcsfuse "
                 "bucket), or RESUME='restart'."
@@ -83,23 +83,23 @@ class TrainingRun:
             version, saved, epochs_done = state["version"], state["settings"], int(state["epochs_done"])
             history, weights_file = state["history"], state["weights_file"]
         except (ValueError, KeyError, TypeError) as error:
-            raise ResumeError(
+            raise DataError(
                 f"{path} is not a readable training state ({error!r}). Move the folder away, "
                 "or set RESUME='restart' to train from scratch."
             ) from None
         if version != STATE_VERSION:
-            raise ResumeError(
+            raise DataError(
                 f"{path} has state version {version}; this nbkit reads {STATE_VERSION}. Set RESUME='restart'."
             )
         changed = sorted(k for k in set(saved) | set(self.settings) if saved.get(k) != self.settings.get(k))
         if changed:
             details = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {self.settings.get(k)!r}" for k in changed)
-            raise ResumeError(
+            raise DataError(
                 f"The checkpoint in {self.folder} was made with other settings ({details}). Set RESUME='restart' "
                 "to train from scratch (it is replaced epoch by epoch), or use another OUTPUT_DIR."
             )
         if not (self.folder / weights_file).is_file():
-            raise ResumeError(f"{path} points at {weights_file}, which is missing. Set RESUME='restart'.")
+            raise DataError(f"{path} points at {weights_file}, which is missing. Set RESUME='restart'.")
         self.epochs_done, self.history, self.weights_file = epochs_done, history, weights_file
 
     def describe(self, epochs: int) -> str:
@@ -127,7 +127,7 @@ class TrainingRun:
         model.load_weights(self.folder / self.weights_file)
         restored = int(model.optimizer.iterations.numpy())
         if restored == 0:
-            raise ResumeError(f"{self.weights_file} holds no optimizer state. Set RESUME='restart'.")
+            raise DataError(f"{self.weights_file} holds no optimizer state. Set RESUME='restart'.")
 
     def checkpoint(self) -> Any:
         """A Keras callback for `model.fit(..., initial_epoch=run.epochs_done)`: the checkpoint of each
@@ -181,12 +181,12 @@ def copy_checkpoint(source: str | Path, folder: str | Path) -> str:
     try:
         weights_file = json.loads((source / STATE_FILE).read_text())["weights_file"]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ResumeError(
+        raise DataError(
             f"RESUME_FROM={str(source)!r} holds no readable {STATE_FILE} ({error.__class__.__name__}): give the "
             "checkpoint folder of an earlier run (its OUTPUT_DIR/checkpoints), or 'none'."
         ) from None
     if not (source / weights_file).is_file():
-        raise ResumeError(f"{source / STATE_FILE} points at {weights_file}, which is not there: copy the whole folder.")
+        raise DataError(f"{source / STATE_FILE} points at {weights_file}, which is not there: copy the whole folder.")
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy2(source / weights_file, folder / weights_file)
     shutil.copy2(source / STATE_FILE, folder / STATE_FILE)  # last: the state points at a complete copy

@@ -3,8 +3,8 @@
 `nbkit-dataset.json` sits beside the `tfrecords-jpeg-<s>x<s>/` folders (`python -m nbkit tfrecords`
 writes it): the classes in label order, the label values and the columns `submission.csv` must use,
 the image sizes there are, the competition's metric, and the folds when the data was split into
-some. A folder without one is read as Kaggle's flowers competition, whose facts are built in
-(`nbkit.competitions.flowers`).
+some. Data that comes without one (a competition's own files) is described by its competition
+module in the same form (`nbkit.competitions.flowers.load_description`).
 """
 
 from __future__ import annotations
@@ -148,16 +148,13 @@ def read(data_root: str | Path) -> Description | None:
 
 
 def load(data_root: str | Path) -> Description:
-    """The dataset in `data_root`: its nbkit-dataset.json, or, without one, the flowers competition's
-    built-in facts (its `origin` says which)."""
+    """The dataset in `data_root`, from its nbkit-dataset.json (its `origin` says so); a DataError
+    when there is none."""
     found = read(data_root)
-    if found is not None:
-        sample = storage.join(data_root, found.sample_submission) if found.sample_submission else ""
-        return replace(found, sample_submission=sample, origin=f"from {storage.join(data_root, DESCRIPTION_FILE)}")
-    from nbkit.competitions import flowers
-
-    return replace(
-        flowers.DATASET,
-        origin=f"no {DESCRIPTION_FILE} in {data_root}, so read as Kaggle's flowers competition; convert other "
-        "data with `python -m nbkit tfrecords`, which writes one",
-    )
+    if found is None:
+        raise DataError(
+            f"No {DESCRIPTION_FILE} in {data_root}: convert the data with `python -m nbkit tfrecords`, which "
+            "writes one beside the TFRecords."
+        )
+    sample = storage.join(data_root, found.sample_submission) if found.sample_submission else ""
+    return replace(found, sample_submission=sample, origin=f"from {storage.join(data_root, DESCRIPTION_FILE)}")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from nbkit.env import installed_versions
-from nbkit.errors import PredictionError
+from nbkit.errors import AcceleratorError
 
 CHECKED_ROWS = 8
 
@@ -99,7 +99,7 @@ def _processes() -> int:
 
 def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: int = CHECKED_ROWS) -> None:
     """Predict `rows` images of the first batch (one per replica's share, and the last) one at a time,
-    without distribution, and stop with a PredictionError if their distributed logits differ
+    without distribution, and stop with an AcceleratorError if their distributed logits differ
     (`logits` starts at the first batch's first row)."""
     count = min(len(logits), len(first_batch))
     picks = sorted({int(i) for i in np.linspace(0, count - 1, min(rows, count))})
@@ -111,7 +111,7 @@ def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: in
     errors = np.abs(distributed - alone).max(axis=1)
     if errors.max() > tolerance:
         row = picks[int(errors.argmax())]
-        raise PredictionError(
+        raise AcceleratorError(
             f"Row {row} of the distributed predictions differs from the same image predicted alone "
             f"(by {errors.max():.3g}; tolerance {tolerance:.3g}): this {_versions()} returns predictions that do "
             "not belong to their images. Nothing was written. Use the versions the README tests, or predict on "

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nbkit.errors import BundleError
+from nbkit.errors import ParameterError
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the nbkit folder
 BUNDLE_TAG = "nbkit-bundle"
@@ -77,7 +77,7 @@ def modules_needed(cells: Iterable[str]) -> list[str]:
         imports = imported_modules(module_file(module).read_text(encoding="utf-8"))
         todo |= imports - needed - (set() if module in LEFT_OUT else set(LEFT_OUT))
     if any(m.split("/")[0] == NEVER_BUNDLED for m in needed):
-        raise BundleError("The notebook imports nbkit.publish, the command line's code; notebooks must not.")
+        raise ParameterError("The notebook imports nbkit.publish, the command line's code; notebooks must not.")
     return sorted(needed)
 
 
@@ -127,14 +127,14 @@ def _missing(node: ast.Import | ast.ImportFrom) -> str | None:
 
 
 def check_imports(code: str, where: str) -> None:
-    """A BundleError naming the line of `code` (a cell, at `where`) that imports from nbkit a module
+    """A ParameterError naming the line of `code` (a cell, at `where`) that imports from nbkit a module
     or name it does not have: on Kaggle that would be an ImportError. Read statically, nothing is imported."""
     for node in ast.walk(ast.parse(code)):
         nbkit_from = (
             isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "nbkit"
         )
         if (isinstance(node, ast.Import) or nbkit_from) and (missing := _missing(node)):
-            raise BundleError(
+            raise ParameterError(
                 f"{where}, line {node.lineno}: `{ast.unparse(node)}`: there is {missing}. Fix the import (this "
                 "nbkit's modules are in nbkit/): the bundled notebook would stop there with an ImportError on Kaggle."
             )
@@ -153,7 +153,7 @@ def bundle_cell(modules: list[str]) -> Any:
 
     sources = {f"nbkit/{m}.py": module_file(m).read_text(encoding="utf-8") for m in modules}
     if any("'''" in text for text in sources.values()):
-        raise BundleError("An nbkit module contains ''' and cannot be embedded as a raw string.")
+        raise ParameterError("An nbkit module contains ''' and cannot be embedded as a raw string.")
     digest = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()[:12]
     files = "".join(f"    {name!r}: r'''{text}''',\n" for name, text in sources.items())
     code = (
@@ -184,14 +184,14 @@ def bundled_notebook(source: str | Path) -> tuple[Any, list[str]]:
     notebook = jupytext.read(source)
     code = [c for c in notebook.cells if c.cell_type == "code"]
     if not code:
-        raise BundleError(f"{source} has no code cells.")
+        raise ParameterError(f"{source} has no code cells.")
     try:
         sources = [_python(c.source) for c in code]
         for cell, text in zip(code, sources):
             check_imports(text, f"{source}: cell {notebook.cells.index(cell) + 1}")
         modules = modules_needed(sources)
     except SyntaxError as error:
-        raise BundleError(f"{source}: a code cell does not parse ({error.msg}, line {error.lineno}).") from error
+        raise ParameterError(f"{source}: a code cell does not parse ({error.msg}, line {error.lineno}).") from error
     for cell in code:
         cell.outputs, cell.execution_count = [], None
     parameters = [c for c in code if "parameters" in c.metadata.get("tags", [])]
@@ -226,7 +226,7 @@ def write(
 
     source = Path(source)
     if not source.is_file():
-        raise BundleError(f"{source} does not exist: give a notebook, e.g. notebooks/02_flowers_classifier.py.")
+        raise ParameterError(f"{source} does not exist: give a notebook, e.g. notebooks/02_flowers_classifier.py.")
     scan.check([source])
     title = title or source.stem.replace("_", " ")
     owner = owner or kaggle_username()  # None: a placeholder owner, enough to import; push needs the real one

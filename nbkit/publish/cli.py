@@ -103,9 +103,10 @@ def _convert(args: argparse.Namespace) -> str:
 def _oof(args: argparse.Namespace) -> str:
     """Gather the folds' out-of-fold predictions into one table and one score (checked against the data)."""
     from nbkit import storage
-    from nbkit.images import checks, description, layout, metrics, oof
+    from nbkit.competitions import flowers
+    from nbkit.images import checks, layout, metrics, oof
 
-    dataset = description.load(args.data)
+    dataset = flowers.load_description(args.data)  # converted data's own, else the flowers competition's
     size = layout.choose_size(args.data, args.size)
     train = checks.check_splits(layout.split_files(args.data, size, names=["train"]), size, dataset.num_classes)
     files = [str(Path(p) / "oof.csv") if Path(p).is_dir() else p for p in map(storage.user_path, args.files)]

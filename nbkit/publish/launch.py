@@ -4,7 +4,7 @@ Each process is a papermill run of the notebook with D simulated CPU devices (`S
 the variables `keras.distribution.initialize` reads, so `accel.setup()` joins JAX's distributed runtime
 on 127.0.0.1 exactly as on a slice. Their output is streamed with a `[p<i>] ` prefix. The run fails as
 a whole: when one process fails, or the run passes its timeout, every process and its Jupyter kernel is
-stopped, and a LaunchError names the process that failed and shows its last lines.
+stopped, and a RunError names the process that failed and shows its last lines.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from nbkit.errors import LaunchError, ParameterError
+from nbkit.errors import ParameterError, RunError
 from nbkit.hosts import ADDRESSES, NUM_PROCESSES, PROCESS_ID
 from nbkit.publish.scan import known_secrets, redact
 
@@ -59,7 +59,7 @@ def launch(
     stream: IO[str] | None = None,
 ) -> list[Process]:
     """Run `notebook` as `processes` papermill processes of `devices_per_process` devices each, with
-    papermill `parameters` (name, value) for all; return them once all ended well (LaunchError else)."""
+    papermill `parameters` (name, value) for all; return them once all ended well (RunError else)."""
     source = _executable_notebook(notebook)
     arguments = _papermill_parameters(parameters or [], processes, devices_per_process)
     out = Path(out)
@@ -147,7 +147,7 @@ def _relay(process: Process, stream: IO[str], printing: threading.Lock, secrets:
 
 
 def _wait_for_all(started: list[Process], timeout_s: float) -> None:
-    """Return when every process ended well; LaunchError at the first failure or at the timeout."""
+    """Return when every process ended well; RunError at the first failure or at the timeout."""
     deadline = time.monotonic() + timeout_s
     while True:
         for process in started:
@@ -161,12 +161,12 @@ def _wait_for_all(started: list[Process], timeout_s: float) -> None:
             time.sleep(0.5)  # the relays read the last lines
             ended = [p for p in started if p.popen.poll() is not None and p.popen.returncode != 0]
             first = min(ended, key=lambda p: (not p.kernel_died, p.ended or time.monotonic()))
-            raise LaunchError(f"{first.describe_failure()}\nEvery other process of the run was stopped.")
+            raise RunError(f"{first.describe_failure()}\nEvery other process of the run was stopped.")
         if all(p.ended is not None for p in started):
             return
         if time.monotonic() > deadline:
             running = ", ".join(str(p.index) for p in started if p.ended is None)
-            raise LaunchError(
+            raise RunError(
                 f"The run passed its timeout of {timeout_s:g} s with process(es) {running} still running (a hang: "
                 "e.g. one waiting for the others in a collective); every process was stopped."
             )

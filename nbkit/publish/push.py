@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbkit.errors import PushError
+from nbkit.errors import RunError
 from nbkit.inputs.account import PLACEHOLDER_OWNER
 from nbkit.publish import kernel_metadata, scan
 from nbkit.publish.scan import redact
@@ -50,26 +50,26 @@ class Pushed:
 
 
 def run_kaggle(*args: str) -> str:
-    """Run `kaggle <args>`; its stdout+stderr, redacted. A PushError if it fails or is not logged in."""
+    """Run `kaggle <args>`; its stdout+stderr, redacted. A RunError if it fails or is not logged in."""
     command = [sys.executable, "-m", "kaggle", *args]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise PushError(
+        raise RunError(
             f"`kaggle {' '.join(args)}` did not answer within {TIMEOUT_S} s; is kaggle.com reachable?"
         ) from None
     output = redact(done.stdout + done.stderr).strip()
     if "Authentication required" in output:  # the CLI's own login help, printed before it exits
-        raise PushError(NOT_LOGGED_IN)
+        raise RunError(NOT_LOGGED_IN)
     if done.returncode != 0:
-        raise PushError(f"`kaggle {' '.join(args)}` failed: {output or f'exit code {done.returncode}'}")
+        raise RunError(f"`kaggle {' '.join(args)}` failed: {output or f'exit code {done.returncode}'}")
     return output
 
 
 def read_metadata(folder: str | Path) -> dict:
-    """The bundle's kernel-metadata.json, or a PushError saying how to make one."""
+    """The bundle's kernel-metadata.json, or a RunError saying how to make one."""
     if not Path(folder).is_dir():
-        raise PushError(
+        raise RunError(
             f"{folder} is not a folder: give a bundle folder, which `python -m nbkit bundle <notebook>` writes as "
             "build/kernels/<slug>."
         )
@@ -77,7 +77,7 @@ def read_metadata(folder: str | Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise PushError(
+        raise RunError(
             f"No readable {path} ({type(error).__name__}): build the bundle first, e.g. "
             "`python -m nbkit bundle notebooks/02_flowers_classifier.py --accelerator tpu-v5e-8`."
         ) from None
@@ -89,7 +89,7 @@ def session_status(kernel: str) -> tuple[str, str | None, list[str]]:
     output = run_kaggle("kernels", "status", kernel)
     found = re.search(r'has status "([^"]*)"', output)
     if not found:
-        raise PushError(f"Unexpected answer from `kaggle kernels status {kernel}`: {output}")
+        raise RunError(f"Unexpected answer from `kaggle kernels status {kernel}`: {output}")
     state = found.group(1).rsplit(".", 1)[-1].lower()  # "KernelWorkerStatus.RUNNING" -> "running"
     failure = re.search(r'Failure message: "(.*)"', output)
     others = [line for line in output.splitlines() if line.strip() and "has status" not in line]
@@ -107,7 +107,7 @@ def _check_owner(metadata: dict, folder: Path, command: str) -> str:
     kernel = metadata.get("id", "?")
     if kernel.split("/")[0] == PLACEHOLDER_OWNER:
         then = "then push again" if command == "bundle" else f"then {command} again"
-        raise PushError(
+        raise RunError(
             f"{folder}/kernel-metadata.json has no owner yet (id {kernel}): a kernel id needs your Kaggle user "
             f"name to push. Log in (kaggle.json or KAGGLE_USERNAME) or pass --owner <you> to "
             f"`python -m nbkit {command}`, {then}."
@@ -116,7 +116,7 @@ def _check_owner(metadata: dict, folder: Path, command: str) -> str:
 
 
 def read_push_output(output: str) -> tuple[str, int | None, list[str]]:
-    """(kernel URL, version, other lines) from what `kaggle kernels push` printed; a PushError when
+    """(kernel URL, version, other lines) from what `kaggle kernels push` printed; a RunError when
     Kaggle refused the push or dropped a source (the CLI exits 0 for both)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     rejected = [found.groups() for found in map(REJECTED.match, lines) if found]
@@ -124,12 +124,12 @@ def read_push_output(output: str) -> tuple[str, int | None, list[str]]:
     if rejected:
         where = f" Kaggle made a version anyway ({pushed.group(2)}), which runs without them." if pushed else ""
         dropped = "; ".join(f"{kind} {names}" for kind, names in rejected)
-        raise PushError(
+        raise RunError(
             f"Kaggle did not attach these sources: {dropped}.{where} Check each name as in its kaggle.com URL, "
             f"accept the competition's rules on its page, and push again.\nThe CLI said:\n{output}"
         )
     if pushed is None or any(line.startswith("Kernel push error") for line in lines):
-        raise PushError(f"`kaggle kernels push` failed: {output}")
+        raise RunError(f"`kaggle kernels push` failed: {output}")
     others = [line for line in lines if not PUSHED.search(line)]
     return pushed.group(2), int(pushed.group(1)) if pushed.group(1) else None, others
 
@@ -144,10 +144,10 @@ def push(folder: str | Path, check_status: bool = True, command: str = "bundle")
     warning = kernel_metadata.retired(metadata.get("machine_shape"))
     try:
         url, version, others = read_push_output(run_kaggle("kernels", "push", "-p", str(folder)))
-    except PushError as error:
-        raise PushError(f"{error}\nThe bundle in {folder} is kept; fix the problem and push again.") from None
+    except RunError as error:
+        raise RunError(f"{error}\nThe bundle in {folder} is kept; fix the problem and push again.") from None
     try:
         state = status(kernel) if check_status else None
-    except PushError as error:
+    except RunError as error:
         state = f"unknown ({error})"
     return Pushed(kernel, url, version, state, tuple(([f"warning: {warning}"] if warning else []) + others))

@@ -172,7 +172,7 @@ def follow_and_fetch(
     """Follow `kernel`'s session to its end, download its outputs into outputs_dir/<slug>/, and check them."""
     try:
         session = follow(kernel, timeout_s, interval_s, echo)
-    except push.PushError as error:  # e.g. the connection dropped: the session itself goes on
+    except RunError as error:  # e.g. the connection dropped: the session itself goes on
         raise RunError(
             f"Lost track of {kernel}: {error}\nFollow it again with `python -m nbkit follow {kernel}`."
         ) from None
@@ -184,7 +184,7 @@ def follow_and_fetch(
     folder = Path(outputs_dir) / kernel.split("/")[1]
     try:
         fetch(kernel, folder, echo)
-    except push.PushError as error:
+    except RunError as error:
         failed = f"{kernel} ended with status {session.state}; " if session.state != "complete" else ""
         raise RunError(f"{failed}its outputs could not be downloaded: {error}\n{_tail_text(session.tail)}") from None
     check_outputs(session, folder, expect, kernel)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbkit.errors import LeakError, ParameterError
+from nbkit.errors import ParameterError, SecretError
 from nbkit.inputs.account import kaggle_json
 from nbkit.inputs.secrets import MIN_LENGTH, dotenv_values, remembered
 
@@ -142,10 +142,10 @@ def scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) 
 
 
 def check(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> None:
-    """Raise LeakError listing every finding (file and cell) if anything under `paths` leaks."""
+    """Raise SecretError listing every finding (file and cell) if anything under `paths` leaks."""
     findings = scan(paths, secrets)
     if findings:
         lines = "\n".join(f"  {finding}" for finding in findings)
-        raise LeakError(
+        raise SecretError(
             f"Secrets found; remove them (clear the outputs, or stop printing the value) and try again:\n{lines}"
         )

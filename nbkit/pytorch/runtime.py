@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import atomic
-from nbkit.errors import AcceleratorError, ModelError, ParameterError
+from nbkit.errors import AcceleratorError, DataError, ParameterError
 from nbkit.params import check_choice
 
 RUNTIMES = ("auto", "xla", "cuda", "cpu")  # the DEVICE parameter: how torch drives the hardware
@@ -245,16 +245,16 @@ def save(acc: TorchAccelerator, state: Any, path: str | Path) -> Path:
 
 
 def load(path: str | Path) -> Any:
-    """A state dict saved by `save`, on the CPU; a ModelError if it is missing or unreadable."""
+    """A state dict saved by `save`, on the CPU; a DataError if it is missing or unreadable."""
     import torch
 
     path = Path(path)
     if not path.is_file():
-        raise ModelError(f"{path} does not exist: train first (the master saves it), or give the right path.")
+        raise DataError(f"{path} does not exist: train first (the master saves it), or give the right path.")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, pickle.UnpicklingError, EOFError) as error:
-        raise ModelError(f"{path} is not a readable torch state dict ({error}). Train again to rewrite it.") from None
+        raise DataError(f"{path} is not a readable torch state dict ({error}). Train again to rewrite it.") from None
 
 
 # ---- launching the workers ---------------------------------------------------------------------

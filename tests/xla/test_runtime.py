@@ -141,13 +141,13 @@ def test_unknown_device_and_missing_gpu_are_refused():
 
 
 def test_load_says_what_is_wrong_with_a_state_file(tmp_path):
-    from nbkit.errors import ModelError
+    from nbkit.errors import DataError
     from nbkit.pytorch import runtime as xla
 
-    with pytest.raises(ModelError, match="does not exist: train first"):
+    with pytest.raises(DataError, match="does not exist: train first"):
         xla.load(tmp_path / "model.pt")
     (tmp_path / "model.pt").write_bytes(b"not a state dict")
-    with pytest.raises(ModelError, match="not a readable torch state dict"):
+    with pytest.raises(DataError, match="not a readable torch state dict"):
         xla.load(tmp_path / "model.pt")
 
 
