@@ -120,6 +120,6 @@ push: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m nbkit run $(NOTEBOOK) $(RUN_ARGS)
 
-# How many lines of nbkit each notebook's kernel bundle carries (the README's table).
+# How many lines of nbkit each notebook's kernel bundle carries (the table in docs/architecture.md).
 bundle-sizes: $(STAMP)
 	$(BIN)/python tools/bundle_sizes.py

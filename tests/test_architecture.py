@@ -171,8 +171,8 @@ def test_no_bundled_module_holds_triple_single_quotes():
     assert not [m for m in bundled if "'''" in bundle.module_file(m).read_text()]
 
 
-def test_the_readme_layout_names_every_module():
-    layout = REPO.joinpath("README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+def test_the_architecture_layout_names_every_module():
+    layout = REPO.joinpath("docs/architecture.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
     missing = [
         m
         for m in MODULES
@@ -180,4 +180,14 @@ def test_the_readme_layout_names_every_module():
         and m != "__main__"
         and not re.search(rf"\b{re.escape(m.split('/')[-1])}\b", layout)
     ]
-    assert not missing, f"the README's layout section does not name {missing}"
+    assert not missing, f"docs/architecture.md's layout section does not name {missing}"
+
+
+def test_the_readme_is_short_and_links_every_doc():
+    # The README is for users (at most 250 lines); everything else is in docs/, each file linked from it.
+    readme = REPO.joinpath("README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    docs = sorted(p.relative_to(REPO).as_posix() for p in REPO.joinpath("docs").rglob("*") if p.is_file())
+    assert docs
+    unlinked = [d for d in docs if not re.search(rf"\]\({re.escape(d)}[)#]", readme)]
+    assert not unlinked, f"the README does not link {unlinked}"
