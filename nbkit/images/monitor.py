@@ -20,9 +20,9 @@ from typing import Any
 
 DATA_BOUND_SHARE = 0.25  # above this, speeding up the input pays more than speeding up the model
 ADVICE = (
-    "the input pipeline is the bottleneck: cache decoded images (nbkit.images.pipeline.train_dataset does "
-    "when they fit in a quarter of the free memory), read a smaller image size, use fewer/cheaper augmentations, or give "
-    "the host more cores; see the README's 'Input speed'."
+    "the input pipeline is the bottleneck: cache the decoded images (`.cache()` after decode in get_dataset, "
+    "when they fit in memory), read a smaller image size, use fewer/cheaper augmentations, or give the host more "
+    "cores; see docs/benchmarks.md's 'Input speed'."
 )
 
 
@@ -61,8 +61,17 @@ def _callback_class() -> type:
             self._training_ended: float | None = None
             self._waited_in_training = 0.0
 
-        def watch(self, dataset: Iterable[Any]) -> Iterator[Any]:
-            """The batches of `dataset` (tf.data: as NumPy), timing how long each `next()` blocks."""
+        def watch(self, dataset: Iterable[Any]) -> Iterable[Any]:
+            """The batches of `dataset` (tf.data: as NumPy), timing how long each `next()` blocks. On a pod
+            slice, `dataset` itself: Keras shards only a tf.data dataset over the processes (no timing)."""
+            from nbkit.images.predict import process_count
+
+            if process_count() > 1:
+                print("input monitor: off on a pod slice (Keras shards the tf.data dataset over the hosts itself)")
+                return dataset
+            return self._timed(dataset)
+
+        def _timed(self, dataset: Iterable[Any]) -> Iterator[Any]:
             iterator = dataset.as_numpy_iterator() if hasattr(dataset, "as_numpy_iterator") else iter(dataset)
             while True:
                 start = time.perf_counter()
@@ -104,3 +113,4 @@ def describe(wait: EpochWait, data_bound_share: float = DATA_BOUND_SHARE) -> str
     if wait.share > data_bound_share:
         return line + f"\nWARNING: data-bound (waited more than {data_bound_share:.0%}): " + ADVICE
     return line
+

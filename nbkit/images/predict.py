@@ -49,7 +49,7 @@ def global_logits(model: Any, batches: Any) -> np.ndarray:
     as float64 NumPy. With several JAX processes (a pod slice) each process feeds its own rows of each
     batch and gets back every process's rows."""
     one_batch = isinstance(batches, np.ndarray)
-    if _processes() == 1:
+    if process_count() == 1:
         size = {"batch_size": len(batches)} if one_batch else {}
         return np.asarray(model.predict(batches, verbose=0, **size), np.float64)
     # model.predict cannot fetch an output spread over other hosts' devices ("spans non-addressable
@@ -64,7 +64,7 @@ def global_logits(model: Any, batches: Any) -> np.ndarray:
     forward, found = None, []
     for local in [batches] if one_batch else batches:
         local = np.asarray(local)
-        layout = distribution.get_data_layout((local.shape[0] * _processes(), *local.shape[1:])).backend_layout
+        layout = distribution.get_data_layout((local.shape[0] * process_count(), *local.shape[1:])).backend_layout
         if forward is None:
             replicated = NamedSharding(layout.mesh, PartitionSpec())
             forward = jax.jit(
@@ -77,7 +77,7 @@ def global_logits(model: Any, batches: Any) -> np.ndarray:
 
 def process_rows(count: int) -> slice:
     """This process's rows of a batch of `count` that every process holds whole (all rows on one host)."""
-    processes = _processes()
+    processes = process_count()
     if processes == 1:
         return slice(None)
     import jax
@@ -86,7 +86,7 @@ def process_rows(count: int) -> slice:
     return slice(jax.process_index() * share, (jax.process_index() + 1) * share)
 
 
-def _processes() -> int:
+def process_count() -> int:
     """How many JAX processes share the devices (1 off JAX, or on one host)."""
     import keras
 
