@@ -59,6 +59,8 @@ params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, 
 params.check_choice("AUGMENT", AUGMENT, ("flips", "standard", "none"))
 params.check_choice("TTA", TTA, range(1, 5))
 params.check_int("EPOCHS", EPOCHS, minimum=1)
+for name in ("IMAGE_SIZE", "STEPS_PER_EPOCH", "SEED"):
+    params.check_int(name, globals()[name])
 params.check_int("FOLD", FOLD, minimum=-1)
 environment = env.detect()
 default_folder = environment.working_dir / ("classifier" if FOLD == -1 else f"classifier-fold{FOLD}")

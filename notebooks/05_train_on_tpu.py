@@ -65,9 +65,10 @@ params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, 
 params.check_choice("AUGMENT", AUGMENT, ("flips", "standard", "none"))
 params.check_choice("TTA", TTA, range(1, 5))
 params.check_int("EPOCHS", EPOCHS, minimum=1)
+for name in ("IMAGE_SIZE", "STEPS_PER_EPOCH", "SEED"):
+    params.check_int(name, globals()[name])
 params.check_int("FOLD", FOLD, minimum=-1)
 params.check_choice("RESUME", RESUME, ("auto", "restart"))
-params.check_int("SEED", SEED)
 if DATASET_ID != "auto":
     params.check_handle("DATASET_ID", DATASET_ID, example="alice/flowers-model", slug=account.DATASET_SLUG)
 if MODEL_HANDLE != "none":
