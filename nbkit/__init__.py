@@ -8,8 +8,7 @@ The package tree says what runs where:
     competitions/   what is one competition's: flowers (the worked example and default)
     handoff/    training that resumes, model packages (train on TPU, predict on GPU)
     pytorch/    PyTorch/XLA: the runtime helpers and the image classifier in PyTorch
-    inputs/     what a notebook reads: secrets, datasets, records
-    guide/      notebook 01's MNIST and custom training loop
+    inputs/     what a notebook reads: secrets, datasets, records, generated digits
     publish/    bundle, kernel metadata, push, the command line (never bundled into a notebook)
 
 Importing nbkit is cheap: TensorFlow, JAX, torch and kaggle are imported only by the functions that

@@ -73,7 +73,7 @@ def under(folder: str) -> list[str]:
 
 def test_the_tree_has_the_documented_parts():
     folders = {m.split("/")[0] for m in MODULES if "/" in m}
-    assert folders == {"accel", "images", "competitions", "convert", "handoff", "pytorch", "inputs", "publish", "guide"}
+    assert folders == {"accel", "images", "competitions", "convert", "handoff", "pytorch", "inputs", "publish"}
     assert CORE <= set(MODULES)
 
 
@@ -123,24 +123,17 @@ def test_handoff_does_not_reach_secrets(module):
 @pytest.mark.parametrize(
     "folder, never",
     [
-        ("images", ("handoff/", "pytorch/", "publish/", "guide/", "accel/")),
-        ("competitions", ("handoff/", "pytorch/", "publish/", "guide/", "accel/")),
-        ("inputs", ("images/", "competitions/", "handoff/", "pytorch/", "publish/", "guide/", "accel/", "models")),
-        ("accel", ("images/", "competitions/", "handoff/", "inputs/", "pytorch/", "publish/", "guide/", "models")),
-        ("guide", ("images/", "competitions/", "handoff/", "inputs/", "pytorch/", "publish/")),
-        ("convert", ("handoff/", "pytorch/", "publish/", "guide/", "accel/", "models", "images/pipeline")),
+        ("images", ("handoff/", "pytorch/", "publish/", "accel/")),
+        ("competitions", ("handoff/", "pytorch/", "publish/", "accel/")),
+        ("inputs", ("images/", "competitions/", "handoff/", "pytorch/", "publish/", "accel/", "models")),
+        ("accel", ("images/", "competitions/", "handoff/", "inputs/", "pytorch/", "publish/", "models")),
+        ("convert", ("handoff/", "pytorch/", "publish/", "accel/", "models", "images/pipeline")),
     ],
 )
 def test_folders_do_not_reach_across_concerns(folder, never):
     for module in under(folder):
         crossing = [m for m in reachable(module) if m.startswith(never)]
         assert not crossing, f"{module} reaches {crossing}"
-
-
-def test_only_notebook_01_uses_the_guide():
-    users = {n.name for n in NOTEBOOKS if "nbkit.guide" in n.read_text()}
-    assert users == {"01_tpu_setup.py"}
-    assert not [m for m in MODULES if not m.startswith("guide/") and any(r.startswith("guide/") for r in reachable(m))]
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)

@@ -118,7 +118,7 @@ def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked
         files
     )
     assert files["nbkit/images/checks.py"] == (REPO / "nbkit" / "images" / "checks.py").read_text()  # verbatim
-    assert not [name for name in files if name.startswith(("nbkit/publish/", "nbkit/pytorch/", "nbkit/guide/"))]
+    assert not [name for name in files if name.startswith(("nbkit/publish/", "nbkit/pytorch/"))]
     parameters = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])][0]
     assert notebook.cells.index(cell) == notebook.cells.index(parameters) + 1  # title, intro, parameters first
     assert notebook.cells[0].source.startswith("# Image classifier on TPU")

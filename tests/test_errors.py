@@ -13,10 +13,9 @@ from test_launch import stand_in
 from nbkit import errors, params
 from nbkit.accel import choose, precision, tf_devices
 from nbkit.convert import run as convert
-from nbkit.guide import mnist
 from nbkit.handoff import package, resume
 from nbkit.images import layout, sample, writer
-from nbkit.inputs import datasets, secrets
+from nbkit.inputs import datasets, digits, secrets
 from nbkit.publish import bundle, kernel_metadata, launch, push, remote, scan
 from nbkit.pytorch.classifier import ImageRecords
 
@@ -133,7 +132,7 @@ CASES = [
     ("a number below its minimum", lambda t: params.check_int("EPOCHS", -1), errors.ParameterError, "EPOCHS=-1"),
     ("a split name", lambda t: layout.split_folder(t, 192, "training"), errors.ParameterError, "split='training'"),
     ("a class count", lambda t: sample.make_sample(t, num_classes=0), errors.ParameterError, "num_classes=0"),
-    ("an empty MNIST", lambda t: mnist.generate(0, 1), errors.ParameterError, "num_train=0"),
+    ("no generated digits", lambda t: digits.generate(0, 1), errors.ParameterError, "num_train=0"),
     ("nothing to write", lambda t: writer.write_split([], t, 8, "train"), errors.ParameterError, "No records to write"),
     (
         "a dataset id",

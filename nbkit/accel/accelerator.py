@@ -16,7 +16,7 @@ from nbkit.hosts import Hosts
 from nbkit.params import check_int
 
 # Workaround, TensorFlow 2.18-2.21 with Keras 3.10-3.15 (measured on 2 and 8 logical CPUs); building the
-# optimizer first does not help (it does for a hand-written multi-step tf.function, nbkit.guide.custom_loop).
+# optimizer first does not help (it does for a hand-written multi-step tf.function, notebook 01's custom loop).
 # tests/test_accel_real.py::test_keras_bug_behind_the_steps_per_execution_cap_still_exists fails once it is fixed.
 MIRRORED_CPU_BUG = (
     "Keras fit under MirroredStrategy over logical CPU devices fails with "
