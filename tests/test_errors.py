@@ -17,18 +17,11 @@ from nbkit.handoff import package, resume
 from nbkit.images import layout, sample, writer
 from nbkit.inputs import datasets, digits, secrets
 from nbkit.publish import bundle, kernel_metadata, launch, push, remote, scan
-from nbkit.pytorch.classifier import ImageRecords
 
 
 def bad_state(tmp_path):
     (tmp_path / resume.STATE_FILE).write_text("{not json")
     return resume.TrainingRun(tmp_path, {})
-
-
-def wrong_size_image(tmp_path):
-    return ImageRecords(
-        [(sample.encode_jpeg(sample.sample_image(0, 32, __import__("numpy").random.default_rng(0))), 0)], 64
-    ).image(0)
 
 
 def mixed_rows(tmp_path):
@@ -170,7 +163,6 @@ CASES = [
     ),
     ("a missing DATA_ROOT", lambda t: datasets.locate(str(t / "nowhere"), "a/b"), errors.DataError, "DATA_ROOT='"),
     ("a record that is not an Example", tfrecord_of_garbage, errors.DataError, "record 0 is not a tf.train.Example"),
-    ("an image of another size (PyTorch side)", wrong_size_image, errors.DataError, "item 0 is 32x32, not 64x64"),
     ("a missing weights file", a_bad_weights_file, errors.DataError, "no such file"),
     ("a missing package", lambda t: package.read_manifest(t / "none"), errors.DataError, "No model package at"),
     (

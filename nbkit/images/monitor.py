@@ -113,4 +113,3 @@ def describe(wait: EpochWait, data_bound_share: float = DATA_BOUND_SHARE) -> str
     if wait.share > data_bound_share:
         return line + f"\nWARNING: data-bound (waited more than {data_bound_share:.0%}): " + ADVICE
     return line
-

@@ -1,12 +1,12 @@
-"""PyTorch (and PyTorch/XLA) in a notebook: the device, a launcher, per-core data, an all-reducing
-step, the master.
+"""PyTorch (and PyTorch/XLA) in a notebook: the device, a launcher, batches on the device, an
+all-reducing step, the master.
 
 Every function works the same without torch_xla, on CUDA or the CPU (one replica, no collectives),
 so one notebook runs on a Kaggle TPU, a GPU or a laptop. torch and torch_xla are imported when a
 function needs them, never when nbkit is imported.
 
 Uses only APIs common to torch_xla 2.8 (Kaggle's TPU image) and 2.9: `torch_xla.device`,
-`torch_xla.sync`, `torch_xla.launch`, `torch_xla.runtime.{world_size, global_ordinal, device_type}`,
+`torch_xla.launch`, `torch_xla.runtime.{world_size, global_ordinal, device_type}`,
 `xm.{optimizer_step, mesh_reduce, save}` and `MpDeviceLoader`; not the deprecated
 `xm.xla_device` / `xm.mark_step` nor the removed `xm.xrt_world_size` / `xm.get_ordinal`.
 """
@@ -27,9 +27,9 @@ from nbkit import atomic
 from nbkit.errors import AcceleratorError, DataError, ParameterError
 from nbkit.params import check_choice
 
-RUNTIMES = ("auto", "xla", "cuda", "cpu")  # the DEVICE parameter: how torch drives the hardware
-PRECISIONS = ("auto", "float32", "mixed_bfloat16")  # the PRECISION parameter (no float16: TPUs compute in bfloat16)
-XLA_KINDS = {"TPU": "tpu", "CUDA": "gpu", "GPU": "gpu"}  # torch_xla's device type -> device kind
+_RUNTIMES = ("auto", "xla", "cuda", "cpu")  # the DEVICE parameter: how torch drives the hardware
+_PRECISIONS = ("auto", "float32", "mixed_bfloat16")  # the PRECISION parameter (no float16: TPUs compute in bfloat16)
+_XLA_KINDS = {"TPU": "tpu", "CUDA": "gpu", "GPU": "gpu"}  # torch_xla's device type -> device kind
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class TorchAccelerator:
         return f"PyTorch on {where}: {self.reason}"
 
 
-def torch_xla_available() -> bool:
+def _torch_xla_available() -> bool:
     """True if torch_xla imports (it needs exactly the torch of its own version)."""
     try:
         importlib.import_module("torch_xla")
@@ -66,14 +66,14 @@ def torch_xla_available() -> bool:
 def select(runtime: str = "auto") -> TorchAccelerator:
     """Pick the runtime: XLA when torch_xla is installed, else CUDA, else the CPU ("auto"), or the
     one asked for. The XLA runtime is not started here: `launch` needs it untouched."""
-    check_choice("DEVICE", runtime, RUNTIMES)
+    check_choice("DEVICE", runtime, _RUNTIMES)
     configured = os.environ.get("PJRT_DEVICE")
-    if runtime in ("auto", "xla") and torch_xla_available():  # importing it sets PJRT_DEVICE when unset
+    if runtime in ("auto", "xla") and _torch_xla_available():  # importing it sets PJRT_DEVICE when unset
         import torch_xla.runtime as xr
 
         device_type = xr.device_type() or "CPU"
         reason = f"torch_xla is installed, PJRT_DEVICE={device_type}" + ("" if configured else " (chosen by torch_xla)")
-        return TorchAccelerator(XLA_KINDS.get(device_type, "cpu"), "xla", device_type, reason)
+        return TorchAccelerator(_XLA_KINDS.get(device_type, "cpu"), "xla", device_type, reason)
     if runtime == "xla":
         raise AcceleratorError(
             "DEVICE='xla' but torch_xla does not import here. On a Kaggle TPU it is preinstalled; elsewhere "
@@ -94,7 +94,7 @@ def select(runtime: str = "auto") -> TorchAccelerator:
 def precision(acc: TorchAccelerator, requested: str) -> tuple[str, str]:
     """(policy, a line saying which and why) for PRECISION=`requested`: "auto" is bfloat16 on a TPU,
     float32 elsewhere; bfloat16 on a GPU that lacks it is a ParameterError."""
-    check_choice("PRECISION", requested, PRECISIONS)
+    check_choice("PRECISION", requested, _PRECISIONS)
     policy = ("mixed_bfloat16" if acc.kind == "tpu" else "float32") if requested == "auto" else requested
     why = (
         f"PRECISION='auto' on a {acc.kind.upper()}" if requested == "auto" else f"PRECISION={requested!r} was asked for"
@@ -164,14 +164,6 @@ def master_print(acc: TorchAccelerator, *values: Any) -> None:
         print(*values, flush=True)
 
 
-def sync(acc: TorchAccelerator) -> None:
-    """Run the lazily recorded XLA graph now (a no-op elsewhere)."""
-    if acc.xla:
-        import torch_xla
-
-        torch_xla.sync()
-
-
 def mesh_reduce(acc: TorchAccelerator, tag: str, value: Any, reduce: Callable[[list[Any]], Any]) -> Any:
     """`reduce` over every replica's `value` (any picklable Python value), returned on all of them."""
     if acc.xla and world_size(acc) > 1:
@@ -179,15 +171,6 @@ def mesh_reduce(acc: TorchAccelerator, tag: str, value: Any, reduce: Callable[[l
 
         return xm.mesh_reduce(tag, value, reduce)
     return reduce([value])
-
-
-def sampler(acc: TorchAccelerator, dataset: Any, shuffle: bool, seed: int = 0, drop_last: bool = False) -> Any:
-    """A DistributedSampler giving this replica its share of `dataset` (all of it on one replica)."""
-    from torch.utils.data.distributed import DistributedSampler
-
-    return DistributedSampler(
-        dataset, num_replicas=world_size(acc), rank=ordinal(acc), shuffle=shuffle, seed=seed, drop_last=drop_last
-    )
 
 
 def device_loader(acc: TorchAccelerator, loader: Iterable[Any], torch_device: Any) -> Iterable[Any]:

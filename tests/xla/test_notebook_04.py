@@ -1,14 +1,17 @@
 """Notebook 04 under papermill: through torch_xla on the CPU (PJRT_DEVICE=CPU), with torch_xla
-blocked (plain torch), and with bad parameters or data. Runs in .venv-xla."""
+blocked (plain torch), with its machine-learning code edited, and with bad parameters or data. Runs in .venv-xla."""
 
 from __future__ import annotations
 
+import json
 import os
 from unittest import mock
 
+import jupytext
+import nbformat
 import papermill
 import pytest
-from conftest import BAD_DATA_CASES, check_submission, execute, text_outputs
+from conftest import BAD_DATA_CASES, REPO, check_submission, execute, text_outputs
 from test_runtime import WITHOUT_TORCH_XLA
 
 NOTEBOOK = "04_pytorch_xla.ipynb"
@@ -30,7 +33,9 @@ def check_learned_and_submitted(tmp_path, out: str, output_dir) -> dict:
 
 def test_without_torch_xla_it_trains_on_the_cpu_and_says_so(tmp_path):
     output_dir = tmp_path / "flowers"
-    with mock.patch.dict(os.environ, {"PYTHONPATH": WITHOUT_TORCH_XLA}):  # eager CPU is slower: 5 epochs suffice
+    # Before whatever else is on the path (a checkout's own nbkit, extra packages); eager CPU is slower: 5 epochs suffice.
+    path = os.pathsep.join(filter(None, [WITHOUT_TORCH_XLA, os.environ.get("PYTHONPATH")]))
+    with mock.patch.dict(os.environ, {"PYTHONPATH": path}):
         out = text_outputs(execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir), EPOCHS=5))
     assert "PyTorch on the CPU: no torch_xla and no GPU, so the CPU" in out
     assert "trained on cpu x 1 core(s)" in out and "xla:0" not in out
@@ -69,14 +74,63 @@ def test_bad_data_stops_before_training(tmp_path, params, message):
 
 def test_trains_through_torch_xla_on_an_xla_device_in_bfloat16_and_submits(tmp_path):
     # The float32 default through torch_xla is nbval's run of the committed notebook, and the matrix's
-    # (tests/matrix/test_pytorch_xla.py); this run adds bfloat16 autocast on the XLA device.
+    # (tests/matrix/test_pytorch_xla.py); this run adds bfloat16 autocast on the XLA device, the
+    # standard augmentation and the four test-time views.
     output_dir = tmp_path / "flowers"
     with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
-        out = text_outputs(execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir), PRECISION="mixed_bfloat16"))
+        out = text_outputs(
+            execute(
+                tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir), PRECISION="mixed_bfloat16", AUGMENT="standard", TTA=4
+            )
+        )
     assert "PyTorch/XLA on CPU: torch_xla is installed, PJRT_DEVICE=CPU" in out
     assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in out
     assert "core 0 of 1: xla:0" in out  # printed by the worker process torch_xla.launch forked
     assert "trained on xla:0 x 1 core(s), global batch 16" in out
     metrics = check_learned_and_submitted(tmp_path, out, output_dir)
     assert (metrics["device"], metrics["hardware"], metrics["cores"], metrics["epochs"]) == ("xla", "CPU", 1, 8)
-    assert metrics["precision"] == "mixed_bfloat16"
+    assert (metrics["precision"], metrics["augment"], metrics["tta"]) == ("mixed_bfloat16", "standard", 4)
+
+
+# Edits a user makes, each put in its cell before the line given: a model with one more layer (counting
+# its builds), a constant learning rate, and a look at the augmentation AUGMENT chose.
+EDITS = {
+    "torch.manual_seed(SEED)\nmodel = build_model()": """
+original_build_model, builds = build_model, []
+
+
+def build_model():
+    builds.append(1)
+    return nn.Sequential(original_build_model(), nn.ReLU(), nn.Linear(dataset.num_classes, dataset.num_classes))
+
+
+""",
+    "figure = plots.learning_rate([lrfn(": """
+def lrfn(epoch, cores=1):
+    return 1e-3
+
+
+""",
+    "train_set = TFRecordImages(": """print("augmentation:", [type(step).__name__ for step in augmentation.transforms])
+""",
+}
+
+
+def test_a_run_uses_the_notebooks_own_edited_functions(tmp_path):
+    notebook = jupytext.read(REPO / "notebooks" / NOTEBOOK)
+    for line, addition in EDITS.items():
+        (cell,) = [cell for cell in notebook.cells if cell.cell_type == "code" and line in cell.source]
+        cell.source = cell.source.replace(line, addition + line)
+    notebook.cells.append(nbformat.v4.new_code_cell('print(f"build_model calls: {len(builds)}")'))
+    edited = tmp_path / "edited.ipynb"
+    jupytext.write(notebook, edited)
+    output_dir = tmp_path / "flowers"
+    with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
+        out = text_outputs(execute(tmp_path, edited, OUTPUT_DIR=str(output_dir), EPOCHS=3, AUGMENT="none"))
+    plain = 332_040  # the notebook's small CNN for 104 classes at 192x192
+    assert f"build_model: {plain + 104 * 104 + 104:,} parameters" in out  # the extra layer was built and trained
+    assert "augmentation: ['Identity']" in out  # AUGMENT="none": nothing changes the training images
+    assert out.count("learning_rate 0.001 (") == 3  # every epoch at the edited schedule's rate
+    assert "the saved weights predict the same on the CPU: True" in out  # model.pt loads into the edited model
+    assert "build_model calls: 2" in out  # the model cell, and the check of model.pt
+    assert json.loads((output_dir / "metrics.json").read_text())["parameters"] == plain + 104 * 104 + 104

@@ -37,7 +37,9 @@ def worker(index, scale):
     before = model.weight.detach().cpu().clone()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     dataset = [(torch.tensor([float(i), 1.0]), torch.tensor([float(i)])) for i in range(8)]
-    sampler = xla.sampler(target, dataset, shuffle=False)
+    sampler = torch.utils.data.DistributedSampler(
+        dataset, num_replicas=xla.world_size(target), rank=xla.ordinal(target), shuffle=False
+    )
     loader = torch.utils.data.DataLoader(dataset, batch_size=4, sampler=sampler)
     batch_devices = []
     for x, y in xla.device_loader(target, loader, device):
@@ -45,7 +47,6 @@ def worker(index, scale):
         optimizer.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
         xla.optimizer_step(target, optimizer)
-    xla.sync(target)
     xla.save(target, model.state_dict(), folder / "model.pt")
     xla.master_print(target, "the master prints this")
     return {"index": index, "device": str(device), "world": xla.world_size(target), "ordinal": xla.ordinal(target),
@@ -167,3 +168,30 @@ def test_bfloat16_autocast_on_the_xla_device(run_python):
         PJRT_DEVICE="CPU",
     )
     assert "DTYPES torch.bfloat16 torch.float32 xla:0" in result.stdout
+
+
+def test_precision_choices():
+    from nbkit.errors import ParameterError
+    from nbkit.pytorch import runtime as xla
+
+    cpu = xla.select("cpu")
+    assert xla.precision(cpu, "auto")[0] == "float32"
+    assert xla.precision(xla.TorchAccelerator("tpu", "xla", "TPU", ""), "auto")[0] == "mixed_bfloat16"
+    assert xla.precision(cpu, "mixed_bfloat16")[1].startswith(
+        "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked"
+    )
+    with pytest.raises(ParameterError, match="PRECISION='mixed_float16' is not allowed"):
+        xla.precision(cpu, "mixed_float16")
+
+
+def test_bfloat16_autocast_on_the_cpu_computes_convolutions_in_bfloat16_and_nothing_for_float32():
+    import torch
+
+    from nbkit.pytorch import runtime as xla
+
+    cpu = xla.select("cpu")
+    conv = torch.nn.Conv2d(3, 4, 3)
+    with xla.autocast(cpu, "mixed_bfloat16"):
+        assert conv(torch.zeros((1, 3, 8, 8))).dtype == torch.bfloat16
+    with xla.autocast(cpu, "float32"):
+        assert conv(torch.zeros((1, 3, 8, 8))).dtype == torch.float32
