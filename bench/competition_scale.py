@@ -6,9 +6,10 @@ fresh process and reports its own peak memory (RSS).
 
 1. the data check of notebooks 02/04/05 (`checks.check_splits`: every record read, every image
    decoded), seconds and images/s;
-2. from `pipeline.train_batches(...)` to its first batch (the decoded cache is filled there when it
-   fits), then images/s of the following batches, global batch 128;
-3. steps/s of the full profile (EfficientNetB0, global batch 128) on 8 simulated JAX devices, in
+2. from notebook 02's `get_dataset(...)` (read from the notebook: bench/notebook.py) to its first
+   batch, then images/s of the following batches, global batch 128;
+3. steps/s of the full profile (the notebook's `build_model`: EfficientNetB0, weights none, global
+   batch 128) on 8 simulated JAX devices, in
    float32 and mixed_bfloat16, after a compiling step.
 Writes out/bench/competition_scale.{md,json}; asserts nothing.
 """
@@ -51,33 +52,37 @@ print(json.dumps({"seconds": seconds, "images": images, "rss_gib": resource.getr
 
 PIPELINE = """
 import json, resource, sys, time
-from nbkit import batching
-from nbkit.images import layout, pipeline
+sys.path.insert(0, "bench")
+from nbkit import accel
+from nbkit.images import layout
+accel.setup("jax")
+import notebook
 size, root = int(sys.argv[1]), sys.argv[2]
 files = layout.find_files(root, size, "train")
+nb = notebook.load(image_size=size, GLOBAL_BATCH=128, steps_per_epoch=layout.count_items(files) // 128)
 start = time.perf_counter()
-dataset = pipeline.train_batches(files, size, batching.Plan(128, 1, layout.count_items(files) // 128, 1), seed=1)
-iterator = iter(dataset)
+iterator = iter(nb["get_dataset"](files, training=True))
 next(iterator)
 first = time.perf_counter() - start
 start = time.perf_counter()
 for _ in range(40):
     next(iterator)
 rate = 40 * 128 / (time.perf_counter() - start)
-cached = pipeline.fits_in_memory(layout.count_items(files) * size * size * 3)
-print(json.dumps({"first_batch_s": first, "images_per_s": rate, "cached": cached,
+print(json.dumps({"first_batch_s": first, "images_per_s": rate,
                   "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
 """
 
 STEPS = """
 import json, resource, sys, time
-from nbkit import accel, models
+sys.path.insert(0, "bench")
+from nbkit import accel
 acc = accel.setup("jax", simulate_devices=8)
 acc.set_precision(sys.argv[1])
 import keras
 import numpy as np
+import notebook
 with acc.scope():
-    model = models.build_classifier("EfficientNetB0", 192, 104, weights="none")
+    model = notebook.load(image_size=192, MODEL="EfficientNetB0", WEIGHTS="none")["build_model"]()
     model.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 rng = np.random.default_rng(0)
 x = rng.integers(0, 256, (128, 192, 192, 3), dtype=np.uint8)
@@ -140,11 +145,11 @@ def main() -> None:
         first = fresh(PIPELINE, size, root)
         rows.append(
             [
-                f"train_batches to first batch, {size} px",
+                f"notebook's get_dataset to first batch, {size} px",
                 f"{first['first_batch_s']:.0f} s",
                 f"{first['images_per_s']:,.0f}",
                 f"{first['rss_gib']:.2f}",
-                "decoded cache filled" if first["cached"] else "too big to cache: decoded every epoch",
+                "decoded every epoch (no cache)",
             ]
         )
     for policy in ("float32", "mixed_bfloat16"):

@@ -34,8 +34,10 @@ import jax, keras, numpy as np, tensorflow as tf
 if keras.distribution.distribution() is None:
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
 assert len(jax.devices()) == 8
-from nbkit import models
-model = models.small_cnn((28, 28, 1), 10, filters=(16, 32), dense=64)
+from keras import layers
+model = keras.Sequential([keras.Input((28, 28, 1)), layers.Rescaling(1 / 255), layers.Conv2D(16, 3, padding="same", activation="relu"),
+                                   layers.MaxPooling2D(), layers.Conv2D(32, 3, padding="same", activation="relu"), layers.MaxPooling2D(),
+                                   layers.Flatten(), layers.Dense(64, activation="relu"), layers.Dense(10, dtype="float32")])
 model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=1)
 rng = np.random.default_rng(0)
 data = tf.data.Dataset.from_tensor_slices((rng.integers(0, 256, (4096, 28, 28, 1), dtype=np.uint8),

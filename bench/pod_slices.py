@@ -31,27 +31,44 @@ from nbkit.publish.launch import coordinator_port  # noqa: E402
 
 DATA = Path("out/bench/pod-data")
 PER_REPLICA_BATCH, SIZE, CLASSES = 16, 192, 104
-SETUPS = [("nbkit", 1, 8), ("nbkit", 2, 4), ("plain", 1, 8), ("plain", 2, 4)]
+SETUPS = [("notebook", 1, 8), ("notebook", 2, 4), ("plain", 1, 8), ("plain", 2, 4)]
+COUNT = 832  # training images in the generated sample (make_sample's 8 per class)
 HANG_S = 600  # a run that takes longer has hung (a normal one takes about a minute)
 
 
-def nbkit_batches(files: list[str], devices: int) -> tuple[object, object, int]:
-    """(accelerator, this process's batches, steps per epoch) as notebook 02 makes them."""
-    from nbkit import accel, batching
-    from nbkit.images import layout, pipeline
+def small_cnn() -> object:
+    """The plain run's model: notebook 02's small_cnn, written out (uint8 in, rescaled)."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input([SIZE, SIZE, 3], dtype="uint8")
+    x = layers.AveragePooling2D(SIZE // 48)(layers.Rescaling(1 / 255)(inputs))
+    for width in (16, 32, 64):
+        x = layers.MaxPooling2D()(layers.Conv2D(width, 3, padding="same", activation="relu")(x))
+    x = layers.Dense(128, activation="relu")(layers.Flatten()(x))
+    return keras.Model(inputs, layers.Dense(CLASSES, dtype="float32")(x))
+
+
+def notebook_setup(files: list[str], devices: int, epochs: int) -> tuple[object, object, object]:
+    """(scope, batches, model builder) as notebook 02 makes them: `accel.setup()`, its `get_dataset`
+    and `build_model`, read from the notebook (bench/notebook.py)."""
+    import notebook
+
+    from nbkit import accel
 
     acc = accel.setup("jax", simulate_devices=devices)
-    count = layout.count_items(files)
-    plan = batching.plan(
-        count, count, PER_REPLICA_BATCH, acc.num_replicas, SIZE * SIZE * 3, local_replicas=acc.local_replicas
-    )
-    return acc, pipeline.train_batches(files, SIZE, plan, 42), plan.steps_per_epoch
+    steps = COUNT // (PER_REPLICA_BATCH * acc.num_replicas)
+    nb = notebook.load(
+        CLASSES, image_size=SIZE, AUGMENT="flips", SEED=42, EPOCHS=epochs + 1, MODEL="small_cnn",
+        GLOBAL_BATCH=PER_REPLICA_BATCH * acc.num_replicas, steps_per_epoch=steps,
+    )  # fmt: skip
+    return acc, nb["get_dataset"](files, training=True), nb["build_model"]
 
 
-def plain_batches(files: list[str], devices: int) -> tuple[object, object, int]:
-    """The same without nbkit: Keras' own multi-process set-up, one pipeline of every file that every
-    process reads and decodes whole (random flips, as the starter notebooks), sharded by Keras (each
-    keeps its half of each batch)."""
+def plain_setup(files: list[str], devices: int, epochs: int) -> tuple[object, object, object]:
+    """The same without nbkit: Keras' own (multi-process) set-up and DataParallel, and Görner's
+    starter pipeline (parallel unordered reads, shuffle buffer, decode, random flip, batch,
+    prefetch; uint8 kept, as the model rescales), sharded by Keras' fit."""
     os.environ["KERAS_BACKEND"] = "jax"
     os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     import keras
@@ -61,23 +78,23 @@ def plain_batches(files: list[str], devices: int) -> tuple[object, object, int]:
     import jax
     import tensorflow as tf
 
-    from nbkit.images.decode import decode_batch
+    auto = tf.data.AUTOTUNE
+    features = {"image": tf.io.FixedLenFeature([], tf.string), "class": tf.io.FixedLenFeature([], tf.int64)}
+
+    def read_labeled_tfrecord(record: object) -> object:
+        example = tf.io.parse_single_example(record, features)
+        image = tf.reshape(tf.io.decode_jpeg(example["image"], channels=3), [SIZE, SIZE, 3])
+        return image, example["class"]
 
     distribution = keras.distribution.DataParallel(devices=jax.devices())
     keras.distribution.set_distribution(distribution)
-    global_batch = PER_REPLICA_BATCH * len(jax.devices())
-    records = tf.data.TFRecordDataset(files).batch(256).map(lambda r: decode_batch(r, SIZE, True)).unbatch().cache()
-    flipped = (
-        records.shuffle(2048, seed=42)
-        .repeat()
-        .map(  # the starter notebooks' augmentation, as nbkit's "flips"
-            lambda image, label: (tf.image.random_flip_left_right(image, seed=42), label),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-    )
-    batches = flipped.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-    steps = sum(1 for _ in records) // global_batch
-    return distribution, batches, steps  # Keras' fit shards it by process (auto_shard_dataset)
+    options = tf.data.Options()
+    options.deterministic = False
+    records = tf.data.TFRecordDataset(files, num_parallel_reads=auto).with_options(options)
+    images = records.repeat().shuffle(2048).map(read_labeled_tfrecord, num_parallel_calls=auto)
+    flipped = images.map(lambda image, label: (tf.image.random_flip_left_right(image), label), num_parallel_calls=auto)
+    batches = flipped.batch(PER_REPLICA_BATCH * len(jax.devices()), drop_remainder=True).prefetch(auto)
+    return distribution, batches, small_cnn
 
 
 def worker(kind: str, devices: int, epochs: int) -> None:
@@ -85,15 +102,14 @@ def worker(kind: str, devices: int, epochs: int) -> None:
     from nbkit.images import layout
 
     files = layout.find_files(str(DATA), SIZE, "train")
-    scope_of, batches, steps = (nbkit_batches if kind == "nbkit" else plain_batches)(files, devices)
+    scope_of, batches, build = (notebook_setup if kind == "notebook" else plain_setup)(files, devices, epochs)
     import jax
     import keras
 
-    from nbkit import models
-
+    steps = COUNT // (PER_REPLICA_BATCH * 8)
     keras.utils.set_random_seed(42)
     with scope_of.scope():
-        model = models.build_classifier("small_cnn", SIZE, CLASSES, weights="none")
+        model = build()
         model.compile(
             keras.optimizers.Adam(),
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -160,7 +176,7 @@ def main() -> None:
                 hung[setup] += 1
             elif setup not in best or found["steps_per_s"] > best[setup]["steps_per_s"]:
                 best[setup] = found
-    base = best[("nbkit", 1, 8)]["steps_per_s"]
+    base = best[("notebook", 1, 8)]["steps_per_s"]
     rows = []
     for setup in SETUPS:
         kind, processes, devices = setup
@@ -176,7 +192,7 @@ def main() -> None:
                 f"{hung[setup]} of {args.rounds}",
             ]
         )
-    header = ["setup", "processes x devices", "steps/s", "s/step", "vs nbkit 1 x 8", "loss at the end", "hung"]
+    header = ["setup", "processes x devices", "steps/s", "s/step", "vs notebook 1 x 8", "loss at the end", "hung"]
     notes = (
         f"Best of {args.rounds} interleaved runs of {args.epochs} timed epochs each, after one epoch that compiles. "
         "2 x 4 shares this machine's cores between two processes and adds Gloo's TCP all-reduce: an overhead "
