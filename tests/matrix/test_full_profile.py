@@ -99,7 +99,8 @@ def test_notebook_05_full_profile_package_predicts_in_notebook_06(small, compile
     assert len(list(compile_cache.rglob("jit_train_step-*"))) == 1  # 05 trained with what 02 compiled
     manifest = package.read_manifest(tmp_path / "train" / "model-package")
     assert (
-        manifest["training"]["precision"] == "mixed_bfloat16" and manifest["model_name"] == "efficientnetb0_classifier"
+        manifest["training"]["precision"] == "mixed_bfloat16"
+        and manifest["model_name"] == "efficientnetb0"  # build_model names it after MODEL
     )
     out = text_outputs(
         execute(
