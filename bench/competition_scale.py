@@ -61,7 +61,7 @@ size, root = int(sys.argv[1]), sys.argv[2]
 files = layout.find_files(root, size, "train")
 nb = notebook.load(image_size=size, GLOBAL_BATCH=128, steps_per_epoch=layout.count_items(files) // 128)
 start = time.perf_counter()
-iterator = iter(nb["get_dataset"](files, training=True))
+iterator = iter(nb["get_dataset"](notebook.split(files), training=True))
 next(iterator)
 first = time.perf_counter() - start
 start = time.perf_counter()

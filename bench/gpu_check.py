@@ -22,7 +22,7 @@ def main(precision: str = "auto") -> None:
     import keras
     from keras import layers
 
-    from nbkit.images import predict
+    from nbkit import models as predict
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 255, (512, 192, 192, 3), dtype=np.uint8)

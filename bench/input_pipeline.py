@@ -133,8 +133,8 @@ def contenders(files: list[str], stored: int, size: int, batch: int) -> dict[str
     config = {"image_size": stored, "GLOBAL_BATCH": batch, "steps_per_epoch": steps, "EPOCHS": 10**6}
     flips, standard = (notebook.load(**config, AUGMENT=augment)["get_dataset"] for augment in ("flips", "standard"))
     return {
-        "notebook": lambda: flips(files, training=True),
-        "standard": lambda: standard(files, training=True),
+        "notebook": lambda: flips(split, training=True),
+        "standard": lambda: standard(split, training=True),
         "starter": lambda: starter_pipeline(files, stored, size, batch),
         "ceiling": lambda: decode_ceiling(jpegs, stored, batch),
     }

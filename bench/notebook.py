@@ -24,6 +24,13 @@ def _kept(node: ast.stmt) -> bool:
     return bool(names) and all(n.id.isupper() for n in names)
 
 
+def split(files: list[str]) -> Any:
+    """The training split of `files`, as the notebook's `get_dataset` takes it (what `Data.train` is)."""
+    from nbkit.images import checks, layout
+
+    return checks.Split("train", list(files), layout.count_items(files), [])
+
+
 def load(num_classes: int = 104, **config: Any) -> dict[str, Any]:
     """The notebook's namespace: its parameters' defaults and constants, then `config` on top (e.g.
     image_size=192, AUGMENT="flips", GLOBAL_BATCH=128, steps_per_epoch=6, EPOCHS=4, MODEL="small_cnn")."""

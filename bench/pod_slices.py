@@ -62,7 +62,7 @@ def notebook_setup(files: list[str], devices: int, epochs: int) -> tuple[object,
         CLASSES, image_size=SIZE, AUGMENT="flips", SEED=42, EPOCHS=epochs + 1, MODEL="small_cnn",
         GLOBAL_BATCH=PER_REPLICA_BATCH * acc.num_replicas, steps_per_epoch=steps,
     )  # fmt: skip
-    return acc, nb["get_dataset"](files, training=True), nb["build_model"]
+    return acc, nb["get_dataset"](notebook.split(files), training=True), nb["build_model"]
 
 
 def plain_setup(files: list[str], devices: int, epochs: int) -> tuple[object, object, object]:

@@ -2,12 +2,14 @@
 
 The package tree says what runs where:
 
-    errors, params, env, atomic, logs, storage, tfrecord, batching, models, accel/   shared by the notebooks (core)
-    images/     image classification from TFRecords, for any competition: description, layout, checks,
-                recipe, tf.data pipeline, predictions, scores, plots
+    errors, params, env, atomic, logs, storage, tfrecord, staging, hosts   the core, used by every notebook
+    accel/      the accelerator: backend, replicas, precision, compile cache
+    models      Keras plumbing around a notebook's model: offline ImageNet backbones, input monitor, predictions
+    images/     image classification from TFRecords, for any competition: data (found, described, checked),
+                description, layout, checks, scores, submissions, out-of-fold files, plots
     competitions/   what is one competition's: flowers (the worked example and default)
     handoff/    training that resumes, model packages (train on TPU, predict on GPU)
-    pytorch/    PyTorch/XLA: the runtime helpers and the image classifier in PyTorch
+    pytorch/    PyTorch/XLA: the runtime helpers of notebook 04
     inputs/     what a notebook reads: secrets, datasets, records, generated digits
     publish/    bundle, kernel metadata, push, the command line (never bundled into a notebook)
 

@@ -176,9 +176,15 @@ def _from_annotations(annotations: Mapping[str, object]) -> Declared:
     return Declared(set(annotations), sorted(types), types)
 
 
-def check_parameters(namespace: Mapping[str, object]) -> None:
-    """Stop on a parameter the notebook does not have (`papermill -p EPOCH 3`, naming the closest one)
-    or of the wrong type (`-p EPOCHS 2.5`, a list for a str). Call it in the first cell, with `globals()`.
+# What several notebooks' parameters of these names allow (check_parameters checks them where declared).
+SHARED = {"BACKEND": BACKENDS, "PROFILE": PROFILES}
+
+
+def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[object]) -> None:
+    """Stop on a parameter the notebook does not have (`papermill -p EPOCH 3`, naming the closest one),
+    of the wrong type (`-p EPOCHS 2.5`, a list for a str), or of a value not `allowed`: NAME=n means a
+    whole number >= n, NAME=(a, b, ...) or a range one of those values; int parameters not named are
+    >= 0, BACKEND and PROFILE are checked by name (SHARED). Call it in the first cell, with `globals()`.
 
     In a kernel the notebook's own cells are read from IPython's input history (`In`): a name that
     only papermill's injected cell (`# Parameters`) assigns is unknown; the types are those declared
@@ -210,9 +216,15 @@ def check_parameters(namespace: Mapping[str, object]) -> None:
             f"Unknown parameter {', '.join(hints)}: this notebook's parameters are "
             f"{', '.join(declared.parameters) or 'none'} (`papermill --help-notebook` lists them)."
         )
-    for name, (kind, default) in declared.types.items():
-        if name in namespace and (name.isupper() or name in declared.injected):  # not the notebook's own variables
-            check_type(name, namespace[name], kind, default)
+    checked = [n for n in declared.types if n in namespace and (n.isupper() or n in declared.injected)]
+    for name in checked:  # not the notebook's own variables
+        check_type(name, namespace[name], *declared.types[name])
+    for name in checked:
+        rule = allowed.get(name, SHARED.get(name, 0 if declared.types[name][0] == "int" else None))
+        if isinstance(rule, int) and not isinstance(rule, bool):
+            check_int(name, namespace[name], minimum=rule)
+        elif rule is not None:
+            check_choice(name, namespace[name], rule)
 
 
 def check_type(name: str, value: object, kind: str, default: object = None) -> object:

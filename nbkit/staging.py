@@ -20,9 +20,9 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from nbkit import hosts
+from nbkit import atomic, env, hosts
 from nbkit.errors import ParameterError
 from nbkit.storage import user_path
 
@@ -45,6 +45,11 @@ class RunOutputs:
         return (
             f"{self.earlier_failure}Outputs are written to {self.staging} and moved to {self.folder} when the run ends."
         )
+
+    def write_json(self, name: str, values: dict[str, Any]) -> Path:
+        """`name` (e.g. metrics.json) in the staging folder: sorted keys, NumPy numbers as plain ones."""
+        plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
+        return atomic.write_text(self.staging / name, json.dumps(plain, indent=2, sort_keys=True) + "\n")
 
     def publish(self) -> list[str]:
         """Move every staged file and folder into `folder` (replacing the previous run's), drop the
@@ -69,12 +74,15 @@ class RunOutputs:
         return names
 
 
-def start(folder: str | Path, parameter: str = "OUTPUT_DIR") -> RunOutputs:
-    """Start a run's outputs in `folder`: lock it (`.run.lock`, an OS lock that dies with its process,
+def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR") -> RunOutputs:
+    """Start a run's outputs in `folder` ("auto": the working folder's `default`, e.g. /kaggle/working/
+    classifier on Kaggle): lock it (`.run.lock`, an OS lock that dies with its process,
     so a killed run never blocks the next; a folder another run holds is refused, a run started again
     in the same process takes its own lock over), move an unfinished earlier run's files to
     `.failed-run/` (saying so in `describe()`), and make the staging folder. It writes into the
     folder, so calling it in the first cell checks at once that the folder can be written."""
+    if folder == "auto":
+        folder = env.detect(probe_internet=lambda: False).working_dir / default
     path = Path(user_path(folder))
     if path.exists() and not path.is_dir():
         raise ParameterError(f"{parameter}={str(folder)!r} is a file, not a folder: give a folder for the outputs.")

@@ -148,24 +148,17 @@ def get_dataset(images, labels, batch_size, training, input_context=None):
 
 
 # %% [markdown]
-# How the run steps through the data: the global batch is the per-replica batch times the replicas
-# (checked against the data and the memory), and `steps_per_execution` runs several steps per
-# compiled call (lowered, and said so, where a known bug needs it).
+# How the run steps through the data: the global batch is the per-replica batch times the replicas,
+# and `steps_per_execution` runs several steps per compiled call; Keras runs whole executions, so an
+# epoch is cut to a whole number of them. (TensorFlow's MirroredStrategy over simulated CPUs fails with
+# more than one step per execution: `acc.max_steps_per_execution` says so there.)
 
 # %%
-from nbkit import batching
-
-plan = batching.plan(
-    len(x_train),
-    len(x_test),
-    per_replica_batch,
-    acc.num_replicas,
-    item_bytes=28 * 28,
-    steps_per_execution=STEPS_PER_EXECUTION,
-    execution_limit=acc.execution_limit,
-)
-print(plan.describe())
-global_batch = plan.global_batch
+global_batch = per_replica_batch * acc.num_replicas
+steps_per_epoch = max(1, len(x_train) // global_batch)
+steps_per_execution = min(STEPS_PER_EXECUTION, steps_per_epoch, acc.max_steps_per_execution or STEPS_PER_EXECUTION)
+steps_per_epoch -= steps_per_epoch % steps_per_execution
+print(f"global batch {global_batch}, {steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
 train_dataset = get_dataset(x_train, y_train, global_batch, training=True)
 test_dataset = get_dataset(x_test, y_test, global_batch, training=False)
 
@@ -209,13 +202,13 @@ with acc.scope():
         optimizer=keras.optimizers.Adam(learning_rate=1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["sparse_categorical_accuracy"],
-        steps_per_execution=plan.steps_per_execution,
+        steps_per_execution=steps_per_execution,
     )
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %% tags=["nbval-ignore-output"]
 history = model.fit(
-    train_dataset, epochs=epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=test_dataset, verbose=2
+    train_dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=test_dataset, verbose=2
 )
 
 # %%
@@ -279,7 +272,7 @@ else:
 # %% tags=["nbval-ignore-output"]
 loop_history = []
 for epoch in range(epochs if acc.backend == "tensorflow" else 0):
-    train_multiple_steps(train_iterator, tf.constant(plan.steps_per_epoch))  # a tensor: no retracing
+    train_multiple_steps(train_iterator, tf.constant(steps_per_epoch))  # a tensor: no retracing
     loop_history.append({"loss": float(training_loss.result()), "accuracy": float(training_accuracy.result())})
     loss, accuracy = loop_history[-1].values()
     print(f"epoch {epoch + 1}/{epochs}: step {int(optimizer.iterations.numpy())}, loss {loss:.4f}, accuracy {accuracy:.4f}")

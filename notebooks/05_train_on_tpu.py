@@ -36,7 +36,7 @@ AUGMENT: str = "flips"  # training augmentation: "flips", "standard" (+ zoom and
 TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
 FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
 SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
-PROFILE: str = "auto"  # "full": the settings above; "smoke": a small CNN for a few epochs; "auto": smoke on a CPU, full on a TPU or GPU
+PROFILE: str = "auto"  # "full": the settings above; "smoke": small_cnn from scratch (MODEL, WEIGHTS ignored), at most 8 epochs; "auto": smoke on a CPU, full on a TPU or GPU
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
 PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax; 0: no split)
@@ -57,31 +57,23 @@ OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the pack
 # is found, before anything imports Keras.
 
 # %%
-from nbkit import accel, env, params, staging
+from nbkit import accel, params, staging
 from nbkit.inputs import account
 
-params.check_parameters(globals())
-params.check_run(BACKEND, PROFILE, SIMULATE_DEVICES, EPOCHS, PER_REPLICA_BATCH, STEPS_PER_EXECUTION)
-params.check_choice("AUGMENT", AUGMENT, ("flips", "standard", "none"))
-params.check_choice("TTA", TTA, range(1, 5))
-params.check_int("EPOCHS", EPOCHS, minimum=1)
-for name in ("IMAGE_SIZE", "STEPS_PER_EPOCH", "SEED"):
-    params.check_int(name, globals()[name])
-params.check_int("FOLD", FOLD, minimum=-1)
-params.check_choice("RESUME", RESUME, ("auto", "restart"))
+params.check_parameters(
+    globals(), EPOCHS=1, PER_REPLICA_BATCH=1, STEPS_PER_EXECUTION=1, FOLD=-1, TTA=range(1, 5),
+    AUGMENT=("flips", "standard", "none"), RESUME=("auto", "restart"),
+)  # fmt: skip
 if DATASET_ID != "auto":
     params.check_handle("DATASET_ID", DATASET_ID, example="alice/flowers-model", slug=account.DATASET_SLUG)
 if MODEL_HANDLE != "none":
     params.check_handle("MODEL_HANDLE", MODEL_HANDLE, "owner/model/framework/variation", "alice/flowers/keras/default")
-environment = env.detect()
 run_name = "train-on-tpu" if FOLD == -1 else f"train-on-tpu-fold{FOLD}"  # its folder, here and as a notebook output
-outputs = staging.start(environment.working_dir / run_name if OUTPUT_DIR == "auto" else OUTPUT_DIR)
+outputs = staging.start(OUTPUT_DIR, default=run_name)
 print(outputs.describe())
 
 compile_cache = outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE
-acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=compile_cache)
-print(acc.describe())
-print(acc.set_precision(PRECISION))  # before any model is built
+acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=compile_cache, precision=PRECISION)
 
 # %% [markdown]
 # ## Configuration
@@ -91,45 +83,38 @@ print(acc.set_precision(PRECISION))  # before any model is built
 # larger takes N times larger steps.
 
 # %%
-import keras
+from nbkit import models
 
 LR_START, LR_MIN, LR_MAX_PER_REPLICA = 1e-5, 1e-5, 5e-5  # the flower starters' ramp-sustain-decay
 LR_RAMP_EPOCHS, LR_SUSTAIN_EPOCHS, LR_DECAY = 5, 0, 0.8
-profile = params.resolve_profile(PROFILE, acc.kind)
-if profile == "smoke":
+models.check_name(MODEL)  # a misspelt MODEL stops here, before any data is read
+SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
+if SMOKE:
     MODEL, WEIGHTS, EPOCHS = "small_cnn", "none", min(EPOCHS, 8)
     LR_MAX_PER_REPLICA, LR_RAMP_EPOCHS = 2.5e-4, 2
-params.check_choice("MODEL", MODEL, ["small_cnn", *(n for n in dir(keras.applications) if n[0].isupper())])
 GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
 LR_MAX = LR_MAX_PER_REPLICA * acc.num_replicas
-print(f"profile={profile}: {MODEL} (weights {WEIGHTS}), {EPOCHS} epochs, global batch {GLOBAL_BATCH}, peak lr {LR_MAX:g}")
+print(f"{'smoke' if SMOKE else 'full'}: {MODEL} (weights {WEIGHTS}), {EPOCHS} epochs, global batch {GLOBAL_BATCH}, peak lr {LR_MAX:g}")
 
 # %% [markdown]
 # ## Data
 # The dataset's description says its classes and the form of its submission. Every record is read
 # and every image decoded once before training, so a damaged file, a label out of range, a repeated
 # test id or an image of the wrong size stops here with the file and record, not halfway through
-# training.
+# training; so does a batch larger than a split (each epoch and validation pass needs a full one) or
+# than the memory.
 
 # %%
 from nbkit.competitions import flowers
-from nbkit.images import checks, layout
 
-data = flowers.locate_data(DATA_ROOT, remote_tpu=acc.remote_tpu)
-print(f"data: {data.reason}")
-dataset = flowers.load_description(data.path)
-print(f"dataset: {dataset.describe()}")
-image_size = layout.choose_size(data.path, IMAGE_SIZE)
-files = layout.split_files(data.path, image_size, dataset.folds, FOLD)  # FOLD k: fold k validates
-splits = checks.check_splits(files, image_size, dataset.num_classes)
-train, val, test = splits["train"], splits["val"], splits["test"]
-fingerprint = checks.fingerprint(train.files + val.files)
-print(f"{image_size}x{image_size} images: {checks.describe(splits)}; data fingerprint {fingerprint}")
-# A batch larger than a split (each epoch and validation pass needs a full one), or than the memory, stops here.
-checks.check_batch(PER_REPLICA_BATCH, acc.num_replicas, image_size * image_size * 3, {"train": train.count, "val": val.count})
+data = flowers.load_data(DATA_ROOT, IMAGE_SIZE, FOLD, remote_tpu=acc.remote_tpu)  # FOLD k: fold k validates
+print(data.describe())
+data.check_batch(PER_REPLICA_BATCH, acc.num_replicas)
+image_size, dataset = data.image_size, data.dataset
+fingerprint = data.fingerprint()  # recorded with the checkpoint: a resumed run must train on the same files
 
 # Keras runs whole executions of STEPS_PER_EXECUTION steps: an epoch is cut to whole executions.
-steps_per_epoch = min(train.count // GLOBAL_BATCH, STEPS_PER_EPOCH or train.count)
+steps_per_epoch = min(data.train.count // GLOBAL_BATCH, STEPS_PER_EPOCH or data.train.count)
 steps_per_execution = min(STEPS_PER_EXECUTION, steps_per_epoch, acc.max_steps_per_execution or STEPS_PER_EXECUTION)
 steps_per_epoch -= steps_per_epoch % steps_per_execution
 print(f"{steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
@@ -211,12 +196,12 @@ def augment(image, seed):
     return image
 
 
-def get_dataset(files, labeled=True, training=False, first_epoch=0):
+def get_dataset(split, training=False, first_epoch=0):
     """Training: batches of augmented (image, class), shuffled anew each epoch, from `first_epoch` on.
     Otherwise: every (image, class or id) in file order, not batched."""
-    records = tf.data.TFRecordDataset(files, compression_type=checks.compression(files), num_parallel_reads=AUTO)
+    records = tf.data.TFRecordDataset(split.files, split.compression, num_parallel_reads=AUTO)
     if not training:
-        return records.map(lambda record: decode(record, labeled), num_parallel_calls=AUTO)
+        return records.map(lambda record: decode(record, split.labeled), num_parallel_calls=AUTO)
 
     def one_epoch(epoch):
         shuffled = records.shuffle(SHUFFLE_BUFFER, seed=SEED * 10_007 + epoch).enumerate()
@@ -238,9 +223,8 @@ def get_dataset(files, labeled=True, training=False, first_epoch=0):
 # Built and compiled inside `acc.scope()`, so its variables live on every replica.
 
 # %%
+import keras
 from keras import layers
-
-from nbkit import pretrained
 
 
 def build_model():
@@ -252,7 +236,7 @@ def build_model():
             x = layers.MaxPooling2D()(layers.Conv2D(width, 3, padding="same", activation="relu")(x))
         x = layers.Dense(128, activation="relu")(layers.Flatten()(x))
     else:
-        backbone = pretrained.backbone(MODEL, [image_size, image_size, 3], WEIGHTS, search=[environment.input_dir])
+        backbone = models.backbone(MODEL, [image_size, image_size, 3], WEIGHTS)  # attached weights work offline
         # EfficientNet and ConvNeXt rescale 0-255 pixels themselves; most other backbones want [-1, 1].
         rescales_itself = MODEL.startswith(("EfficientNet", "ConvNeXt"))
         x = inputs if rescales_itself else layers.Rescaling(1 / 127.5, offset=-1)(inputs)
@@ -300,12 +284,12 @@ figure = plots.learning_rate([lrfn(epoch) for epoch in range(EPOCHS)], path=outp
 # %% tags=["nbval-ignore-output"]
 if run.epochs_done < EPOCHS:
     model.fit(
-        get_dataset(train.files, training=True, first_epoch=run.epochs_done),
+        get_dataset(data.train, training=True, first_epoch=run.epochs_done),
         epochs=EPOCHS,
         initial_epoch=run.epochs_done,
         steps_per_epoch=steps_per_epoch,
-        validation_data=get_dataset(val.files).batch(GLOBAL_BATCH, drop_remainder=True).cache(),
-        validation_steps=val.count // GLOBAL_BATCH,  # tf.data cannot count TFRecords: Keras is told
+        validation_data=get_dataset(data.val).batch(GLOBAL_BATCH, drop_remainder=True).cache(),
+        validation_steps=data.val.count // GLOBAL_BATCH,  # tf.data cannot count TFRecords: Keras is told
         callbacks=[keras.callbacks.LearningRateScheduler(lrfn), run.checkpoint()],
         verbose=2,
     )
@@ -318,15 +302,11 @@ figure = plots.training_curves(run.history, path=outputs.staging / "training_cur
 # %% [markdown]
 # ## Evaluate and predict
 # Scores on the validation set (with a `FOLD`, out of fold: `oof.csv`); `submission.csv` from this
-# model, which notebook 06 must reproduce (with the same `TTA`). Test-time augmentation: predict each image as it is and in `TTA - 1` changed views, and average the
-# class probabilities. On the validation set: confusion matrix, the competition's metric and macro
-# F1 / precision / recall, and a batch titled OK or, in red, NO -> the true class. With a `FOLD`,
-# these are out-of-fold predictions: `oof.csv` keeps them for `python -m nbkit oof`.
+# model, which notebook 06 must reproduce (with the same `TTA`). Test-time augmentation: predict each
+# image as it is and in `TTA - 1` changed views, and average the class probabilities.
 
 # %%
 import numpy as np
-
-from nbkit.images import metrics, oof, predict
 
 
 def tta_view(image, view):
@@ -337,28 +317,26 @@ def tta_view(image, view):
     return tf.image.flip_left_right(image) if view % 2 else image
 
 
-def predict_tta(files, labeled):
-    """Class probabilities of each view of every image of `files` (in file order), and the labels or ids."""
+def predict_tta(split):
+    """Class probabilities of each view of every image of `split` (in file order), and the labels or ids."""
     views = []
     for view in range(TTA):
-        images = get_dataset(files, labeled).map(lambda image, key, view=view: (tta_view(image, view), key))
-        logits, keys = predict.in_order(model, images, GLOBAL_BATCH)
-        views.append(metrics.softmax(logits))
+        images = get_dataset(split).map(lambda image, key, view=view: (tta_view(image, view), key))
+        logits, keys = models.predict(model, images, GLOBAL_BATCH)  # every row once, on any number of hosts
+        views.append(keras.ops.convert_to_numpy(keras.ops.softmax(logits)))
     return views, keys
 
 
-val_views, val_labels = predict_tta(val.files, labeled=True)
+val_views, val_labels = predict_tta(data.val)
 val_probabilities = np.mean(val_views, axis=0)
-confusion, scores = metrics.of_predictions(val_labels, val_probabilities, dataset.metric)
+confusion, scores = data.score(val_labels, val_probabilities)
 print(f"learned (validation accuracy above 3x chance): {scores['accuracy'] > 3 / dataset.num_classes}")
 figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.staging / "confusion_matrix.png")
 if FOLD != -1:
-    oof.write(val.ids, val_labels, val_probabilities, FOLD, dataset, outputs.staging / "oof.csv")
+    data.write_oof(val_labels, val_probabilities, outputs.staging / "oof.csv")
 
-from nbkit.images import submission
-
-test_views, test_ids = predict_tta(test.files, labeled=False)
-written = submission.write(test_ids, np.mean(test_views, axis=0).argmax(1), dataset, outputs.staging / "submission.csv")
+test_views, test_ids = predict_tta(data.test)
+written = data.write_submission(test_ids, np.mean(test_views, axis=0).argmax(1), outputs.staging / "submission.csv")
 
 # %% [markdown]
 # ## Model package
@@ -390,7 +368,7 @@ if dataset_id.startswith(package.PLACEHOLDER_OWNER):
 # The run ended well: its outputs replace the previous run's, all at once.
 
 # %% tags=["nbval-ignore-output"]
-print(metrics.describe(scores))
+print(f"validation {dataset.metric} {scores[dataset.metric]:.3f} (the competition's metric); accuracy {scores['accuracy']:.3f}")
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))
 package_folder = outputs.folder / "model-package"  # published now
 print(f"kaggle datasets create -p {package_folder.resolve()}")

@@ -71,16 +71,15 @@ for folder, manifest in zip(folders, manifests):
 
 # %%
 from nbkit.competitions import flowers
-from nbkit.images import checks, layout
 
-data = flowers.locate_data(DATA_ROOT, environment=environment)
-print(f"data: {data.reason}")
-dataset = flowers.load_description(data.path)
+found = flowers.locate_data(DATA_ROOT, environment=environment)
+print(f"data: {found.reason}")
+dataset = flowers.load_description(found.path)
 image_size = IMAGE_SIZE or manifests[0]["image_size"]
 for folder, manifest in zip(folders, manifests):
     package.check_compatible(manifest, image_size, dataset, folder.name)
-test = checks.check_splits(layout.split_files(data.path, image_size, names=["test"]), image_size, dataset.num_classes)
-print(f"{test['test'].count} test images in {len(test['test'].files)} files, {len(folders)} model(s) to average")
+test = flowers.load_data(found.path, image_size, names=["test"]).test
+print(f"{test.count} test images in {len(test.files)} files, {len(folders)} model(s) to average")
 
 # %% [markdown]
 # ## Load and predict
@@ -89,10 +88,11 @@ print(f"{test['test'].count} test images in {len(test['test'].files)} files, {le
 # mean.
 
 # %%
+import keras
 import numpy as np
 import tensorflow as tf
 
-from nbkit.images import metrics, predict
+from nbkit import models
 
 AUTO = tf.data.AUTOTUNE
 GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
@@ -114,21 +114,21 @@ def tta_view(image, view):
     return tf.image.flip_left_right(image) if view % 2 else image
 
 
-def predict_tta(model, files):
-    """Class probabilities of every image of `files` (in file order) averaged over TTA views, and the ids."""
-    records = tf.data.TFRecordDataset(files, compression_type=checks.compression(files), num_parallel_reads=AUTO)
+def predict_tta(model, split):
+    """Class probabilities of every image of `split` (in file order) averaged over TTA views, and the ids."""
+    records = tf.data.TFRecordDataset(split.files, split.compression, num_parallel_reads=AUTO)
     views = []
     for view in range(TTA):
         images = records.map(decode, num_parallel_calls=AUTO).map(lambda image, key, view=view: (tta_view(image, view), key))
-        logits, ids = predict.in_order(model, images, GLOBAL_BATCH)
-        views.append(metrics.softmax(logits))
+        logits, ids = models.predict(model, images, GLOBAL_BATCH)  # every row once, on any number of hosts
+        views.append(keras.ops.convert_to_numpy(keras.ops.softmax(logits)))
     return np.mean(views, axis=0), ids
 
 
 members = []
 for folder in folders:
     model, _ = package.load_package(folder, acc)
-    probabilities, test_ids = predict_tta(model, test["test"].files)
+    probabilities, test_ids = predict_tta(model, test)
     members.append(probabilities)
     print(f"{folder}: loaded {model.name}, checked its outputs against the manifest, predicted")
 probabilities = np.mean(members, axis=0)  # the ensemble
@@ -151,7 +151,6 @@ np.savez(
     ensemble=probabilities,
 )
 print(f"wrote {len(test_ids)} rows to {written.name}, and test_probabilities.npz")
-test_files = test["test"].files
-shown = next(iter(tf.data.TFRecordDataset(test_files, checks.compression(test_files)).map(decode).batch(20)))[0].numpy()
+shown = next(iter(tf.data.TFRecordDataset(test.files, test.compression).map(decode).batch(20)))[0].numpy()
 figure = plots.batch(shown, test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
 print("published:", ", ".join(outputs.publish()))

@@ -28,6 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 # No kagglehub in tests (the kagglehub tests turn it back on against a stub): a machine with Kaggle
 # credentials would otherwise download the competition while nbval runs the notebooks.
 os.environ["NBKIT_KAGGLEHUB"] = "off"
+# `import tensorflow` sets TF_CPP_MIN_LOG_LEVEL=1 in its process when it is unset, and every kernel the tests
+# start inherits this process's environment: a test importing TensorFlow here would change what nbval's
+# notebooks print (accel.setup lists the variable). nbkit's own default, as a user's kernel has it.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Every kernel of the tests listens on socket files, not TCP ports: two test lanes run at once and JAX's
 # Gloo opens sockets, and a kernel's port could be taken before it binds it (nbkit/publish/engine.py).
 # papermill's runs take nbkit's engine (PAPERMILL: papermill's command line with it); nbval's kernels

@@ -226,12 +226,6 @@ def test_global_batch_and_its_validation():
         acc.global_batch(0)
 
 
-def test_the_execution_limit_says_how_many_steps_and_why():
-    limit, why = make_accelerator().execution_limit
-    assert limit == 1 and "placeholder tensor" in why and "real TPUs and GPUs keep the requested value" in why
-    assert make_accelerator(max_steps_per_execution=None).execution_limit is None
-
-
 def test_describe_mentions_simulation_and_cap():
     text = " ".join(make_accelerator().describe().split())
     assert "8 replica(s) (simulated: 8 logical CPU devices" in text

@@ -20,7 +20,7 @@ def test_tensorflow_with_eight_simulated_replicas(run_python):
         again = accel.setup("tensorflow", simulate_devices=8, compile_cache="cache")  # re-running the cell works
         print(json.dumps({"cache": again.describe().splitlines()[-1], "kind": acc.kind, "backend": acc.backend, "replicas": acc.num_replicas,
                           "strategy": acc.distribution_name, "simulated": acc.simulated,
-                          "spe": acc.execution_limit[0], "again": again.num_replicas,
+                          "spe": acc.max_steps_per_execution, "again": again.num_replicas,
                           "results": [r.tolist() for r in results], "global": acc.global_batch(16)}))
         """
     )
@@ -29,7 +29,7 @@ def test_tensorflow_with_eight_simulated_replicas(run_python):
     assert report["replicas"] == 8 and report["again"] == 8 and report["global"] == 128
     assert report["cache"] == "compile cache: off (JAX's; the TensorFlow backend compiles again in every session)"
     assert report["strategy"] == "MirroredStrategy"
-    assert report["spe"] == 1  # the MirroredStrategy-on-CPU bug: batching.plan lowers to it and says so
+    assert report["spe"] == 1  # the MirroredStrategy-on-CPU bug: the notebooks lower to it
     assert report["results"] == [[[22.0, 28.0], [49.0, 64.0]]] * 8
 
 

@@ -114,9 +114,7 @@ def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked
     cell = bundled[0]
     assert cell.metadata["_kg_hide-input"] is True and cell.metadata["jupyter"] == {"source_hidden": True}
     files = bundled_files(cell)
-    assert {"nbkit/accel/choose.py", "nbkit/images/checks.py", "nbkit/pretrained.py", "nbkit/images/plots.py"} <= set(
-        files
-    )
+    assert {"nbkit/accel/choose.py", "nbkit/images/checks.py", "nbkit/models.py", "nbkit/images/plots.py"} <= set(files)
     assert files["nbkit/images/checks.py"] == (REPO / "nbkit" / "images" / "checks.py").read_text()  # verbatim
     assert not [name for name in files if name.startswith(("nbkit/publish/", "nbkit/pytorch/"))]
     parameters = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])][0]

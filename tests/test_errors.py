@@ -27,7 +27,7 @@ def bad_state(tmp_path):
 def mixed_rows(tmp_path):
     import numpy as np
 
-    from nbkit.images import predict
+    from nbkit import models as predict
 
     images = np.arange(4, dtype="float32").reshape(4, 1)
     honest = lambda x, training=False: x * 2.0  # noqa: E731  (a "model": one logit per row)
@@ -45,9 +45,9 @@ def tfrecord_of_garbage(tmp_path):
 
 
 def a_bad_weights_file(tmp_path):
-    from nbkit import pretrained
+    from nbkit import models
 
-    pretrained.backbone("MobileNetV2", (96, 96, 3), weights=str(tmp_path / "missing.weights.h5"))
+    models.backbone("MobileNetV2", (96, 96, 3), weights=str(tmp_path / "missing.weights.h5"))
 
 
 def importing_what_nbkit_lacks(tmp_path):

@@ -81,14 +81,14 @@ def test_metrics_json_holds_plain_numbers(tmp_path):
 
 
 def test_predictions_come_in_order_padded_and_are_checked_against_the_same_rows_on_one_device(tmp_path):
-    """predict.in_order returns every row's logits and key in the dataset's order (the last batch padded, the
+    """models.predict returns every row's logits and key in the dataset's order (the last batch padded, the
     padding cut), and stops, before anything is written, on a model whose batched predictions come back with
     rows swapped (what keras 3.8 + jax 0.4.35 did on 8 devices)."""
     import keras
     import tensorflow as tf
 
+    from nbkit import models
     from nbkit.errors import AcceleratorError
-    from nbkit.images import predict
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (13, 16, 16, 3), dtype=np.uint8)
@@ -97,12 +97,12 @@ def test_predictions_come_in_order_padded_and_are_checked_against_the_same_rows_
     model = keras.Sequential(
         [keras.Input((16, 16, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(), keras.layers.Dense(6)]
     )
-    logits, keys = predict.in_order(model, tf.data.Dataset.from_tensor_slices((images, ids)), global_batch=8)
+    logits, keys = models.predict(model, tf.data.Dataset.from_tensor_slices((images, ids)), global_batch=8)
     assert keys.tolist() == ids.tolist()  # 8 + 5 rows, the second batch padded with 3
     alone = np.stack([np.asarray(model(images[i : i + 1]))[0] for i in range(13)])  # one image at a time
     assert logits.shape == (13, 6) and np.allclose(logits, alone, atol=1e-5)
     labels = np.arange(13) % 6
-    _, label_keys = predict.in_order(model, tf.data.Dataset.from_tensor_slices((images, labels)), global_batch=8)
+    _, label_keys = models.predict(model, tf.data.Dataset.from_tensor_slices((images, labels)), global_batch=8)
     assert label_keys.tolist() == labels.tolist()
     honest = model.predict
 
@@ -111,4 +111,4 @@ def test_predictions_come_in_order_padded_and_are_checked_against_the_same_rows_
 
     model.predict = rows_mixed
     with pytest.raises(AcceleratorError, match=r"Row \d+ of the distributed predictions differs.*keras \d"):
-        predict.in_order(model, tf.data.Dataset.from_tensor_slices((images, ids)), global_batch=8)
+        models.predict(model, tf.data.Dataset.from_tensor_slices((images, ids)), global_batch=8)

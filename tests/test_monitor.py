@@ -8,14 +8,15 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from nbkit.images import monitor, plots  # noqa: E402
-from nbkit.images.monitor import EpochWait  # noqa: E402
+from nbkit import models as monitor  # noqa: E402
+from nbkit.images import plots  # noqa: E402
+from nbkit.models import EpochWait  # noqa: E402
 
 SLOW_INPUT_FIT = """
     import json, time
     import numpy as np
     from nbkit import accel
-    from nbkit.images import monitor
+    from nbkit import models as monitor
     accel.setup({backend!r})
     import keras
 

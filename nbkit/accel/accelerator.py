@@ -78,13 +78,6 @@ class Accelerator:
         check_int("per_replica_batch", per_replica_batch, minimum=1)
         return per_replica_batch * self.num_replicas
 
-    @property
-    def execution_limit(self) -> tuple[int, str] | None:
-        """(the most training steps one compiled call may run here, why), or None: no known limit."""
-        if self.max_steps_per_execution is None:
-            return None
-        return self.max_steps_per_execution, MIRRORED_CPU_BUG + "; real TPUs and GPUs keep the requested value"
-
     def device(self, index: int = 0) -> contextlib.AbstractContextManager[Any]:
         """Manual placement: ops inside `with acc.device(i):` run on replica i's device."""
         if self.backend == "tensorflow":

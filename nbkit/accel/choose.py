@@ -27,6 +27,7 @@ def setup(
     tpu: str | None = None,
     simulate_devices: int = 0,
     compile_cache: str | Path | None = None,
+    precision: str | None = None,
 ) -> Accelerator:
     """Find the best accelerator, pick the Keras backend and return an `Accelerator`.
 
@@ -35,6 +36,8 @@ def setup(
     simulate_devices: on a CPU only, split it into this many replicas (0 or 1: no split).
     compile_cache: a folder for JAX's persistent compilation cache (`nbkit.accel.compile_cache`),
     so a later session loads what this one compiled; None or "none": no cache.
+    precision: a notebook's PRECISION ("auto": the hardware's policy): set before any model is built,
+    and then setup prints what it set (backend, replicas, why, compile cache, precision).
     """
     check_choice("backend", backend, BACKENDS)
     check_int("simulate_devices", simulate_devices, minimum=0)
@@ -47,6 +50,9 @@ def setup(
         acc.compile_cache = nbcompile_cache.use(compile_cache, acc.jax_devices)
     acc.changes = [f"{name}={os.environ[name]}" for name in SET_HERE if os.environ.get(name)]
     acc.changes.append(f"Keras' warning {SHUFFLE_WARNING!r} hidden")
+    if precision is not None:
+        said = acc.set_precision(precision)
+        print(acc.describe(), said, sep="\n")
     return acc
 
 

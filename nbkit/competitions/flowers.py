@@ -10,13 +10,14 @@ sample in its format); or "sample".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from nbkit import env as nbenv
 from nbkit import storage
 from nbkit.errors import DataError
-from nbkit.images import description
+from nbkit.images import data, description
 from nbkit.inputs.datasets import DataSource, locate
 
 COMPETITION = "flower-classification-with-tpus"
@@ -83,6 +84,15 @@ def locate_data(data_root: str, remote_tpu: bool = False, environment: Any = Non
         stand_in = sample_source(environment)
         return DataSource(stand_in.path, "DATA_ROOT='sample', so " + stand_in.reason.removesuffix(" stands in"))
     return locate(data_root, COMPETITION, remote_tpu=remote_tpu, fallback=sample_source, environment=environment)
+
+
+def load_data(
+    data_root: str, image_size: int = 0, fold: int = -1, names: Sequence[str] = (), remote_tpu: bool = False
+) -> data.Data:
+    """The notebooks' data, found (`locate_data`), described (`load_description`) and checked
+    (`nbkit.images.data.load`): DATA_ROOT, IMAGE_SIZE, FOLD; `names`: the splits to read (default all)."""
+    found = locate_data(data_root, remote_tpu=remote_tpu)
+    return data.load(found.path, found.reason, load_description(found.path), image_size, fold, names)
 
 
 def load_description(data_root: str) -> description.Description:

@@ -22,13 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from nbkit import atomic
+from nbkit import atomic, models
 from nbkit.env import installed_versions
 from nbkit.errors import DataError
 from nbkit.handoff import manifest as manifest_schema
 from nbkit.handoff.manifest import MANIFEST_FILE, MODEL_FILE, check_compatible, check_same
 from nbkit.handoff.manifest import read as read_manifest
-from nbkit.images import predict
 from nbkit.images.description import Description
 from nbkit.inputs import account
 from nbkit.inputs.account import PLACEHOLDER_OWNER
@@ -84,7 +83,7 @@ def check_logits(model: Any, image_size: int, count: int = 2) -> np.ndarray:
     # gets an equal share, which a batch of 2 would not give 8 TPU cores.
     images = np.zeros((64, image_size, image_size, 3), np.uint8)
     images[:count] = check_images(image_size, count)
-    return predict.global_logits(model, images[predict.process_rows(len(images))])[:count]
+    return models.global_logits(model, images[models.process_rows(len(images))])[:count]
 
 
 def write_package(

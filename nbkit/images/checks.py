@@ -7,6 +7,7 @@ Pillow and TensorFlow refuse the same damaged JPEGs (a test feeds both)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 from collections.abc import Sequence
@@ -34,6 +35,11 @@ class Split:
     @property
     def labeled(self) -> bool:
         return self.name != "test"
+
+    @functools.cached_property
+    def compression(self) -> str:
+        """ "", "GZIP" or "ZLIB": what tf.data.TFRecordDataset must be told (`compression_type`)."""
+        return compression(self.files)
 
 
 # What each feature of a record must hold: (Python type of its one value, in words).

@@ -131,7 +131,7 @@ def confusion(
 
 
 def input_wait(epochs: Sequence[Any], data_bound_share: float = 0.25, path: str | Path | None = None) -> Any:
-    """Per epoch, the share of training time spent waiting for input (`nbkit.images.monitor.EpochWait`s),
+    """Per epoch, the share of training time spent waiting for input (`nbkit.models.EpochWait`s),
     against the data-bound threshold."""
     figure, axes = _figure(1, 1, (6, 3))
     axis = axes[0, 0]

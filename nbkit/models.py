@@ -1,0 +1,345 @@
+"""Keras plumbing around the notebook's own model: keras.applications backbones with ImageNet weights
+also offline (a local copy put into Keras' own cache folder with its `get_file`, so the backbone is built
+exactly as online), the input monitor (how long training waited for data), and predictions in the
+dataset's order on one host or a pod slice, checked against one-device predictions: keras 3.8 + jax
+0.4.35 on 8 devices returned rows of other images (docs/limits.md), a silently wrong submission."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nbkit.env import installed_versions
+from nbkit.errors import AcceleratorError, DataError, ParameterError
+
+# How keras.applications names its no-top ImageNet files: efficientnetb0_notop.h5,
+# mobilenet_v2_..._no_top.h5, NASNet-mobile-no-top.h5, ...
+NO_TOP = re.compile(r"no[-_]?top[^/]*\.h5$", re.IGNORECASE)
+URL_FILE = re.compile(r"/([^/\s:]+\.h5)\b")
+
+
+def local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
+    """The weights files to offer Keras: `roots[0]` itself when it is a file the user named (`explicit`),
+    else the no-top ImageNet files under the folders (the first of each name)."""
+    found: dict[str, Path] = {}
+    for root in map(Path, roots):
+        if root.is_file():
+            files = [root] if explicit or NO_TOP.search(root.name) else []
+        else:
+            files = sorted(p for p in root.rglob("*.h5") if NO_TOP.search(p.name)) if root.is_dir() else []
+        for path in files:
+            found.setdefault(path.name, path)
+    return list(found.values())
+
+
+def copy_into_cache(files: Sequence[Path], replace: bool) -> Path | None:
+    """Put each file into Keras' cache folder with Keras' own `get_file` (from a file:// origin); a
+    file of that name already there is kept unless `replace` (a file the user named). The folder."""
+    import keras
+
+    targets = [
+        keras.utils.get_file(path.name, path.resolve().as_uri(), cache_subdir="models", force_download=replace)
+        for path in files
+    ]
+    return Path(targets[0]).parent if targets else None
+
+
+def check_name(name: str, others: Sequence[str] = ("small_cnn",)) -> str:
+    """`name` if it is a keras.applications model (or one of `others`), else a ParameterError naming MODEL."""
+    import keras
+
+    offered = [*others, *(n for n in dir(keras.applications) if n[0].isupper())]
+    if name not in offered:
+        same = [n for n in offered if n.lower() == str(name).lower()]
+        hint = f"Did you mean {same[0]!r}? " if same else ""
+        raise ParameterError(f"MODEL={name!r} is not offered. {hint}Use one of {offered}.")
+    return name
+
+
+def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequence[Path] | None = None) -> Any:
+    """keras.applications' `name` without its top, average pooled: with random weights (`weights`
+    "none"), or ImageNet's ("imagenet": a local copy under one of the `search` folders, by default the
+    attached Kaggle inputs, else downloaded once into Keras' cache; or that file, or a folder holding it,
+    for running with the internet off)."""
+    import keras
+
+    from nbkit import env
+
+    search = [env.detect(probe_internet=lambda: False).input_dir] if search is None else search
+    constructor = getattr(keras.applications, check_name(name, others=()))
+    if weights == "none":
+        return constructor(include_top=False, weights=None, input_shape=tuple(input_shape), pooling="avg")
+    if weights != "imagenet" and not Path(weights).exists():
+        raise DataError(
+            f"WEIGHTS={weights!r}: no such file or folder. Give 'imagenet', 'none' or Keras' ImageNet file."
+        )
+    explicit = weights != "imagenet"  # a local copy when there is one, else Keras downloads it
+    copies = local_copies([Path(weights)] if explicit else search, explicit)
+    cache = copy_into_cache(copies, replace=explicit)
+    if cache is not None:
+        names = ", ".join(p.name for p in copies)
+        print(
+            f"weights: {names} from {copies[0].parent} in Keras' cache ({cache}), where keras.applications looks first"
+        )
+    before = set(os.listdir(cache)) if cache else set()
+    try:
+        found = constructor(include_top=False, weights="imagenet", input_shape=tuple(input_shape), pooling="avg")
+    except Exception as error:  # Keras: a bare Exception offline; h5py: OSError; a mismatch: ValueError
+        raise _weights_error(constructor.__name__, weights, [p.name for p in copies], error) from None
+    downloaded = sorted(set(os.listdir(cache)) - before) if cache else []
+    if explicit and downloaded:
+        print(
+            f"weights: WEIGHTS={weights!r} holds no {downloaded[0]}, the file keras.applications asks for, so Keras "
+            "downloaded it (into its cache) and used that."
+        )
+    return found
+
+
+def _weights_error(name: str, weights: str, offered: list[str], error: Exception) -> DataError:
+    requested = URL_FILE.search(str(error))
+    file = requested[1] if requested else (offered[0] if offered else "its ImageNet weights file")
+    if "URL fetch failure" in str(error) or isinstance(error, (ConnectionError, TimeoutError)):
+        if file in offered:
+            return DataError(
+                f"{weights if weights != 'imagenet' else 'The attached ' + file} is not the {file} keras.applications "
+                "expects: its checksum differs, so it is damaged or another file. Attach the original file (from "
+                "~/.keras/models/ after one online run)."
+            )
+        if weights != "imagenet":
+            return DataError(
+                f"WEIGHTS={weights!r} is not {file}, the ImageNet file keras.applications asks for (without its "
+                "top), and holds no file of that name."
+            )
+        return DataError(
+            f"Could not download {file}, the ImageNet weights of {name} (is the internet off?). Offline: attach a "
+            f"Kaggle dataset holding {file} (Keras keeps it in ~/.keras/models/ after one online run) and keep "
+            "WEIGHTS='imagenet', which finds it under /kaggle/input; or give its path as WEIGHTS; or use WEIGHTS='none'."
+        )
+    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    what = (
+        "not a readable weights file" if isinstance(error, OSError) else f"not {name}'s ImageNet weights (without top)"
+    )
+    return DataError(f"WEIGHTS={weights!r} ({file}) is {what}: {first_line}")
+
+
+# ---- the input monitor: `model.fit(monitor.watch(dataset), ..., callbacks=[monitor])`, `monitor.epochs` ----
+
+DATA_BOUND_SHARE = 0.25  # above this, speeding up the input pays more than speeding up the model
+ADVICE = (
+    "the input pipeline is the bottleneck: cache the decoded images (`.cache()` after decode in get_dataset, "
+    "when they fit in memory), read a smaller image size, use fewer/cheaper augmentations, or give the host more "
+    "cores; see docs/benchmarks.md's 'Input speed'."
+)
+
+
+@dataclass(frozen=True)
+class EpochWait:
+    """One epoch's training time and the part of it spent waiting for input."""
+
+    epoch: int  # 1-based, as Keras prints it
+    seconds: float
+    waited: float
+
+    @property
+    def share(self) -> float:
+        return self.waited / self.seconds if self.seconds > 0 else 0.0
+
+
+def input_monitor(data_bound_share: float = DATA_BOUND_SHARE, verbose: bool = True) -> Any:
+    """A Keras callback that reports input waiting per epoch; feed `fit` with its `watch(dataset)`."""
+    return _callback_class()(data_bound_share, verbose)
+
+
+@functools.cache
+def _callback_class() -> type:
+    import keras  # only here: importing nbkit.models must not choose the Keras backend
+
+    class InputMonitor(keras.callbacks.Callback):
+        """Times the waits of `watch`'s batches; one line per epoch; `epochs` keeps the figures."""
+
+        def __init__(self, data_bound_share: float, verbose: bool) -> None:
+            super().__init__()
+            self.data_bound_share = data_bound_share
+            self.verbose = verbose
+            self.epochs: list[EpochWait] = []
+            self._waited = 0.0
+            self._started = 0.0
+            self._training_ended: float | None = None
+            self._waited_in_training = 0.0
+
+        def watch(self, dataset: Iterable[Any]) -> Iterable[Any]:
+            """The batches of `dataset` (tf.data: as NumPy), timing how long each `next()` blocks. On a pod
+            slice, `dataset` itself: Keras shards only a tf.data dataset over the processes (no timing)."""
+            if process_count() > 1:
+                print("input monitor: off on a pod slice (Keras shards the tf.data dataset over the hosts itself)")
+                return dataset
+            return self._timed(dataset)
+
+        def _timed(self, dataset: Iterable[Any]) -> Iterator[Any]:
+            iterator = dataset.as_numpy_iterator() if hasattr(dataset, "as_numpy_iterator") else iter(dataset)
+            while True:
+                start = time.perf_counter()
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    return
+                self._waited += time.perf_counter() - start
+                yield batch
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self._waited, self._training_ended = 0.0, None
+            self._started = time.perf_counter()
+
+        def on_test_begin(self, logs: Any = None) -> None:
+            if self._training_ended is None:  # validation time is not training time
+                self._training_ended = time.perf_counter()
+                self._waited_in_training = self._waited
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            if self._training_ended is None:
+                self.on_test_begin()
+            seconds = self._training_ended - self._started
+            # TensorFlow pulls the batches from a thread a few ahead, so a wait can start before
+            # the epoch does; never more than the epoch.
+            wait = EpochWait(epoch + 1, seconds, min(self._waited_in_training, seconds))
+            self.epochs.append(wait)
+            if self.verbose:
+                print(describe(wait, self.data_bound_share), flush=True)
+
+    return InputMonitor
+
+
+def describe(wait: EpochWait, data_bound_share: float = DATA_BOUND_SHARE) -> str:
+    """`input wait, epoch 3: 4% of 2.8 s` (+ a warning when data-bound after the first epoch)."""
+    line = f"input wait, epoch {wait.epoch}: {wait.share:.0%} of {wait.seconds:.1f} s"
+    if wait.epoch == 1:
+        return line + " (first epoch: includes filling the shuffle buffer and compiling)"
+    if wait.share > data_bound_share:
+        return line + f"\nWARNING: data-bound (waited more than {data_bound_share:.0%}): " + ADVICE
+    return line
+
+
+# ---- predictions ----
+
+CHECKED_ROWS = 8
+
+
+def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(logits as float64, keys) of every (image, key) item of `dataset` (a tf.data dataset, not batched),
+    in its order. Batched here by `global_batch`, the last batch padded so every replica gets a full one
+    (the padding's rows cut); on a pod slice each process feeds its rows of each batch and gets every row.
+    The first batch's rows are checked against the same images predicted alone (`check_rows`)."""
+    import tensorflow as tf
+
+    first, stop, _ = process_rows(global_batch).indices(global_batch)
+
+    def padded(images: Any, keys: Any) -> Any:
+        found = tf.shape(images)[0]
+        images = tf.pad(images, [[0, global_batch - found]] + [[0, 0]] * (len(images.shape) - 1))
+        return tf.ensure_shape(images[first:stop], [stop - first, *images.shape[1:]]), keys
+
+    found_logits, found_keys = [], []
+    for images, keys in dataset.batch(global_batch).map(padded).prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        found_logits.append(global_logits(model, images))
+        found_keys.append(keys)
+        if len(found_logits) == 1:
+            check_rows(model, images, found_logits[0][first:])
+    keys = np.concatenate(found_keys)
+    logits = np.concatenate(found_logits)[: len(keys)]
+    if keys.dtype.kind in "SO":  # test ids
+        keys = np.array([k.decode() for k in keys])
+    return logits, keys
+
+
+def global_logits(model: Any, batches: Any) -> np.ndarray:
+    """The model's logits for every row of `batches` (a dataset of batches, or one batch as an array),
+    as float64 NumPy. With several JAX processes (a pod slice) each process feeds its own rows of each
+    batch and gets back every process's rows."""
+    one_batch = isinstance(batches, np.ndarray)
+    if process_count() == 1:
+        size = {"batch_size": len(batches)} if one_batch else {}
+        return np.asarray(model.predict(batches, verbose=0, **size), np.float64)
+    # model.predict cannot fetch an output spread over other hosts' devices ("spans non-addressable
+    # devices"): the forward pass returns its output replicated to every device instead.
+    import jax
+    import keras
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    distribution = keras.distribution.distribution()
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+    forward, found = None, []
+    for local in [batches] if one_batch else batches:
+        local = np.asarray(local)
+        layout = distribution.get_data_layout((local.shape[0] * process_count(), *local.shape[1:])).backend_layout
+        if forward is None:
+            replicated = NamedSharding(layout.mesh, PartitionSpec())
+            forward = jax.jit(
+                lambda t, n, x: model.stateless_call(t, n, x, training=False)[0], out_shardings=replicated
+            )
+        inputs = jax.make_array_from_process_local_data(layout, local)
+        found.append(np.asarray(forward(trainable, non_trainable, inputs), np.float64))
+    return np.concatenate(found)
+
+
+def process_rows(count: int) -> slice:
+    """This process's rows of a batch of `count` that every process holds whole (all rows on one host)."""
+    processes = process_count()
+    if processes == 1:
+        return slice(None)
+    import jax
+
+    share = count // processes
+    return slice(jax.process_index() * share, (jax.process_index() + 1) * share)
+
+
+def process_count() -> int:
+    """How many JAX processes share the devices (1 off JAX, or on one host)."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return 1
+    import jax
+
+    return jax.process_count()
+
+
+def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: int = CHECKED_ROWS) -> None:
+    """Predict `rows` images of the first batch (one per replica's share, and the last) one at a time,
+    without distribution, and stop with an AcceleratorError if their distributed logits differ
+    (`logits` starts at the first batch's first row)."""
+    count = min(len(logits), len(first_batch))
+    picks = sorted({int(i) for i in np.linspace(0, count - 1, min(rows, count))})
+    alone = np.stack([np.asarray(model(first_batch[i : i + 1], training=False), np.float64)[0] for i in picks])
+    distributed = np.asarray(logits[picks], np.float64)
+    # Measured between batched and one-row predictions of the same model: < 3e-7 in float32, ~1e-5 in
+    # bfloat16. Rows of other images differ by far more (0.058 on an untrained CNN in keras 3.8).
+    tolerance = (1e-2 if _computes_in_16_bits(model) else 1e-3) * max(1.0, float(np.abs(alone).max()))
+    errors = np.abs(distributed - alone).max(axis=1)
+    if errors.max() > tolerance:
+        row = picks[int(errors.argmax())]
+        raise AcceleratorError(
+            f"Row {row} of the distributed predictions differs from the same image predicted alone "
+            f"(by {errors.max():.3g}; tolerance {tolerance:.3g}): this {_versions()} returns predictions that do "
+            "not belong to their images. Nothing was written. Use the versions the README tests, or predict on "
+            "one device."
+        )
+
+
+def _computes_in_16_bits(model: Any) -> bool:
+    policy = getattr(getattr(model, "dtype_policy", None), "compute_dtype", "float32")
+    return policy in ("bfloat16", "float16")
+
+
+def _versions() -> str:
+    """keras 3.8.0 + jax 0.4.35 (+ tensorflow ...): what computed the predictions."""
+    found = installed_versions(("keras", "jax", "jaxlib", "tensorflow", "tensorflow-cpu"))
+    return " + ".join(f"{name} {version}" for name, version in found.items())
