@@ -97,7 +97,7 @@ def test_06_stops_at_once_on_an_output_folder_it_cannot_write(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError) as error:
         execute(tmp_path, "06_infer_on_gpu.ipynb", OUTPUT_DIR=str(tmp_path / "a-file" / "out"))
     assert error.value.ename == "ParameterError" and "cannot be written (Not a directory)" in error.value.evalue
-    assert "params.check_parameters(globals())" in error.value.source  # the first cell: nothing loaded yet
+    assert "params.check_parameters(" in error.value.source  # the first cell: nothing loaded yet
 
 
 def test_05_refuses_to_resume_with_other_settings(trained, sample, tmp_path):
