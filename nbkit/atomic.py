@@ -12,13 +12,13 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-PARTIAL_PREFIX = ".partial-"
+_PARTIAL_PREFIX = ".partial-"
 
 
-def partial_path(path: str | Path) -> Path:
+def _partial_path(path: str | Path) -> Path:
     """Where `path` is written before it is renamed into place."""
     path = Path(path)
-    return path.with_name(PARTIAL_PREFIX + path.name)
+    return path.with_name(_PARTIAL_PREFIX + path.name)
 
 
 @contextlib.contextmanager
@@ -27,7 +27,7 @@ def replacing(path: str | Path) -> Iterator[Path]:
     succeeds. On an error the partial file goes and `path` is left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = partial_path(path)
+    partial = _partial_path(path)
     try:
         yield partial
     except BaseException:
@@ -41,13 +41,6 @@ def write_text(path: str | Path, text: str) -> Path:
     """Write `text` to `path` through a partial file renamed into place."""
     with replacing(path) as partial:
         partial.write_text(text, encoding="utf-8")
-    return Path(path)
-
-
-def write_bytes(path: str | Path, content: bytes) -> Path:
-    """Write `content` to `path` through a partial file renamed into place."""
-    with replacing(path) as partial:
-        partial.write_bytes(content)
     return Path(path)
 
 

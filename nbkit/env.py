@@ -12,11 +12,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-PLATFORMS = ("kaggle", "colab", "local")
-
 
 @dataclass(frozen=True)
-class Environment:
+class _Environment:
     """The facts about the running notebook that the rest of nbkit needs."""
 
     platform: str  # "kaggle", "colab" or "local"
@@ -64,7 +62,7 @@ def tpu_address(environ: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
-def internet_likely(host: str = "www.kaggle.com", port: int = 443, timeout: float = 2.0) -> bool:
+def _internet_likely(host: str = "www.kaggle.com", port: int = 443, timeout: float = 2.0) -> bool:
     """Try one TCP connection; True if it opens within `timeout` seconds."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -75,9 +73,9 @@ def internet_likely(host: str = "www.kaggle.com", port: int = 443, timeout: floa
 
 def detect(
     environ: Mapping[str, str] | None = None,
-    probe_internet: Callable[[], bool] = internet_likely,
+    probe_internet: Callable[[], bool] = _internet_likely,
     dev: Path = Path("/dev"),
-) -> Environment:
+) -> _Environment:
     """Describe the running environment.
 
     Internet is probed only on Kaggle, where notebooks often run with it switched off;
@@ -95,7 +93,7 @@ def detect(
     else:
         input_dir, working_dir = Path("data"), Path("out")  # under the current folder
         internet = True
-    return Environment(
+    return _Environment(
         platform=where,
         input_dir=Path(environ.get("NBKIT_INPUT_DIR", input_dir)),
         working_dir=Path(environ.get("NBKIT_WORKING_DIR", working_dir)),

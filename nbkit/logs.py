@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator
 
 # Native log lines TensorFlow prints on every machine without a GPU; anything else is kept.
-HARMLESS_NATIVE_LOGS = re.compile(
+_HARMLESS_NATIVE_LOGS = re.compile(
     r"All log messages before absl::InitializeLog\(\) is called"
     r"|cudart_stub\.cc.*Could not find cuda drivers"
     r"|failed call to cuInit"
@@ -42,7 +42,7 @@ def quiet_native_logs() -> Iterator[None]:
             os.close(saved)
             captured.seek(0)
             text = captured.read().decode(errors="replace")
-            kept = [line for line in text.splitlines(keepends=True) if not HARMLESS_NATIVE_LOGS.search(line)]
+            kept = [line for line in text.splitlines(keepends=True) if not _HARMLESS_NATIVE_LOGS.search(line)]
             if kept:
                 sys.stderr.write("".join(kept))
                 sys.stderr.flush()

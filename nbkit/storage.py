@@ -38,14 +38,14 @@ def _gfile() -> Any:
 
 # ---- gs:// errors, in words ---------------------------------------------------------------------
 
-ACCESS = (
+_ACCESS = (
     "attach the dataset to this notebook with 'Add Input' (its kernels may read its GCS copy), or, for a private "
     "dataset, set up this kernel's Google Cloud credential (Add-ons -> Google Cloud Services, as in Kaggle's TPU "
     "docs: nbkit.inputs.secrets.use_gcloud_credential)"
 )
 
 
-def gcs_error(path: str | Path, error: Exception) -> Exception:
+def _gcs_error(path: str | Path, error: Exception) -> Exception:
     """The DataError for gfile's `error` on `path`; other exceptions are returned as they are."""
     kinds = {cls.__name__ for cls in type(error).__mro__}
     if "OpError" not in kinds:  # TensorFlow's base class of gfile's errors
@@ -57,7 +57,7 @@ def gcs_error(path: str | Path, error: Exception) -> Exception:
             "dataset's GCS path changes with its version: KaggleDatasets().get_gcs_path() gives the current one)."
         )
     if name in ("PermissionDeniedError", "UnauthenticatedError"):
-        return DataError(f"No permission to read {path} ({name}): {ACCESS}.")
+        return DataError(f"No permission to read {path} ({name}): {_ACCESS}.")
     # Offline, gfile says FailedPrecondition: "Error executing an HTTP request: libcurl code 6 ...".
     if name in ("UnavailableError", "DeadlineExceededError") or "libcurl code" in said:
         return DataError(
@@ -68,11 +68,11 @@ def gcs_error(path: str | Path, error: Exception) -> Exception:
 
 
 def _remote(path: str | Path, call: Callable[[Any], Any]) -> Any:
-    """`call(gfile)`, its errors for `path` in words (see `gcs_error`)."""
+    """`call(gfile)`, its errors for `path` in words (see `_gcs_error`)."""
     try:
         return call(_gfile())
     except Exception as error:
-        raise gcs_error(path, error) from None
+        raise _gcs_error(path, error) from None
 
 
 def _remote_stat(path: str | Path) -> Any | None:
@@ -82,7 +82,7 @@ def _remote_stat(path: str | Path) -> Any | None:
         return _gfile().stat(str(path))
     except Exception as error:
         if type(error).__name__ != "NotFoundError":
-            raise gcs_error(path, error) from None
+            raise _gcs_error(path, error) from None
     bucket = "gs://" + str(path)[len("gs://") :].split("/")[0] + "/"
     _remote(bucket, lambda gfile: gfile.stat(bucket))  # a bucket that does not exist: say so, not "no path"
     return None

@@ -47,12 +47,12 @@ def _crc32c_function() -> Any:
     return _crc32c_python
 
 
-crc32c = _crc32c_function()
+_crc32c = _crc32c_function()
 
 
 def masked_crc(payload: bytes) -> int:
     """TFRecord's masked crc32c of `payload`."""
-    crc = crc32c(payload)
+    crc = _crc32c(payload)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 

@@ -22,7 +22,7 @@ import papermill
 import pytest
 from jupyter_client import KernelManager
 
-from nbkit.publish.engine import ENGINE_NAME as ENGINE
+from nbkit.publish.engine import _ENGINE_NAME as ENGINE
 
 REPO = Path(__file__).resolve().parents[1]
 # No kagglehub in tests (the kagglehub tests turn it back on against a stub): a machine with Kaggle

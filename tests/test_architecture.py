@@ -1,6 +1,6 @@
 """The package tree says what runs where, and these rules keep it so (imports inside functions
 count too: a kernel bundle carries every module a notebook could reach). Plus the size limits:
-no module over 350 lines, no function over 60."""
+no module over 350 lines, no function over 60. And no public name that only its own module uses."""
 
 from __future__ import annotations
 
@@ -17,6 +17,17 @@ PACKAGE = REPO / "nbkit"
 MODULES = sorted(str(p.relative_to(PACKAGE).with_suffix("")) for p in PACKAGE.rglob("*.py"))
 CORE = {"errors", "params", "env", "atomic", "logs", "storage", "tfrecord", "staging", "hosts"}
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
+# The modules whose public names must each have a user outside the module (tests are no users).
+MODULES_CHECKED = [
+    "atomic",
+    "env",
+    "errors",
+    "hosts",
+    "logs",
+    "storage",
+    "tfrecord",
+    *(m for m in MODULES if m.split("/")[0] in ("convert", "handoff", "inputs", "publish", "pytorch")),
+]
 
 
 def external_imports(module: str) -> set[str]:
@@ -38,7 +49,7 @@ def reachable(module: str, left_out: tuple[str, ...] = ()) -> set[str]:
         current = todo.pop()
         seen.add(current)
         skip = set() if current in left_out else set(left_out)
-        todo |= bundle.imported_modules(bundle.module_file(current).read_text()) - seen - skip
+        todo |= bundle._imported_modules(bundle.module_file(current).read_text()) - seen - skip
     return seen
 
 
@@ -47,7 +58,7 @@ def own_imports(module: str) -> set[str]:
     (Python runs those before `module` whatever it imports: a package, not an import of its code)."""
     parts = module.split("/")
     packages = {"/".join(parts[:depth] + ["__init__"]) for depth in range(len(parts))}
-    return bundle.imported_modules(bundle.module_file(module).read_text()) - packages - {module}
+    return bundle._imported_modules(bundle.module_file(module).read_text()) - packages - {module}
 
 
 def import_cycles() -> list[list[str]]:
@@ -65,6 +76,50 @@ def import_cycles() -> list[list[str]]:
                 seen.add(step)
                 paths.append(path + [step])
     return cycles
+
+
+def public_names(module: str) -> set[str]:
+    """The functions, classes and constants `module` defines at its top level without a leading underscore."""
+    names = set()
+    for node in ast.parse(bundle.module_file(module).read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return {name for name in names if not name.startswith("_")}
+
+
+def names_used(tree: ast.AST, dotted: str) -> set[str]:
+    """The names of module `dotted` (nbkit.a.b) that `tree` uses: `from nbkit.a.b import name`, or
+    `b.name` / `alias.name` after `from nbkit.a import b [as alias]` or `import nbkit.a.b [as alias]`."""
+    parent, short = dotted.rsplit(".", 1)
+    found, aliases = set(), {dotted}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == dotted:
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == parent:
+            aliases |= {alias.asname or alias.name for alias in node.names if alias.name == short}
+        elif isinstance(node, ast.Import):
+            aliases |= {alias.asname for alias in node.names if alias.name == dotted and alias.asname}
+    return found | {
+        node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and ast.unparse(node.value) in aliases
+    }
+
+
+def used_only_inside(module: str, users: dict[str, ast.AST]) -> set[str]:
+    """`module`'s public names that no other file of `users` (module or script -> its tree) uses. A package's
+    __init__ that re-exports a name only passes it on: what counts is its use through the package."""
+    dotted = "nbkit." + module.replace("/", ".")
+    package = module.rsplit("/", 1)[0] + "/__init__" if "/" in module else None
+    passed_on = names_used(users[package], dotted) if package in users else set()
+    used = set()
+    for user, tree in users.items():
+        if user not in (module, package):
+            used |= names_used(tree, dotted)
+            if passed_on:
+                used |= names_used(tree, dotted.rsplit(".", 1)[0]) & passed_on
+    return public_names(module) - used
 
 
 def under(folder: str) -> list[str]:
@@ -140,8 +195,8 @@ def test_folders_do_not_reach_across_concerns(folder, never):
 def test_each_bundle_carries_only_what_its_notebook_reaches(notebook):
     _, modules = bundle.bundled_notebook(notebook)
     code = [bundle._python(c.source) for c in jupytext.read(notebook).cells if c.cell_type == "code"]
-    direct = set().union(*(bundle.imported_modules(c) for c in code))
-    assert set(modules) == set().union(*(reachable(m, bundle.LEFT_OUT) for m in direct))
+    direct = set().union(*(bundle._imported_modules(c) for c in code))
+    assert set(modules) == set().union(*(reachable(m, bundle._LEFT_OUT) for m in direct))
     if notebook.name.startswith("04"):  # PyTorch: nothing of Keras' side of the kit
         assert not [m for m in modules if m.startswith("accel/") or m in ("models", "images/pipeline")]
 
@@ -156,6 +211,15 @@ def test_no_module_over_350_lines_and_no_function_over_60(module):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60
     ]
     assert not long
+
+
+def test_public_names_have_a_user_outside_their_module():
+    # A name only its own module (and the tests) use is private: a leading underscore, or gone if unused.
+    scripts = [*NOTEBOOKS, *sorted(REPO.glob("tools/*.py")), *sorted(REPO.glob("bench/*.py"))]
+    users = {m: ast.parse(bundle.module_file(m).read_text()) for m in MODULES}
+    users |= {str(path.relative_to(REPO)): ast.parse(path.read_text()) for path in scripts}
+    private = sorted(f"{m}.{name}" for m in MODULES_CHECKED for name in used_only_inside(m, users))
+    assert not private, f"public names used only inside their own module (make them private or drop them): {private}"
 
 
 def test_no_bundled_module_holds_triple_single_quotes():

@@ -48,7 +48,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 def test_imports_are_followed_through_nbkit_and_its_sub_packages():
     code = "from nbkit import env, accel as a\nimport nbkit.images.layout\nfrom nbkit.images import checks\nimport os"
-    assert bundle.imported_modules(code) == {
+    assert bundle._imported_modules(code) == {
         "__init__",
         "env",
         "accel/__init__",
@@ -56,28 +56,28 @@ def test_imports_are_followed_through_nbkit_and_its_sub_packages():
         "images/layout",
         "images/checks",
     }
-    assert bundle.imported_modules("from nbkit.errors import DataError") == {"__init__", "errors"}
-    assert bundle.imported_modules("from nbkit import __version__") == {"__init__"}  # an attribute, not a module
-    assert bundle.imported_modules("from nbkit.accel.accelerator import Accelerator") == {
+    assert bundle._imported_modules("from nbkit.errors import DataError") == {"__init__", "errors"}
+    assert bundle._imported_modules("from nbkit import __version__") == {"__init__"}  # an attribute, not a module
+    assert bundle._imported_modules("from nbkit.accel.accelerator import Accelerator") == {
         "__init__",
         "accel/__init__",
         "accel/accelerator",
     }
-    needed = bundle.modules_needed(["from nbkit.inputs import datasets"])
+    needed = bundle._modules_needed(["from nbkit.inputs import datasets"])
     # Closed under nbkit's own imports, lazy ones inside functions included (datasets -> env -> ...).
     for module in needed:
-        assert bundle.imported_modules(bundle.module_file(module).read_text()) - set(bundle.LEFT_OUT) <= set(needed), (
-            module
-        )
+        assert bundle._imported_modules(bundle.module_file(module).read_text()) - set(bundle._LEFT_OUT) <= set(
+            needed
+        ), module
     assert {"inputs/datasets", "env", "storage", "logs", "errors", "params"} <= set(needed)
 
 
 def test_the_stand_in_sample_stays_out_unless_the_notebook_imports_it():
-    needed = bundle.modules_needed(["from nbkit.competitions import flowers"])
-    assert "competitions/flowers" in needed and not set(bundle.LEFT_OUT) & set(needed)
-    assert {"images/sample", "images/writer"} <= set(bundle.modules_needed(["from nbkit.images import sample"]))
+    needed = bundle._modules_needed(["from nbkit.competitions import flowers"])
+    assert "competitions/flowers" in needed and not set(bundle._LEFT_OUT) & set(needed)
+    assert {"images/sample", "images/writer"} <= set(bundle._modules_needed(["from nbkit.images import sample"]))
     with pytest.raises(ParameterError, match="nbkit.publish"):
-        bundle.modules_needed(["from nbkit.publish import scan"])
+        bundle._modules_needed(["from nbkit.publish import scan"])
 
 
 def bundled_files(cell) -> dict:
@@ -109,7 +109,7 @@ def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked
         metadata["competition_sources"] == ["flower-classification-with-tpus"] and metadata["enable_internet"] is False
     )
     notebook = nbformat.read(folder / metadata["code_file"], as_version=4)
-    bundled = [c for c in notebook.cells if bundle.BUNDLE_TAG in c.metadata.get("tags", [])]
+    bundled = [c for c in notebook.cells if bundle._BUNDLE_TAG in c.metadata.get("tags", [])]
     assert len(bundled) == 1
     cell = bundled[0]
     assert cell.metadata["_kg_hide-input"] is True and cell.metadata["jupyter"] == {"source_hidden": True}
@@ -245,7 +245,7 @@ def test_missing_notebook_is_a_clear_error(tmp_path):
 
 def test_a_notebook_that_leaks_is_not_bundled(tmp_path):
     value = "fake-" + secrets.token_hex(16)
-    kaggle_secrets.remember("NBKIT_BUNDLE_TEST", value)
+    kaggle_secrets._remember("NBKIT_BUNDLE_TEST", value)
     leaky = tmp_path / "04_leaky.py"
     leaky.write_text(NOTEBOOK_03.read_text() + f"\n# %%\nprint('{value}')\n")
     with pytest.raises(SecretError, match="04_leaky.py: file: the value of secret NBKIT_BUNDLE_TEST") as error:

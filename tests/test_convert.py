@@ -51,7 +51,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def cassava(tmp_path_factory):
-    return example.make_example(tmp_path_factory.mktemp("competition") / "cassava", per_class=12, test_pictures=6)
+    return example._make_example(tmp_path_factory.mktemp("competition") / "cassava", per_class=12, test_pictures=6)
 
 
 def convert_cassava(cassava: Path, output: Path, **options) -> Path:
@@ -103,7 +103,7 @@ def test_every_record_is_a_square_rgb_jpeg_with_id_and_class_only_when_labeled(c
 def test_labels_and_ids_are_the_csvs(converted, cassava):
     description = descriptions.read(converted)
     assert description.label_values == (0, 1, 2, 3, 4)
-    assert description.classes == example.DISEASES
+    assert description.classes == example._DISEASES
     assert (description.id_column, description.label_column) == ("image_id", "label")
     truth = {picture_id: int(label) for picture_id, label in csv_rows(cassava / "train.csv")}
     labeled = read_split(converted, "train") + read_split(converted, "val")
@@ -175,7 +175,7 @@ def test_folds_are_disjoint_stratified_files(cassava, tmp_path):
 
 
 def test_folder_form_with_name_labels_and_stem_ids(tmp_path):
-    source = example.make_example(tmp_path / "flowers", per_class=4, test_pictures=3, num_classes=3, form="folders")
+    source = example._make_example(tmp_path / "flowers", per_class=4, test_pictures=3, num_classes=3, form="folders")
     output = convert(source / "train_images", tmp_path / "out", SIZE, test=source / "test_images", workers=1)
     description = descriptions.read(output)
     assert description.label_values == ("cbb", "cbsd", "cgm") == description.classes  # alphabetical
@@ -188,7 +188,7 @@ def test_folder_form_with_name_labels_and_stem_ids(tmp_path):
 
 
 def test_csv_ids_without_extension_match_png_and_jpg(tmp_path):
-    source = example.make_example(
+    source = example._make_example(
         tmp_path / "c", per_class=3, test_pictures=2, ids_with_extension=False, name_labels=True
     )
     output = convert(
@@ -244,14 +244,14 @@ def test_an_exif_turned_picture_converts_like_its_upright_twin(tmp_path):
     folder = tmp_path / "src" / "a"
     folder.mkdir(parents=True)
     Image.fromarray(upright).save(folder / "upright.jpg", quality=95)
-    for kind in example.STORED_TURN:
-        example.save_picture(upright, folder / f"{kind}.jpg", kind)
+    for kind in example._STORED_TURN:
+        example._save_picture(upright, folder / f"{kind}.jpg", kind)
     Image.fromarray(np.rot90(upright)).save(folder / "turned-no-tag.jpg", quality=95)
     tiny(tmp_path / "src" / "b", ["1.jpg", "2.jpg"])
     output = convert(tmp_path / "src", tmp_path / "out", SIZE, workers=1)
     decoded = {r["id"]: np.asarray(r["image"], np.float32) for s in ("train", "val") for r in read_split(output, s)}
     twin = decoded["a/upright.jpg"]
-    for kind in example.STORED_TURN:
+    for kind in example._STORED_TURN:
         assert np.abs(decoded[f"a/{kind}.jpg"] - twin).mean() < 6, kind
     assert np.abs(decoded["a/turned-no-tag.jpg"] - twin).mean() > 30  # the check can tell a turned picture
 
@@ -270,7 +270,7 @@ def test_an_exif_turned_picture_converts_like_its_upright_twin(tmp_path):
     ids=["I;16", "I", "RGBA", "LA", "L", "CMYK", "P+transparency"],
 )
 def test_every_kind_of_picture_becomes_8_bit_rgb(make, expected):
-    rgb = pictures.to_rgb(make())
+    rgb = pictures._to_rgb(make())
     assert rgb.mode == "RGB" and rgb.getpixel((4, 4)) == expected
 
 
@@ -282,7 +282,7 @@ def palette_with_transparency():
 
 
 def test_the_example_pictures_of_every_kind_convert(tmp_path, cassava):
-    odd = [cassava / "train_images" / name for name, _ in csv_rows(cassava / "train.csv")[: len(example.ODD_KINDS)]]
+    odd = [cassava / "train_images" / name for name, _ in csv_rows(cassava / "train.csv")[: len(example._ODD_KINDS)]]
     assert {Image.open(p).mode for p in odd} == {"RGB", "CMYK", "L", "RGBA", "P", "I;16"}
     for path in odd:
         image = Image.open(io.BytesIO(pictures.square_jpeg(path, SIZE)))
@@ -336,7 +336,7 @@ def test_folds_are_balanced_within_each_class():
 
 
 def test_the_file_plan_follows_the_seeds_rule():
-    assert shards.plan([1000], 200_000) == [shards.balanced(1000, writer.MIN_SHARDS)]  # small: 16 files
+    assert shards.plan([1000], 200_000) == [shards._balanced(1000, writer.MIN_SHARDS)]  # small: 16 files
     assert len(shards.plan([100_000], 150_000)[0]) == writer.shard_count(15_000_000_000, 100_000)  # ~100 MB each
     assert [len(files) for files in shards.plan([200] * 5, 100)] == [4] * 5  # folds share the files
     assert shards.plan([5], 100) == [[1] * 5]
@@ -564,6 +564,6 @@ def test_each_bad_input_stops_with_a_clear_error(tmp_path, case, call, error, wo
 def test_a_notebook_that_converts_carries_the_writer_but_not_the_example():
     from nbkit.publish import bundle
 
-    needed = bundle.modules_needed(["from nbkit.convert.run import convert"])
+    needed = bundle._modules_needed(["from nbkit.convert.run import convert"])
     assert {"convert/run", "convert/pictures", "images/writer", "tfrecord"} <= set(needed)
     assert "convert/example" not in needed and not [m for m in needed if m.startswith(("accel/", "handoff/"))]

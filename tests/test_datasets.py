@@ -14,7 +14,7 @@ import pytest
 from test_secrets import SECRETS_ENDPOINT, fake_value, on_kaggle  # noqa: F401  (fixture)
 
 from nbkit.competitions import flowers
-from nbkit.env import Environment
+from nbkit.env import _Environment
 from nbkit.errors import DataError, ParameterError, SecretError
 from nbkit.inputs import datasets
 from nbkit.inputs import secrets as kaggle_secrets
@@ -23,12 +23,12 @@ from nbkit.publish import scan
 GCS_ENDPOINT = "/requests/CopyDatasetVersionToKnownGcsBucketRequest"
 
 
-def kaggle_env(tmp_path: Path, tpu_vm: bool = False, tpu_address: str | None = None) -> Environment:
-    return Environment("kaggle", tmp_path / "input", tmp_path / "working", tpu_vm, tpu_address, internet=False)
+def kaggle_env(tmp_path: Path, tpu_vm: bool = False, tpu_address: str | None = None) -> _Environment:
+    return _Environment("kaggle", tmp_path / "input", tmp_path / "working", tpu_vm, tpu_address, internet=False)
 
 
-def local_env(tmp_path: Path) -> Environment:
-    return Environment("local", tmp_path / "data", tmp_path / "out", False, None, internet=True)
+def local_env(tmp_path: Path) -> _Environment:
+    return _Environment("local", tmp_path / "data", tmp_path / "out", False, None, internet=True)
 
 
 def test_dataset_attached_on_kaggle_is_read_from_kaggle_input(tmp_path):
@@ -88,7 +88,7 @@ def test_private_gcs_path_runs_the_credential_flow_of_the_tpu_docs(on_kaggle, tm
     assert found.path == "gs://kds-fake/my-tfrecords" and found.credentials
     assert [r.path for r in stub.requests] == [SECRETS_ENDPOINT, GCS_ENDPOINT]
     assert Path(os.environ["GOOGLE_APPLICATION_CREDENTIALS"]).read_text() == credential  # set_tensorflow_credential
-    assert scan.known_secrets(environ={})[credential] == kaggle_secrets.GCLOUD_CREDENTIAL
+    assert scan.known_secrets(environ={})[credential] == kaggle_secrets._GCLOUD_CREDENTIAL
 
 
 def test_gcs_path_without_a_google_cloud_credential(on_kaggle, tmp_path):  # noqa: F811

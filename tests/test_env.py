@@ -60,6 +60,6 @@ def test_internet_likely_with_local_sockets():
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        assert env.internet_likely("127.0.0.1", port, timeout=2)
+        assert env._internet_likely("127.0.0.1", port, timeout=2)
     # The port is closed now: the connection is refused at once.
-    assert not env.internet_likely("127.0.0.1", port, timeout=2)
+    assert not env._internet_likely("127.0.0.1", port, timeout=2)

@@ -20,7 +20,7 @@ from nbkit.publish import bundle, kernel_metadata, launch, push, remote, scan
 
 
 def bad_state(tmp_path):
-    (tmp_path / resume.STATE_FILE).write_text("{not json")
+    (tmp_path / resume._STATE_FILE).write_text("{not json")
     return resume.TrainingRun(tmp_path, {})
 
 
@@ -129,7 +129,7 @@ CASES = [
     ("nothing to write", lambda t: writer.write_split([], t, 8, "train"), errors.ParameterError, "No records to write"),
     (
         "a dataset id",
-        lambda t: package.dataset_metadata("Flowers Model", "Flowers model"),
+        lambda t: package._dataset_metadata("Flowers Model", "Flowers model"),
         errors.ParameterError,
         "DATASET_ID='Flowers Model' must be written owner/slug",
     ),
@@ -139,7 +139,7 @@ CASES = [
         errors.ParameterError,
         "--owner='not a user' must be written a user name",
     ),
-    ("an accelerator", lambda t: kernel_metadata.accelerator("tpu-v9"), errors.ParameterError, "Unknown accelerator"),
+    ("an accelerator", lambda t: kernel_metadata._accelerator("tpu-v9"), errors.ParameterError, "Unknown accelerator"),
     (
         "a GCS choice",
         lambda t: datasets.locate("auto", "a/b", use_gcs="maybe"),
@@ -257,7 +257,7 @@ CASES = [
     ("a bundle folder not there", lambda t: push.push(t / "nope"), errors.RunError, "nope is not a folder"),
     (
         "a kernel that failed on Kaggle",
-        lambda t: remote.check_outputs(remote.Session("error", "Out of memory", ()), t, [], "alice/k"),
+        lambda t: remote._check_outputs(remote._Session("error", "Out of memory", ()), t, [], "alice/k"),
         errors.RunError,
         "alice/k ended with status error: Out of memory",
     ),

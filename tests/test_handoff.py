@@ -41,7 +41,7 @@ def trained(tmp_path_factory, sample) -> Path:
 
 
 def state(output_dir: Path) -> dict:
-    return json.loads((output_dir / "checkpoints" / resume.STATE_FILE).read_text())
+    return json.loads((output_dir / "checkpoints" / resume._STATE_FILE).read_text())
 
 
 def test_06_predicts_with_tensorflow_what_05_trained_with_jax(trained, sample, tmp_path):
@@ -252,7 +252,7 @@ def test_05_on_two_hosts_killed_stops_whole_and_resumes_as_if_never_stopped(two_
     before = published(earlier)  # a previous run's outputs
     params = {**TRAIN, "DATA_ROOT": sample, "OUTPUT_DIR": output_dir}  # the compile cache in OUTPUT_DIR
     params.pop("SIMULATE_DEVICES")
-    state_file = output_dir / "checkpoints" / resume.STATE_FILE
+    state_file = output_dir / "checkpoints" / resume._STATE_FILE
     process = launch(tmp_path, "05_train_on_tpu.ipynb", "killed", **params)
     deadline = time.monotonic() + 600
     while not (state_file.exists() and state(output_dir)["epochs_done"] >= 2):

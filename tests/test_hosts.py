@@ -78,7 +78,7 @@ CHECKPOINT_FOUND = """
         (root / "copied").mkdir()
         (root / "copied" / "epoch-0002.weights.h5").write_bytes(b"")
         state = {"version": 1, "settings": {}, "epochs_done": 2, "weights_file": "epoch-0002.weights.h5", "history": {}}
-        (root / "copied" / resume.STATE_FILE).write_text(json.dumps(state))
+        (root / "copied" / resume._STATE_FILE).write_text(json.dumps(state))
     print("found", resume.TrainingRun(root / "copied", {}, hosts=place).epochs_done)
     try:  # process 1 on a disk of its own (a host's local folder)
         resume.TrainingRun(root / ("copied" if first else "elsewhere"), {}, hosts=place)

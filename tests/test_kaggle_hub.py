@@ -172,7 +172,7 @@ def write_package(folder: Path) -> Path:
         "model_file": package.MODEL_FILE,
         "model_name": "small_cnn",
         "image_size": 192,
-        "input": package.INPUT_FORMAT,
+        "input": package._INPUT_FORMAT,
         "dataset": manifest_schema.dataset_fields(flowers.DATASET),
         "trained_with": {"keras": "3", "keras_backend": "jax"},
         "training": {},
@@ -183,7 +183,7 @@ def write_package(folder: Path) -> Path:
     folder.mkdir(parents=True)
     (folder / package.MANIFEST_FILE).write_text(json.dumps(manifest))
     (folder / package.MODEL_FILE).write_bytes(b"keras zip")
-    (folder / package.METADATA_FILE).write_text("{}")
+    (folder / package._METADATA_FILE).write_text("{}")
     return folder
 
 

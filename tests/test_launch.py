@@ -42,9 +42,9 @@ def run(tmp_path, mode, capsys=None, **options):
 
 
 def assert_nothing_left(monkeypatch):
-    """Record every process `launch.stop` found, and return a check that none is alive."""
+    """Record every process `launch._stop` found, and return a check that none is alive."""
     found = []
-    original = launch.stop
+    original = launch._stop
 
     def recording(started):
         for process in started:
@@ -55,7 +55,7 @@ def assert_nothing_left(monkeypatch):
                 pass
         original(started)
 
-    monkeypatch.setattr(launch, "stop", recording)
+    monkeypatch.setattr(launch, "_stop", recording)
     return lambda: (
         found and not [pid for pid in found if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     )
@@ -81,7 +81,7 @@ def test_each_process_gets_its_place_and_its_devices(tmp_path, capsys, monkeypat
 @pytest.mark.parametrize("mode, words", [("fail_on_1", "boom"), ("die_on_1", "its kernel died")])
 def test_one_process_failing_stops_the_whole_run_and_is_named(tmp_path, monkeypatch, mode, words):
     nothing_left = assert_nothing_left(monkeypatch)
-    monkeypatch.setattr(launch, "SETTLE_S", 1)  # process 0 sleeps: it would never end on its own
+    monkeypatch.setattr(launch, "_SETTLE_S", 1)  # process 0 sleeps: it would never end on its own
     with pytest.raises(RunError) as error:
         run(tmp_path, mode)  # process 0 would sleep for 10 minutes
     assert "process 1 failed" in str(error.value) and words in str(error.value)

@@ -76,7 +76,7 @@ def test_kaggle_secret_reaches_the_notebook_and_never_its_outputs(tmp_path, kagg
     files = len(list(attached_dataset.rglob("*.tfrec")))
     assert f"{files} .tfrec files" in text and "record 1: {'id': \"bytes '000200000'\", 'image': 'bytes [" in text
     assert value not in executed.read_text()  # nowhere: outputs, sources, metadata
-    assert leaks.scan([executed], secrets={value: "NBKIT_TEST_TOKEN"}) == []
+    assert leaks._scan([executed], secrets={value: "NBKIT_TEST_TOKEN"}) == []
 
 
 def test_missing_required_kaggle_secret_stops_with_where_to_add_it(tmp_path, kaggle_kernel):

@@ -27,7 +27,7 @@ SMALL_RUN = {"EPOCHS": 2, "STEPS_PER_EPOCH": 2, "TTA": 2}  # a few steps: these 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("own")
-    source = example.make_example(tmp / "cassava")
+    source = example._make_example(tmp / "cassava")
     output = tmp / "cassava-tfrecords"
     out = text_outputs(
         execute(

@@ -78,14 +78,14 @@ def test_bad_dataset_id_writes_nothing_and_keeps_the_old_package(written):
     with pytest.raises(ParameterError, match="owner/slug"):
         write(written, dataset_id="Flowers Model")
     with pytest.raises(ParameterError, match="6 to 50"):
-        package.dataset_metadata("alice/flowers-model", "tiny")
+        package._dataset_metadata("alice/flowers-model", "tiny")
     assert (written / "manifest.json").read_text() == before
     assert not list(written.parent.glob("*.partial"))
 
 
 @pytest.mark.parametrize("dataset_id", ["alice/flowers-model", "bob/abcdef"])
 def test_valid_dataset_ids(dataset_id):
-    assert package.dataset_metadata(dataset_id, "Flowers model")["id"] == dataset_id
+    assert package._dataset_metadata(dataset_id, "Flowers model")["id"] == dataset_id
 
 
 @pytest.mark.parametrize(
@@ -93,7 +93,7 @@ def test_valid_dataset_ids(dataset_id):
 )
 def test_invalid_dataset_ids(dataset_id):
     with pytest.raises(ParameterError):
-        package.dataset_metadata(dataset_id, "Flowers model")
+        package._dataset_metadata(dataset_id, "Flowers model")
 
 
 def test_dataset_owner_comes_from_kaggle_username_or_kaggle_json(tmp_path, monkeypatch):

@@ -220,11 +220,11 @@ def test_push_output_of_kaggle_2_2_5_keeps_its_warnings():
         "⚠ Warning: 'TpuV38' is retired.\n  Sessions run on the default TPU (TpuV5E8) instead.\n"
         "Kernel version 7 successfully pushed.  Please check progress at https://www.kaggle.com/code/alice/x\n"
     )
-    url, version, others = push.read_push_output(output)
+    url, version, others = push._read_push_output(output)
     assert (url, version) == ("https://www.kaggle.com/code/alice/x", 7)
     assert others == ["⚠ Warning: 'TpuV38' is retired.", "Sessions run on the default TPU (TpuV5E8) instead."]
     with pytest.raises(RunError, match="Kernel push error: Competition not found"):
-        push.read_push_output("Kernel push error: Competition not found\n")
+        push._read_push_output("Kernel push error: Competition not found\n")
 
 
 def test_a_bundle_without_owner_is_not_pushed(logged_in, tmp_path, monkeypatch):
@@ -240,7 +240,7 @@ def test_push_of_a_folder_that_does_not_exist(tmp_path):
     from nbkit.publish import cli
 
     with pytest.raises(RunError) as error:
-        cli.run(cli._parser().parse_args(["push", str(tmp_path / "nope")]))
+        cli._run(cli._parser().parse_args(["push", str(tmp_path / "nope")]))
     assert str(error.value) == (
         f"{tmp_path / 'nope'} is not a folder: give a bundle folder, which `python -m nbkit bundle <notebook>` "
         "writes as build/kernels/<slug>."

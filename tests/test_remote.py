@@ -163,7 +163,7 @@ def test_follow_and_status_refuse_what_is_neither_a_bundle_nor_a_handle(kaggle_a
     from nbkit.publish import cli
 
     with pytest.raises(ParameterError) as error:
-        cli.run(cli._parser().parse_args([command, kernel]))
+        cli._run(cli._parser().parse_args([command, kernel]))
     assert str(error.value) == (
         f"{kernel!r} is neither a bundle folder here nor a kernel handle: `python -m nbkit {command}` takes the "
         "folder `python -m nbkit bundle` wrote (e.g. build/kernels/02-flowers-classifier) or owner/slug as in the "

@@ -82,9 +82,9 @@ def test_interrupted_run_continues_where_it_stopped_and_matches_an_uninterrupted
 
 def test_one_checkpoint_is_kept_and_the_state_points_at_it(tmp_path):
     run, _, _ = train(tmp_path, 3)
-    state = json.loads((tmp_path / resume.STATE_FILE).read_text())
+    state = json.loads((tmp_path / resume._STATE_FILE).read_text())
     assert state["epochs_done"] == 3 and state["weights_file"] == "epoch-0003.weights.h5"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-0003.weights.h5", resume.STATE_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-0003.weights.h5", resume._STATE_FILE]
     assert len(state["history"]["loss"]) == 3
 
 
@@ -118,7 +118,7 @@ def test_restart_replaces_the_old_checkpoint_once_an_epoch_is_done(tmp_path):
     assert (tmp_path / "epoch-0002.weights.h5").exists()  # nothing lost before the new run has an epoch
     fit(run, new_model(), data_for_epochs()(0), 1, steps_per_epoch=STEPS, verbose=0)
     assert sorted(p.name for p in tmp_path.glob("*.h5")) == ["epoch-0001.weights.h5"]
-    assert json.loads((tmp_path / resume.STATE_FILE).read_text())["settings"]["model"] == "other"
+    assert json.loads((tmp_path / resume._STATE_FILE).read_text())["settings"]["model"] == "other"
 
 
 def test_unreadable_state_and_missing_checkpoint_say_what_to_do(tmp_path):
@@ -126,7 +126,7 @@ def test_unreadable_state_and_missing_checkpoint_say_what_to_do(tmp_path):
     (tmp_path / "epoch-0001.weights.h5").unlink()
     with pytest.raises(DataError, match="epoch-0001.weights.h5, which is missing"):
         resume.TrainingRun(tmp_path, SETTINGS)
-    (tmp_path / resume.STATE_FILE).write_text("{not json")
+    (tmp_path / resume._STATE_FILE).write_text("{not json")
     with pytest.raises(DataError, match="not a readable training state.*RESUME='restart'"):
         resume.TrainingRun(tmp_path, SETTINGS)
 

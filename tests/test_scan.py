@@ -50,7 +50,7 @@ def fake_service_account() -> str:
 def test_known_value_in_an_output_is_found_by_cell_and_name(tmp_path):
     value = fake_value()
     path = notebook(tmp_path / "nb.ipynb", ("x = 1", []), ("print(token)", [stream(f"token is {value}\n")]))
-    findings = leaks.scan([path], secrets={value: "WANDB_API_KEY"})
+    findings = leaks._scan([path], secrets={value: "WANDB_API_KEY"})
     assert [(f.where, f.kind) for f in findings] == [("cell 2 (code) output", "the value of secret WANDB_API_KEY")]
     with pytest.raises(SecretError) as error:
         leaks.check([path], secrets={value: "WANDB_API_KEY"})
@@ -66,7 +66,7 @@ def test_values_in_source_tracebacks_and_papermill_parameters_are_found(tmp_path
         ("fail()", [error]),
         metadata={"papermill": {"parameters": {"TOKEN": value}}},
     )
-    wheres = [f.where for f in leaks.scan([path], secrets={value: "TOKEN"})]
+    wheres = [f.where for f in leaks._scan([path], secrets={value: "TOKEN"})]
     assert wheres == ["cell 1 (code) source", "cell 2 (code) output", "notebook metadata"]
 
 
@@ -83,7 +83,7 @@ def test_values_in_source_tracebacks_and_papermill_parameters_are_found(tmp_path
 )
 def test_credential_shapes_are_found_without_knowing_the_value(tmp_path, text, kind):
     path = notebook(tmp_path / "nb.ipynb", ("print(creds)", [stream(text)]))
-    findings = leaks.scan([path], secrets={})
+    findings = leaks._scan([path], secrets={})
     assert kind in [f.kind for f in findings] and findings[0].where == "cell 1 (code) output"
 
 
@@ -92,7 +92,7 @@ def test_plain_files_and_folders_are_scanned_too(tmp_path):
     (tmp_path / "bundle").mkdir()
     (tmp_path / "bundle" / "kernel-metadata.json").write_text(json.dumps({"title": value}))
     (tmp_path / "bundle" / "image.png").write_bytes(b"\x89PNG\xff\xfe")  # binary: skipped, no crash
-    findings = leaks.scan([tmp_path / "bundle"], secrets={value: "X"})
+    findings = leaks._scan([tmp_path / "bundle"], secrets={value: "X"})
     assert [(f.file.endswith("kernel-metadata.json"), f.where) for f in findings] == [(True, "file")]
 
 
@@ -101,7 +101,7 @@ def test_known_secrets_come_from_nbkit_env_names_dotenv_and_kaggle_json(tmp_path
     (tmp_path / ".env").write_text(f"MY_PASSWORD={values[0]}\n")
     (tmp_path / "kaggle").mkdir()
     (tmp_path / "kaggle" / "kaggle.json").write_text(json.dumps({"username": "alice", "key": values[1]}))
-    kaggle_secrets.remember("FROM_NBKIT", values[2])
+    kaggle_secrets._remember("FROM_NBKIT", values[2])
     environ = {
         "SERVICE_API_KEY": values[3],
         "KAGGLE_CONFIG_DIR": str(tmp_path / "kaggle"),
@@ -122,7 +122,7 @@ def test_redact_replaces_every_known_value():
 
 
 def test_committed_notebooks_leak_nothing():
-    assert leaks.scan(sorted((REPO / "notebooks").glob("*.ipynb")), secrets={}) == []
+    assert leaks._scan(sorted((REPO / "notebooks").glob("*.ipynb")), secrets={}) == []
 
 
 def test_scan_command_fails_naming_the_cell(tmp_path):
@@ -154,7 +154,7 @@ def test_scan_finds_a_token_from_the_dotenv_beside_the_notebooks(tmp_path, monke
     assert result.returncode == 1, result.stdout
     assert "leaky.ipynb: cell 1 (code) output: the value of secret NBKIT_EXAMPLE_TOKEN" in result.stderr
     assert value not in result.stderr + result.stdout
-    assert [f.kind for f in leaks.scan([leaky])] == ["the value of secret NBKIT_EXAMPLE_TOKEN"]
+    assert [f.kind for f in leaks._scan([leaky])] == ["the value of secret NBKIT_EXAMPLE_TOKEN"]
 
 
 def test_scan_of_a_path_that_does_not_exist_fails_naming_it(tmp_path):

@@ -96,7 +96,7 @@ def test_other_gfile_errors_are_named_and_other_exceptions_pass(monkeypatch, tf_
     with pytest.raises(DataError, match=r"^Google Cloud Storage cannot give gs://b/x: InternalError: boom$"):
         storage.size("gs://b/x")
     error = ValueError("not gfile's")
-    assert storage.gcs_error("gs://b/x", error) is error
+    assert storage._gcs_error("gs://b/x", error) is error
 
 
 def test_folders_and_files_that_are_there(monkeypatch):

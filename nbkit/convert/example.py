@@ -27,16 +27,16 @@ from nbkit import atomic
 from nbkit.errors import ParameterError
 from nbkit.images import sample
 
-DISEASES = (
+_DISEASES = (
     "Cassava Bacterial Blight (CBB)",
     "Cassava Brown Streak Disease (CBSD)",
     "Cassava Green Mottle (CGM)",
     "Cassava Mosaic Disease (CMD)",
     "Healthy",
 )
-SHORT_NAMES = ("cbb", "cbsd", "cgm", "cmd", "healthy")
+_SHORT_NAMES = ("cbb", "cbsd", "cgm", "cmd", "healthy")
 # The first training pictures are of these kinds, one each: (file suffix, how it is stored).
-ODD_KINDS = (
+_ODD_KINDS = (
     (".jpg", "exif-6"),  # stored turned a quarter to the left: a viewer turns it right (phones)
     (".jpg", "exif-8"),
     (".jpg", "exif-3"),  # stored upside down
@@ -47,7 +47,7 @@ ODD_KINDS = (
     (".png", "gray16"),
 )
 # What a viewer must do to the stored pixels for each EXIF orientation, undone here to store them.
-STORED_TURN = {"exif-6": "ROTATE_90", "exif-8": "ROTATE_270", "exif-3": "ROTATE_180"}
+_STORED_TURN = {"exif-6": "ROTATE_90", "exif-8": "ROTATE_270", "exif-3": "ROTATE_180"}
 
 
 def drawing(label: int, width: int, height: int, rng: Any) -> Any:
@@ -70,16 +70,16 @@ def drawing(label: int, width: int, height: int, rng: Any) -> Any:
     return (np.clip(picture, 0, 1) * 255).astype(np.uint8)
 
 
-def save_picture(pixels: Any, path: Path, kind: str = "plain") -> None:
+def _save_picture(pixels: Any, path: Path, kind: str = "plain") -> None:
     """Write RGB `pixels` to `path` stored as `kind` says (see ODD_KINDS; "plain": a JPEG as it is)."""
     import numpy as np
     from PIL import Image
 
     image = Image.fromarray(pixels)
-    if kind in STORED_TURN:
+    if kind in _STORED_TURN:
         exif = Image.Exif()
         exif[0x0112] = int(kind.split("-")[1])  # the Orientation tag
-        image.transpose(getattr(Image.Transpose, STORED_TURN[kind])).save(path, "JPEG", quality=92, exif=exif)
+        image.transpose(getattr(Image.Transpose, _STORED_TURN[kind])).save(path, "JPEG", quality=92, exif=exif)
     elif kind in ("gray", "cmyk"):
         image.convert("L" if kind == "gray" else "CMYK").save(path, "JPEG", quality=92)
     elif kind == "rgba":
@@ -95,7 +95,7 @@ def save_picture(pixels: Any, path: Path, kind: str = "plain") -> None:
         image.save(path, "JPEG", quality=92)
 
 
-def make_example(
+def _make_example(
     folder: str | Path,
     *,
     per_class: int = 20,
@@ -109,35 +109,35 @@ def make_example(
     """Write the example competition into `folder` (replacing it whole, never half written); returns it."""
     import numpy as np
 
-    if not 2 <= num_classes <= len(DISEASES) or per_class < 2 or test_pictures < 1 or form not in ("csv", "folders"):
+    if not 2 <= num_classes <= len(_DISEASES) or per_class < 2 or test_pictures < 1 or form not in ("csv", "folders"):
         raise ParameterError(
-            f"make_example: num_classes={num_classes} (2 to {len(DISEASES)}), per_class={per_class} (2 or more), "
+            f"make_example: num_classes={num_classes} (2 to {len(_DISEASES)}), per_class={per_class} (2 or more), "
             f"test_pictures={test_pictures} (1 or more), form={form!r} (csv or folders)."
         )
     rng = np.random.default_rng(seed)
     # Sorted: the odd kinds (written first) come first in a folder listing too.
     numbers = np.sort(rng.choice(9 * 10**9, per_class * num_classes + test_pictures, replace=False) + 10**9)
     labels = [i % num_classes for i in range(per_class * num_classes)]
-    values = [SHORT_NAMES[i] if name_labels or form == "folders" else i for i in range(num_classes)]
+    values = [_SHORT_NAMES[i] if name_labels or form == "folders" else i for i in range(num_classes)]
     with atomic.staged_dir(folder) as staging:
         rows = []
         for i, label in enumerate(labels):
-            suffix, kind = ODD_KINDS[i] if i < len(ODD_KINDS) else (".jpg", "plain")
+            suffix, kind = _ODD_KINDS[i] if i < len(_ODD_KINDS) else (".jpg", "plain")
             name = f"{numbers[i]}{suffix}"
             where = staging / "train_images" / (str(values[label]) if form == "folders" else "")
             where.mkdir(parents=True, exist_ok=True)
             width, height = (int(v) for v in rng.integers(64, 257, 2))
-            save_picture(drawing(label, width, height, rng), where / name, kind)
+            _save_picture(drawing(label, width, height, rng), where / name, kind)
             rows.append((name if ids_with_extension else name.rsplit(".", 1)[0], values[label]))
         if form == "csv":
             _write_csv(staging / "train.csv", rows)
-        names = {str(values[i]): DISEASES[i] for i in range(num_classes)}
+        names = {str(values[i]): _DISEASES[i] for i in range(num_classes)}
         (staging / "label_num_to_disease_map.json").write_text(json.dumps(names, indent=1) + "\n")
         tests = []
         for number in numbers[len(labels) :]:
             (staging / "test_images").mkdir(exist_ok=True)
             width, height = (int(v) for v in rng.integers(64, 257, 2))
-            save_picture(
+            _save_picture(
                 drawing(int(rng.integers(num_classes)), width, height, rng), staging / f"test_images/{number}.jpg"
             )
             tests.append((f"{number}.jpg" if ids_with_extension else str(number), values[-1]))
@@ -159,5 +159,5 @@ def stand_in(environment: Any) -> Any:
 
     folder = Path(environment.working_dir) / "cassava-example"
     if not folder.is_dir():
-        make_example(folder)
+        _make_example(folder)
     return DataSource(str(folder), f"a generated Cassava-style competition in {folder} stands in")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nbkit.errors import DataError, ParameterError
 
-INTEGER = re.compile(r"[+-]?\d+")
+_INTEGER = re.compile(r"[+-]?\d+")
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ def read_csv(path: str | Path, option: str) -> Table:
     return Table(path, header, rows)
 
 
-def label_key(text: str) -> str:
+def _label_key(text: str) -> str:
     """The label as it is compared: integers without sign or leading zeros ("03" is 3), names as written."""
-    return str(int(text)) if INTEGER.fullmatch(text) else text
+    return str(int(text)) if _INTEGER.fullmatch(text) else text
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Classes:
     def index(self, text: str, where: str) -> int:
         """The label index of the label written `text`; a DataError says where an unknown label is."""
         try:
-            return self._positions[label_key(text)]
+            return self._positions[_label_key(text)]
         except KeyError:
             known = ", ".join(map(repr, self.values[:12])) + (", ..." if len(self.values) > 12 else "")
             raise DataError(
@@ -90,7 +90,7 @@ class Classes:
 
     @functools.cached_property
     def _positions(self) -> dict[str, int]:
-        return {label_key(str(value)): i for i, value in enumerate(self.values)}
+        return {_label_key(str(value)): i for i, value in enumerate(self.values)}
 
 
 def class_list(found: Mapping[str, str], class_names: object = None) -> Classes:
@@ -99,19 +99,19 @@ def class_list(found: Mapping[str, str], class_names: object = None) -> Classes:
     values in label order. Given class names make an unknown label an error."""
     given, source = _given_names(class_names)
     if given is None:
-        keys = sorted({label_key(text) for text in found}, key=_order)
+        keys = sorted({_label_key(text) for text in found}, key=_order)
         names = dict.fromkeys(keys)
     elif isinstance(given, Mapping):
-        names = {label_key(str(k)): str(v) for k, v in given.items()}
+        names = {_label_key(str(k)): str(v) for k, v in given.items()}
         keys = sorted(names, key=_order)
     else:
-        keys = [label_key(str(value)) for value in given]
+        keys = [_label_key(str(value)) for value in given]
         if len(set(keys)) != len(keys):
             raise ParameterError(f"The class list {source} names a class twice: {list(given)}.")
         names = dict.fromkeys(keys)
     if len(keys) < 2:
         raise DataError(f"Only {len(keys)} class ({', '.join(keys)}): a classifier needs at least two.")
-    as_int = all(INTEGER.fullmatch(key) for key in keys)
+    as_int = all(_INTEGER.fullmatch(key) for key in keys)
     values = tuple(int(key) if as_int else key for key in keys)
     classes = Classes(values, tuple(names[key] or key for key in keys), source)
     for text, where in found.items():
@@ -121,7 +121,7 @@ def class_list(found: Mapping[str, str], class_names: object = None) -> Classes:
 
 def _order(key: str) -> tuple[int, int, str]:
     """Integers numerically before names alphabetically."""
-    return (0, int(key), "") if INTEGER.fullmatch(key) else (1, 0, key)
+    return (0, int(key), "") if _INTEGER.fullmatch(key) else (1, 0, key)
 
 
 def _given_names(class_names: object) -> tuple[Mapping[str, object] | Sequence[object] | None, str]:

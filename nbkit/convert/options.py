@@ -15,7 +15,7 @@ from nbkit.convert.workers import cores
 from nbkit.errors import ParameterError
 from nbkit.images.description import DESCRIPTION_FILE, METRICS
 
-SIZES = (32, 2048)  # smallest and largest picture side: below 32 a CNN sees little, above 2048 no TPU batch fits
+_SIZES = (32, 2048)  # smallest and largest picture side: below 32 a CNN sees little, above 2048 no TPU batch fits
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Options:
 
     def check(self) -> Options:
         """These options, or a ParameterError naming the first one that cannot be used."""
-        _whole_number("--size", self.size, *SIZES, "the side of the square pictures, e.g. 512")
+        _whole_number("--size", self.size, *_SIZES, "the side of the square pictures, e.g. 512")
         if not (isinstance(self.val_fraction, (int, float)) and 0 < self.val_fraction <= 0.9):
             raise ParameterError(
                 f"--val-fraction {self.val_fraction!r} must be above 0 and at most 0.9 (e.g. 0.2: a fifth "

@@ -15,11 +15,11 @@ from typing import Any
 
 FITS = ("resize", "crop", "pad")
 SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")  # what Pillow reads cheaply
-RESAMPLE_GAP = 3.0  # Pillow's reducing_gap: box-reduce first, then resample; 3.0 looks like a full resample
-ORIENTATION = 0x0112  # the EXIF tag
-WHITE = (255, 255, 255)
+_RESAMPLE_GAP = 3.0  # Pillow's reducing_gap: box-reduce first, then resample; 3.0 looks like a full resample
+_ORIENTATION = 0x0112  # the EXIF tag
+_WHITE = (255, 255, 255)
 # What Pillow raises for a file that is not a picture, is cut short, or is too large to open safely.
-UNREADABLE = (OSError, ValueError, SyntaxError, EOFError, IndexError)
+_UNREADABLE = (OSError, ValueError, SyntaxError, EOFError, IndexError)
 
 
 def square_jpeg(path: str | Path, size: int, fit: str = "resize", quality: int = 95) -> bytes:
@@ -35,15 +35,15 @@ def square_jpeg(path: str | Path, size: int, fit: str = "resize", quality: int =
     with Image.open(path) as image:
         if image.format == "JPEG":
             image.draft(image.mode, (size, size))  # decode at 1/2, 1/4 or 1/8 scale while still >= size
-        if image.getexif().get(ORIENTATION, 1) != 1:
+        if image.getexif().get(_ORIENTATION, 1) != 1:
             image = ImageOps.exif_transpose(image)  # a copy: only for the pictures that need turning
-        image = to_square(to_rgb(image), size, fit)
+        image = to_square(_to_rgb(image), size, fit)
     buffer = io.BytesIO()
     image.save(buffer, "JPEG", quality=quality)
     return buffer.getvalue()
 
 
-def to_rgb(image: Any) -> Any:
+def _to_rgb(image: Any) -> Any:
     """An 8-bit RGB copy of `image`: transparency composited on white, 16-bit values scaled, not clipped."""
     from PIL import Image
 
@@ -53,7 +53,7 @@ def to_rgb(image: Any) -> Any:
         return _sixteen_bit_to_rgb(image)
     if (image.mode == "P" and "transparency" in image.info) or image.mode in ("PA", "LA", "La", "RGBA", "RGBa"):
         rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, WHITE + (255,))
+        background = Image.new("RGBA", rgba.size, _WHITE + (255,))
         return Image.alpha_composite(background, rgba).convert("RGB")
     return image.convert("RGB")  # L, 1, P, CMYK (Adobe's inverted CMYK is undone by the decoder), YCbCr, F...
 
@@ -78,17 +78,19 @@ def to_square(image: Any, size: int, fit: str) -> Any:
     # smooth as bicubic for training pictures, at half its cost, and resizing is most of the time.
     resample = Image.Resampling.BILINEAR
     if fit == "resize":
-        return image.resize((size, size), resample, reducing_gap=RESAMPLE_GAP)
+        return image.resize((size, size), resample, reducing_gap=_RESAMPLE_GAP)
     if fit == "crop":
         side = min(width, height)
         left, top = (width - side) // 2, (height - side) // 2
-        return image.resize((size, size), resample, box=(left, top, left + side, top + side), reducing_gap=RESAMPLE_GAP)
+        return image.resize(
+            (size, size), resample, box=(left, top, left + side, top + side), reducing_gap=_RESAMPLE_GAP
+        )
     # pad: the whole picture scaled to fit the square, centred on black (letterbox)
     longest = max(width, height)
     inner = (max(1, round(width * size / longest)), max(1, round(height * size / longest)))
     canvas = Image.new("RGB", (size, size))
     canvas.paste(
-        image.resize(inner, resample, reducing_gap=RESAMPLE_GAP), ((size - inner[0]) // 2, (size - inner[1]) // 2)
+        image.resize(inner, resample, reducing_gap=_RESAMPLE_GAP), ((size - inner[0]) // 2, (size - inner[1]) // 2)
     )
     return canvas
 
@@ -101,6 +103,6 @@ def encode_batch(paths: Sequence[str], size: int, fit: str, quality: int) -> lis
     for path in paths:
         try:
             results.append(square_jpeg(path, size, fit, quality))
-        except (*UNREADABLE, Image.DecompressionBombError) as error:
+        except (*_UNREADABLE, Image.DecompressionBombError) as error:
             results.append(f"{type(error).__name__}: {error}")
     return results

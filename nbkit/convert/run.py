@@ -32,13 +32,13 @@ from nbkit.images import description as descriptions
 from nbkit.images import layout, writer
 from nbkit.inputs import account
 
-say = functools.partial(print, flush=True)
-METADATA_FILE = "dataset-metadata.json"
-SAMPLE_FILE = "sample_submission.csv"
+_say = functools.partial(print, flush=True)
+_METADATA_FILE = "dataset-metadata.json"
+_SAMPLE_FILE = "sample_submission.csv"
 
 
 @dataclass
-class Group:
+class _Group:
     """Pictures written together into their own files: a split, or one fold of train/."""
 
     split: str
@@ -93,20 +93,20 @@ def _convert(options: Options) -> Path:
         [{"path": descriptions.DESCRIPTION_FILE, "description": "classes, label values, submission columns (nbkit)"}],
         example="alice/cassava-tfrecords",
     )  # a bad id or title stops here, before minutes of encoding
-    labeled, sample, tests = read_source(options)
+    labeled, sample, tests = _read_source(options)
     found: dict[str, str] = {}
     for picture in labeled.pictures:
         found.setdefault(picture.label, picture.where)
     classes = labels.class_list(found, options.class_names)
     label_of = [classes.index(p.label, p.where) for p in labeled.pictures]
-    splits, split_kind = assign(options, labeled.pictures, label_of, classes)
+    splits, split_kind = _assign(options, labeled.pictures, label_of, classes)
     if tests:
-        splits["test"] = [Group("test", tests, [None] * len(tests))]
-    say(describe_plan(options, labeled, classes, splits, split_kind))
-    remove_killed_leftovers(options.output)
+        splits["test"] = [_Group("test", tests, [None] * len(tests))]
+    _say(_describe_plan(options, labeled, classes, splits, split_kind))
+    _remove_killed_leftovers(options.output)
     with atomic.staged_dir(options.output) as staging:
-        names, skipped, progress = write_splits(options, splits, staging)
-        id_column, label_column = submission_columns(sample, labeled)
+        names, skipped, progress = _write_splits(options, splits, staging)
+        id_column, label_column = _submission_columns(sample, labeled)
         description = descriptions.Description(
             title=metadata["title"],
             classes=classes.names,
@@ -117,29 +117,29 @@ def _convert(options: Options) -> Path:
             metric=options.metric,
             competition=options.competition,
             folds=tuple(tuple(files) for files in names["train"]) if options.folds else (),
-            sample_submission=SAMPLE_FILE if sample is not None else "",
+            sample_submission=_SAMPLE_FILE if sample is not None else "",
             counts={split: sum(map(layout.count_in_name, chain(*groups))) for split, groups in names.items()},
             converted_with=options.converted_with(split_kind, (labeled.id_column, labeled.label_column), skipped),
         )
         descriptions.write(staging, description)
         if sample is not None:  # the notebooks check their submission.csv against it
-            shutil.copyfile(sample.path, staging / SAMPLE_FILE)
-        (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-    say(summary(options, description, names, skipped, progress, metadata["id"]))
+            shutil.copyfile(sample.path, staging / _SAMPLE_FILE)
+        (staging / _METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    _say(_summary(options, description, names, skipped, progress, metadata["id"]))
     return options.output
 
 
-def remove_killed_leftovers(output: Path) -> None:
+def _remove_killed_leftovers(output: Path) -> None:
     """Delete the staging folders that killed conversions left beside OUTPUT (`.<name>.tmp-<pid>`,
     atomic.staged_dir's naming) whose process is gone; a failing one removes its own."""
     for folder in output.parent.glob(f".{output.name}.tmp-*"):
         pid = folder.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not process_alive(int(pid)):
+        if pid.isdigit() and not _process_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-            say(f"  removed {folder}, left by a conversion that was killed")
+            _say(f"  removed {folder}, left by a conversion that was killed")
 
 
-def process_alive(pid: int) -> bool:
+def _process_alive(pid: int) -> bool:
     """Whether a process `pid` runs (one we may not signal runs too)."""
     try:
         os.kill(pid, 0)
@@ -150,7 +150,7 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None, list[Picture]]:
+def _read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None, list[Picture]]:
     """The labeled pictures, the sample submission (or None) and the test pictures (maybe none)."""
     source = sources.existing_folder(options.source, "SOURCE")
     test = sources.existing_folder(options.test, "--test") if options.test is not None else None
@@ -175,25 +175,25 @@ def read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None,
     return labeled, sample, tests
 
 
-def assign(
+def _assign(
     options: Options, pictures: Sequence[Picture], label_of: Sequence[int], classes: labels.Classes
-) -> tuple[dict[str, list[Group]], str]:
+) -> tuple[dict[str, list[_Group]], str]:
     """{split: its groups}, each group's pictures in the order they are written (a seeded shuffle,
     so every file mixes the classes), and how the pictures were split: "stratified", "given" (by
     the source) or "folds"."""
     if options.folds:
-        members, kind = fold_members(options, pictures, label_of, classes)
+        members, kind = _fold_members(options, pictures, label_of, classes)
     else:
-        members, kind = train_val_members(options, pictures, label_of)
-    splits: dict[str, list[Group]] = {}
+        members, kind = _train_val_members(options, pictures, label_of)
+    splits: dict[str, list[_Group]] = {}
     for number, chosen in enumerate(members):
         name = "train" if options.folds or number == 0 else "val"
         order = split.shuffled(chosen, options.seed, f"{name}-{number}")
-        splits.setdefault(name, []).append(Group(name, [pictures[i] for i in order], [label_of[i] for i in order]))
+        splits.setdefault(name, []).append(_Group(name, [pictures[i] for i in order], [label_of[i] for i in order]))
     return splits, kind
 
 
-def train_val_members(
+def _train_val_members(
     options: Options, pictures: Sequence[Picture], label_of: Sequence[int]
 ) -> tuple[list[list[int]], str]:
     """([train positions, val positions], how): the source's own split, or a stratified one."""
@@ -211,7 +211,7 @@ def train_val_members(
     return members, kind
 
 
-def fold_members(
+def _fold_members(
     options: Options, pictures: Sequence[Picture], label_of: Sequence[int], classes: labels.Classes
 ) -> tuple[list[list[int]], str]:
     """([the positions in each fold], how): stratified folds of every labeled picture."""
@@ -228,14 +228,14 @@ def fold_members(
     return [[i for i, f in enumerate(fold_of) if f == fold] for fold in range(options.folds)], "folds"
 
 
-def write_splits(
-    options: Options, splits: dict[str, list[Group]], staging: Path
+def _write_splits(
+    options: Options, splits: dict[str, list[_Group]], staging: Path
 ) -> tuple[dict[str, list[list[str]]], list[str], workers.Progress]:
     """Encode every picture (all cores) and write each split's files; (file names per split and
     group, the ids of skipped pictures, the progress: pictures done and their rate)."""
     everything = [picture for groups in splits.values() for group in groups for picture in group.pictures]
-    progress = workers.Progress(len(everything), say)
-    say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
+    progress = workers.Progress(len(everything), _say)
+    _say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
     paths = [picture.path for picture in everything]
     names, skipped = {}, []
     # closing(): a failure stops the worker processes now, not when the generator is collected
@@ -248,14 +248,16 @@ def write_splits(
         results = chain(head, encoded)
         for name, groups in splits.items():
             counts = shards.plan([len(g.pictures) for g in groups], bytes_per_record)
-            records = (r for group in groups for r in examples(group, results, options.skip_damaged, skipped, progress))
+            records = (
+                r for group in groups for r in _examples(group, results, options.skip_damaged, skipped, progress)
+            )
             folder = Path(layout.split_folder(staging, options.size, name))
             names[name] = shards.write_files(records, folder, options.size, counts)
     return names, skipped, progress
 
 
-def examples(
-    group: Group, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: workers.Progress
+def _examples(
+    group: _Group, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: workers.Progress
 ) -> Iterator[bytes | None]:
     """The group's serialized examples (`image`, `id`, and `class` when labeled), in order; None
     for a damaged picture when skipping, else a DataError naming it."""
@@ -267,7 +269,7 @@ def examples(
                     f"{picture.where}: cannot decode {picture.path} as a picture ({result}). Replace or delete "
                     "it, or pass --skip-damaged (skip_damaged=True) to leave it out and list it."
                 )
-            say(f"  skipped {picture.where}: {result}")
+            _say(f"  skipped {picture.where}: {result}")
             skipped.append(picture.id)
             yield None
             continue
@@ -277,15 +279,15 @@ def examples(
         yield writer.encode_example(features)
 
 
-def submission_columns(sample: labels.Table | None, labeled: sources.Labeled) -> tuple[str, str]:
+def _submission_columns(sample: labels.Table | None, labeled: sources.Labeled) -> tuple[str, str]:
     """submission.csv's header: the sample submission's, else the labels CSV's columns, else id,label."""
     if sample is not None:
         return sample.header[0], sample.header[1]
     return labeled.id_column or "id", labeled.label_column or "label"
 
 
-def describe_plan(
-    options: Options, labeled: sources.Labeled, classes: labels.Classes, splits: dict[str, list[Group]], kind: str
+def _describe_plan(
+    options: Options, labeled: sources.Labeled, classes: labels.Classes, splits: dict[str, list[_Group]], kind: str
 ) -> str:
     """What is about to happen, in a few lines."""
     counts = ", ".join(f"{name} {sum(len(g.pictures) for g in groups):,}" for name, groups in splits.items())
@@ -301,7 +303,7 @@ def describe_plan(
     )
 
 
-def summary(
+def _summary(
     options: Options,
     description: descriptions.Description,
     names: dict[str, list[list[str]]],
@@ -321,7 +323,7 @@ def summary(
         lines.append(f"  skipped {len(skipped)} damaged pictures: {', '.join(skipped)}")
     lines.append(
         f"  wrote {options.output}: tfrecords-jpeg-{options.size}x{options.size}/, {descriptions.DESCRIPTION_FILE}, "
-        f"{METADATA_FILE} (id {dataset_id})"
+        f"{_METADATA_FILE} (id {dataset_id})"
     )
     lines.append(f"  publish: kaggle datasets create -p {options.output} --dir-mode zip")
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from nbkit.images import layout, writer
 ESTIMATE_FROM = 32  # pictures encoded before the files are planned; their mean size stands for all
 
 
-def balanced(count: int, parts: int) -> list[int]:
+def _balanced(count: int, parts: int) -> list[int]:
     """`count` records in `parts` files whose sizes differ by one at most."""
     return [count // parts + (i < count % parts) for i in range(parts)]
 
@@ -33,7 +33,7 @@ def plan(group_sizes: Sequence[int], bytes_per_record: float) -> list[list[int]]
     if not total:
         return [[] for _ in group_sizes]
     files = writer.shard_count(round(bytes_per_record * total), total)
-    return [balanced(size, min(size, math.ceil(files * size / total))) for size in group_sizes]
+    return [_balanced(size, min(size, math.ceil(files * size / total))) for size in group_sizes]
 
 
 def write_files(

@@ -16,9 +16,9 @@ from nbkit.convert import labels
 from nbkit.convert.pictures import SUFFIXES
 from nbkit.errors import DataError, ParameterError
 
-VAL_FOLDERS = ("val", "valid", "validation")
-SPLIT_VALUES = {"train": "train", "val": "val", "valid": "val", "validation": "val"}
-SHOWN = 5  # problems named in one message; the rest are counted
+_VAL_FOLDERS = ("val", "valid", "validation")
+_SPLIT_VALUES = {"train": "train", "val": "val", "valid": "val", "validation": "val"}
+_SHOWN = 5  # problems named in one message; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,12 @@ class Labeled:
     ids_with_extension: bool  # how the labels CSV writes ids (test ids follow it when nothing else says)
 
 
-def visible(path: Path) -> bool:
+def _visible(path: Path) -> bool:
     """Not hidden, not macOS's `._*` resource forks or a zip's __MACOSX folder."""
     return not path.name.startswith(".") and path.name != "__MACOSX"
 
 
-def list_pictures(folder: Path, leave_out: Iterable[Path] = ()) -> list[PurePosixPath]:
+def _list_pictures(folder: Path, leave_out: Iterable[Path] = ()) -> list[PurePosixPath]:
     """The pictures under `folder` (any depth, any letter case of the suffix), as sorted paths
     relative to it; hidden files and the folders in `leave_out` are skipped."""
     leave_out = {p.resolve() for p in leave_out}
@@ -56,7 +56,7 @@ def list_pictures(folder: Path, leave_out: Iterable[Path] = ()) -> list[PurePosi
     while todo:
         current = todo.pop()
         for entry in current.iterdir():
-            if not visible(entry) or entry.resolve() in leave_out:
+            if not _visible(entry) or entry.resolve() in leave_out:
                 continue
             if entry.is_dir():
                 todo.append(entry)
@@ -74,28 +74,28 @@ def existing_folder(path: str | Path, option: str) -> Path:
     return path
 
 
-def problems(kind: str, found: Sequence[str], advice: str) -> DataError:
+def _problems(kind: str, found: Sequence[str], advice: str) -> DataError:
     """One DataError for several problems of one kind: the first few named, the rest counted."""
-    shown = "; ".join(found[:SHOWN]) + (f"; and {len(found) - SHOWN} more" if len(found) > SHOWN else "")
+    shown = "; ".join(found[:_SHOWN]) + (f"; and {len(found) - _SHOWN} more" if len(found) > _SHOWN else "")
     return DataError(f"{len(found)} {kind}: {shown}. {advice}")
 
 
 # ---- the folder form: SOURCE/<class>/..., or SOURCE/train/<class>/ + SOURCE/val/<class>/ ----------
 
 
-def subfolders(folder: Path, leave_out: Sequence[Path] = ()) -> list[Path]:
+def _subfolders(folder: Path, leave_out: Sequence[Path] = ()) -> list[Path]:
     """The visible sub-folders of `folder`, sorted, less those in `leave_out` (resolved paths)."""
-    return [p for p in sorted(folder.iterdir()) if p.is_dir() and visible(p) and p.resolve() not in leave_out]
+    return [p for p in sorted(folder.iterdir()) if p.is_dir() and _visible(p) and p.resolve() not in leave_out]
 
 
-def split_parts(source: Path, leave_out: Sequence[Path]) -> dict[str | None, Path]:
+def _split_parts(source: Path, leave_out: Sequence[Path]) -> dict[str | None, Path]:
     """{split: the folder of its class folders}: {None: SOURCE} (one folder per class), or, when
     SOURCE/train/ holds class folders, train/ and a val/ (valid/, validation/) beside it (a test/
     there is left alone: give it with --test). {None: train/} when there is no val folder."""
-    folders = {p.name: p for p in subfolders(source, leave_out)}
-    if "train" not in folders or not subfolders(folders["train"], leave_out):
+    folders = {p.name: p for p in _subfolders(source, leave_out)}
+    if "train" not in folders or not _subfolders(folders["train"], leave_out):
         return {None: source}
-    val_name = next((name for name in VAL_FOLDERS if name in folders), None)
+    val_name = next((name for name in _VAL_FOLDERS if name in folders), None)
     others = sorted(set(folders) - {"train", "test", val_name})
     if others:
         raise DataError(
@@ -110,18 +110,18 @@ def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
     SOURCE holds train/ and val/ (or valid/, validation/) folders of class folders."""
     leave_out = [p.resolve() for p in leave_out]
     pictures = []
-    for split, part in split_parts(source, leave_out).items():
-        loose = [p.name for p in part.iterdir() if p.is_file() and visible(p) and p.suffix.lower() in SUFFIXES]
+    for split, part in _split_parts(source, leave_out).items():
+        loose = [p.name for p in part.iterdir() if p.is_file() and _visible(p) and p.suffix.lower() in SUFFIXES]
         if loose:
             raise DataError(
                 f"{part} holds pictures directly ({', '.join(sorted(loose)[:3])}), but without a labels CSV "
                 "each class needs its own sub-folder: move them into one folder per class, or give --labels CSV."
             )
-        classes = subfolders(part, leave_out)
+        classes = _subfolders(part, leave_out)
         if not classes:
             raise DataError(f"{part} has no class folders: put the pictures in one sub-folder per class.")
         for folder in classes:
-            found = list_pictures(folder, leave_out)
+            found = _list_pictures(folder, leave_out)
             if not found:
                 raise DataError(
                     f"Class folder {folder} holds no pictures ({' '.join(SUFFIXES)}): add some or remove the folder."
@@ -135,7 +135,7 @@ def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
 # ---- the CSV form: SOURCE holds the pictures the CSV names ---------------------------------------
 
 
-class PictureIndex:
+class _PictureIndex:
     """The pictures under a folder, found by relative path, with or without their suffix."""
 
     def __init__(self, folder: Path, files: Sequence[PurePosixPath]) -> None:
@@ -173,7 +173,7 @@ def from_csv(
     label_column = table.column(label_column, 1, "--label-column")
     if split_column is not None:
         table.column(split_column, 0, "--split-column")
-    index = PictureIndex(source, list_pictures(source, leave_out))
+    index = _PictureIndex(source, _list_pictures(source, leave_out))
     pictures, seen, missing, used, suffixed = [], {}, [], {}, []
     for line, row in table.rows:
         picture_id, label = row.get(id_column, ""), row.get(label_column, "")
@@ -196,10 +196,12 @@ def from_csv(
         split = _split_value(row.get(split_column, ""), where, split_column) if split_column else None
         pictures.append(Picture(source / file, picture_id, label, where, split))
     if missing:
-        raise problems(f"lines of {table.path.name} name no picture", missing, f"Check --labels and SOURCE ({source}).")
+        raise _problems(
+            f"lines of {table.path.name} name no picture", missing, f"Check --labels and SOURCE ({source})."
+        )
     unnamed = [f"{source.name}/{file}" for file in index.files if file not in used]
     if unnamed:
-        raise problems(
+        raise _problems(
             f"pictures in {source} have no line in {table.path.name}",
             unnamed,
             "Add a line (id,label) for each, or move them out of SOURCE.",
@@ -208,7 +210,7 @@ def from_csv(
 
 
 def _split_value(value: str, where: str, split_column: str) -> str:
-    split = SPLIT_VALUES.get(value.lower())
+    split = _SPLIT_VALUES.get(value.lower())
     if split is None:
         raise DataError(f"{where}: {split_column} is {value!r}; write train or val.")
     return split
@@ -220,7 +222,7 @@ def _split_value(value: str, where: str, split_column: str) -> str:
 def find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extension: bool) -> list[Picture]:
     """The test pictures, each with its id as the sample submission writes it (in its order), or,
     without one, as the labels CSV writes ids (with or without the suffix; the folder form: without)."""
-    files = list_pictures(test)
+    files = _list_pictures(test)
     if not files:
         raise DataError(f"The test folder {test} holds no pictures ({' '.join(SUFFIXES)}).")
     if sample is None:
@@ -237,7 +239,7 @@ def find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extensi
 
 def _match_sample(test: Path, files: Sequence[PurePosixPath], sample: labels.Table) -> list[Picture]:
     id_column = sample.column(None, 0, "")
-    index = PictureIndex(test, files)
+    index = _PictureIndex(test, files)
     pictures, seen, no_picture, named = [], {}, [], set()
     for line, row in sample.rows:
         picture_id = row.get(id_column, "")
@@ -255,14 +257,14 @@ def _match_sample(test: Path, files: Sequence[PurePosixPath], sample: labels.Tab
             named.add(test / file)
             pictures.append(Picture(test / file, picture_id, None, f"{sample.path.name} line {line}"))
     if no_picture:
-        raise problems(
+        raise _problems(
             f"ids of {sample.path.name} have no test picture",
             no_picture,
             f"Check --test ({test}) and the sample submission.",
         )
     extra = [f"{test.name}/{file}" for file in files if test / file not in named]
     if extra:
-        raise problems(
+        raise _problems(
             f"test pictures are not in {sample.path.name}",
             extra,
             "Every test picture needs a line in the sample submission: give the right --sample-submission, "

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from nbkit.convert import pictures
 
-CHUNK = 8  # pictures per task: fewer round trips to the workers, progress still fine-grained
-AHEAD = 4  # tasks queued per worker: enough to keep each busy
-EVERY_S = 10.0  # a progress line at least this often, besides every tenth of the way
+_CHUNK = 8  # pictures per task: fewer round trips to the workers, progress still fine-grained
+_AHEAD = 4  # tasks queued per worker: enough to keep each busy
+_EVERY_S = 10.0  # a progress line at least this often, besides every tenth of the way
 
 
 def cores() -> int:
@@ -33,7 +33,7 @@ def cores() -> int:
 def encoded(paths: Sequence[Path], size: int, fit: str, quality: int, workers: int) -> Iterator[bytes | str]:
     """`pictures.square_jpeg` of each path, in order: JPEG bytes, or why the picture could not be read.
     `workers=1` encodes in this process."""
-    chunks = [[str(p) for p in paths[start : start + CHUNK]] for start in range(0, len(paths), CHUNK)]
+    chunks = [[str(p) for p in paths[start : start + _CHUNK]] for start in range(0, len(paths), _CHUNK)]
     if workers == 1:
         for chunk in chunks:
             yield from pictures.encode_batch(chunk, size, fit, quality)
@@ -44,7 +44,7 @@ def encoded(paths: Sequence[Path], size: int, fit: str, quality: int, workers: i
         upcoming = iter(chunks)
         for chunk in upcoming:
             waiting.append(pool.submit(pictures.encode_batch, chunk, size, fit, quality))
-            if len(waiting) >= workers * AHEAD:
+            if len(waiting) >= workers * _AHEAD:
                 break
         while waiting:
             results = waiting.popleft().result()
@@ -81,7 +81,7 @@ class Progress:
         self.done += 1
         tenth = self.done * 10 // max(self.total, 1)
         now = time.perf_counter()
-        if tenth > self.last_tenth or now - self.last_time >= EVERY_S:
+        if tenth > self.last_tenth or now - self.last_time >= _EVERY_S:
             self.last_tenth, self.last_time = tenth, now
             percent = 100 * self.done // max(self.total, 1)
             self.say(f"  {self.done:,}/{self.total:,} pictures ({percent}%), {self.rate:,.0f} images/s, {doing}")

@@ -16,10 +16,10 @@ FORMAT = "nbkit-model-package"
 FORMAT_VERSION = 2  # 2: the dataset's description (classes, label values, submission columns, metric)
 MODEL_FILE = "model.keras"
 MANIFEST_FILE = "manifest.json"
-NUMBER = (int, float)
+_NUMBER = (int, float)
 
 # What a package must hold, key by key (nested dicts are checked the same way); other keys are free.
-SCHEMA: dict[str, Any] = {
+_SCHEMA: dict[str, Any] = {
     "format": str,
     "format_version": int,
     "model_file": str,
@@ -55,7 +55,7 @@ def dataset_fields(dataset: Description) -> dict[str, Any]:
     }
 
 
-def dataset_of(manifest: Mapping[str, Any]) -> Description:
+def _dataset_of(manifest: Mapping[str, Any]) -> Description:
     """The dataset description a package was trained on (without its sizes and folds)."""
     fields = manifest["dataset"]
     return Description(
@@ -93,10 +93,10 @@ def check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
             f"{path} has format_version {manifest.get('format_version')!r}; this nbkit reads version {FORMAT_VERSION}. "
             "Use the nbkit version that wrote the package, or write the package again with this one (notebook 05)."
         )
-    problems = _wrong(manifest, SCHEMA)
+    problems = _wrong(manifest, _SCHEMA)
     if not problems:
         metric = manifest["dataset"]["metric"]
-        if not isinstance(manifest["metrics"].get(metric), NUMBER):
+        if not isinstance(manifest["metrics"].get(metric), _NUMBER):
             problems.append(f"metrics.{metric} (the dataset's metric) is missing")
         if len(manifest["dataset"]["classes"]) != len(manifest["dataset"]["label_values"]):
             problems.append("dataset.classes and dataset.label_values differ in length")
@@ -129,7 +129,7 @@ def check_compatible(manifest: Mapping[str, Any], image_size: int, dataset: Desc
     """Stop with a clear message if the package does not fit the data it is about to predict: its
     image size, classes, label values and submission columns."""
     model = f"The model{f' {name}' if name else ''}"
-    trained = dataset_of(manifest)
+    trained = _dataset_of(manifest)
     if manifest["image_size"] != image_size:
         raise DataError(
             f"{model} takes {manifest['image_size']}x{manifest['image_size']} images but the data given is "
@@ -159,6 +159,6 @@ def check_same(manifests: Sequence[Mapping[str, Any]], names: Sequence[str]) -> 
     first = manifests[0]
     for manifest, name in zip(manifests[1:], names[1:]):
         try:
-            check_compatible(manifest, first["image_size"], dataset_of(first), name)
+            check_compatible(manifest, first["image_size"], _dataset_of(first), name)
         except DataError as error:
             raise DataError(f"{error} ({names[0]} is the first package: ensemble members must agree.)") from None

@@ -47,11 +47,11 @@ __all__ = [
     "read_manifest",
     "write_package",
 ]
-METADATA_FILE = "dataset-metadata.json"
-INPUT_FORMAT = "uint8 RGB, 0-255, shape [image_size, image_size, 3]; the model rescales inside"
+_METADATA_FILE = "dataset-metadata.json"
+_INPUT_FORMAT = "uint8 RGB, 0-255, shape [image_size, image_size, 3]; the model rescales inside"
 
 
-def versions(backend: str) -> dict[str, str]:
+def _versions(backend: str) -> dict[str, str]:
     """What a model was trained with: Keras backend and library versions (read without importing them)."""
     names = ("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib", "numpy", "nbkit")
     return {"keras_backend": backend, "python": platform.python_version(), **installed_versions(names)}
@@ -63,7 +63,7 @@ def default_dataset_id(dataset: Description, suffix: str = "model") -> str:
     return account.default_dataset_id(f"{slug}-{suffix}")
 
 
-def dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0") -> dict[str, Any]:
+def _dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0") -> dict[str, Any]:
     """The package's `dataset-metadata.json` contents, checked the way `kaggle datasets create` checks them."""
     resources = [
         {"path": MODEL_FILE, "description": "Keras 3 model"},
@@ -72,17 +72,17 @@ def dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0")
     return account.dataset_metadata(dataset_id, title, resources, license_name)
 
 
-def check_images(image_size: int, count: int = 2) -> np.ndarray:
+def _check_images(image_size: int, count: int = 2) -> np.ndarray:
     """Fixed uint8 images whose logits the manifest keeps, to check a loaded model."""
     return np.random.default_rng(0).integers(0, 256, (count, image_size, image_size, 3), dtype=np.uint8)
 
 
-def check_logits(model: Any, image_size: int, count: int = 2) -> np.ndarray:
-    """The model's logits for `check_images`, as float64."""
+def _check_logits(model: Any, image_size: int, count: int = 2) -> np.ndarray:
+    """The model's logits for `_check_images`, as float64."""
     # One batch of 64 rows (the images, then zeros): any replica count up to 64 that divides it
     # gets an equal share, which a batch of 2 would not give 8 TPU cores.
     images = np.zeros((64, image_size, image_size, 3), np.uint8)
-    images[:count] = check_images(image_size, count)
+    images[:count] = _check_images(image_size, count)
     return models.global_logits(model, images[models.process_rows(len(images))])[:count]
 
 
@@ -101,8 +101,8 @@ def write_package(
     `training` holds the run's settings, its data fingerprint among them (as `data`)."""
     folder = Path(folder)
     title = f"{dataset.title[:44].strip()} model"
-    kaggle_dataset = dataset_metadata(dataset_id, title)  # a bad id stops here, before anything is written
-    logits = check_logits(model, image_size)
+    kaggle_dataset = _dataset_metadata(dataset_id, title)  # a bad id stops here, before anything is written
+    logits = _check_logits(model, image_size)
     if logits.shape[-1] != dataset.num_classes:
         raise DataError(f"The model has {logits.shape[-1]} outputs but the data has {dataset.num_classes} classes.")
     manifest = {
@@ -112,10 +112,10 @@ def write_package(
         "model_file": MODEL_FILE,
         "model_name": model.name,
         "image_size": image_size,
-        "input": INPUT_FORMAT,
+        "input": _INPUT_FORMAT,
         "output": "logits (argmax is the class; softmax gives probabilities)",
         "dataset": manifest_schema.dataset_fields(dataset),
-        "trained_with": versions(backend),
+        "trained_with": _versions(backend),
         "training": training,
         "metrics": {k: (v.item() if hasattr(v, "item") else v) for k, v in metrics.items()},
         "data": {"fingerprint": str(training.get("data", ""))},
@@ -125,7 +125,7 @@ def write_package(
     with atomic.staged_dir(folder) as staging:
         model.save(staging / MODEL_FILE)
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
-        (staging / METADATA_FILE).write_text(json.dumps(kaggle_dataset, indent=2) + "\n")
+        (staging / _METADATA_FILE).write_text(json.dumps(kaggle_dataset, indent=2) + "\n")
     return folder
 
 
@@ -149,7 +149,7 @@ def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, An
             f"says {size}x{size} images and {len(classes)} classes: model and manifest do not belong together."
         )
     expected = np.asarray(manifest["check"]["logits"])
-    logits = check_logits(model, size, len(expected))
+    logits = _check_logits(model, size, len(expected))
     scale = max(1.0, float(np.abs(expected).max()))
     if not np.allclose(logits, expected, rtol=1e-2, atol=1e-2 * scale):
         worst = float(np.abs(logits - expected).max())
@@ -215,7 +215,7 @@ def publish_model(folder: str | Path, handle: str, version_notes: str = "") -> s
     notes = version_notes or (
         f"{manifest['model_name']}, {manifest['image_size']}px, validation {metric} {manifest['metrics'][metric]:.3f}"
     )
-    return kaggle_hub.upload_model(handle, folder, notes, ignore=[METADATA_FILE])  # the dataset route's file
+    return kaggle_hub.upload_model(handle, folder, notes, ignore=[_METADATA_FILE])  # the dataset route's file
 
 
 def _is_package(folder: Path) -> bool:

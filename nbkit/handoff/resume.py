@@ -22,8 +22,8 @@ from nbkit import atomic
 from nbkit import hosts as nbhosts
 from nbkit.errors import DataError
 
-STATE_FILE = "training-state.json"
-STATE_VERSION = 1
+_STATE_FILE = "training-state.json"
+_STATE_VERSION = 1
 
 
 def _weights_name(epochs_done: int) -> str:
@@ -52,7 +52,7 @@ class TrainingRun:
         self.hosts = hosts or nbhosts.Hosts()
         if self.hosts.several:  # process 0 may be copying an earlier run's checkpoint in (RESUME_FROM)
             nbhosts.wait_for_all("nbkit: checkpoints in place")
-        self.restarted = restart and (self.folder / STATE_FILE).exists()
+        self.restarted = restart and (self.folder / _STATE_FILE).exists()
         if not restart:
             self._read()
         if self.hosts.several:
@@ -63,7 +63,7 @@ class TrainingRun:
 
         import numpy as np
 
-        state = self.folder / STATE_FILE
+        state = self.folder / _STATE_FILE
         mine = zlib.crc32(state.read_bytes()) & 0x7FFFFFFF if self.epochs_done else 0  # int32: JAX's default
         found = np.asarray(nbhosts.every_process(np.array([self.epochs_done, mine], np.int32))).reshape(-1, 2)
         if len({tuple(row) for row in found.tolist()}) > 1:
@@ -75,7 +75,7 @@ class TrainingRun:
             )
 
     def _read(self) -> None:
-        path = self.folder / STATE_FILE
+        path = self.folder / _STATE_FILE
         if not path.exists():
             return
         try:
@@ -87,9 +87,9 @@ class TrainingRun:
                 f"{path} is not a readable training state ({error!r}). Move the folder away, "
                 "or set RESUME='restart' to train from scratch."
             ) from None
-        if version != STATE_VERSION:
+        if version != _STATE_VERSION:
             raise DataError(
-                f"{path} has state version {version}; this nbkit reads {STATE_VERSION}. Set RESUME='restart'."
+                f"{path} has state version {version}; this nbkit reads {_STATE_VERSION}. Set RESUME='restart'."
             )
         changed = sorted(k for k in set(saved) | set(self.settings) if saved.get(k) != self.settings.get(k))
         if changed:
@@ -160,13 +160,13 @@ class TrainingRun:
             model.save_weights(partial)
         self.epochs_done, self.weights_file = epochs_done, name
         state = {
-            "version": STATE_VERSION,
+            "version": _STATE_VERSION,
             "settings": self.settings,
             "epochs_done": epochs_done,
             "weights_file": name,
             "history": self.history,
         }
-        atomic.write_text(self.folder / STATE_FILE, json.dumps(state, indent=1) + "\n")
+        atomic.write_text(self.folder / _STATE_FILE, json.dumps(state, indent=1) + "\n")
         for old in self.folder.glob("*epoch-*.weights.h5"):
             if old.name != name:
                 old.unlink()
@@ -176,18 +176,18 @@ def copy_checkpoint(source: str | Path, folder: str | Path) -> str:
     """Bring an earlier session's checkpoint into `folder` (on Kaggle: the last version's output,
     attached as input) unless `folder` has its own. Returns what was done, in one line."""
     source, folder = Path(source), Path(folder)
-    if (folder / STATE_FILE).exists():
+    if (folder / _STATE_FILE).exists():
         return f"{folder} has its own checkpoint; {source} is not used"
     try:
-        weights_file = json.loads((source / STATE_FILE).read_text())["weights_file"]
+        weights_file = json.loads((source / _STATE_FILE).read_text())["weights_file"]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise DataError(
-            f"RESUME_FROM={str(source)!r} holds no readable {STATE_FILE} ({error.__class__.__name__}): give the "
+            f"RESUME_FROM={str(source)!r} holds no readable {_STATE_FILE} ({error.__class__.__name__}): give the "
             "checkpoint folder of an earlier run (its OUTPUT_DIR/checkpoints), or 'none'."
         ) from None
     if not (source / weights_file).is_file():
-        raise DataError(f"{source / STATE_FILE} points at {weights_file}, which is not there: copy the whole folder.")
+        raise DataError(f"{source / _STATE_FILE} points at {weights_file}, which is not there: copy the whole folder.")
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy2(source / weights_file, folder / weights_file)
-    shutil.copy2(source / STATE_FILE, folder / STATE_FILE)  # last: the state points at a complete copy
+    shutil.copy2(source / _STATE_FILE, folder / _STATE_FILE)  # last: the state points at a complete copy
     return f"copied the checkpoint {weights_file} from {source}"

@@ -93,7 +93,7 @@ def _through_kagglehub(handle: str, platform: str) -> tuple[str | None, str]:
         return None, str(error).rstrip(".")
 
 
-def attached_path(input_dir: Path, handle: str) -> Path | None:
+def _attached_path(input_dir: Path, handle: str) -> Path | None:
     """Where an attached dataset or competition is: /kaggle/input/<slug>, or the newer mounts
     /kaggle/input/competitions/<slug> and /kaggle/input/datasets/<owner>/<slug>."""
     slug = handle.split("/")[-1]
@@ -107,10 +107,10 @@ def _on_kaggle(
     if use_gcs == "yes" or (use_gcs == "auto" and remote_tpu):
         why = "USE_GCS='yes'" if use_gcs == "yes" else "a remote TPU reads the files itself"
         if credential is None:
-            return DataSource(gcs_path(slug), f"{why}, so the GCS copy")
+            return DataSource(_gcs_path(slug), f"{why}, so the GCS copy")
         credential()  # TensorFlow here and the TPU then read gs:// with it
-        return DataSource(gcs_path(slug), f"{why}, so the GCS copy, with this kernel's credential", True)
-    attached = attached_path(environment.input_dir, handle)
+        return DataSource(_gcs_path(slug), f"{why}, so the GCS copy, with this kernel's credential", True)
+    attached = _attached_path(environment.input_dir, handle)
     if attached:
         machine = "a TPU VM" if environment.tpu_vm else "this GPU/CPU kernel"
         return DataSource(str(attached), f"{handle} is attached and {machine} reads /kaggle/input directly")
@@ -123,7 +123,7 @@ def _on_kaggle(
     )
 
 
-def gcs_path(slug: str) -> str:
+def _gcs_path(slug: str) -> str:
     """The gs:// path of a Kaggle dataset or competition (Kaggle's own client, inside Kaggle only)."""
     from kaggle_datasets import KaggleDatasets
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from nbkit.errors import ParameterError
 
-NUM_CLASSES = 10
+_NUM_CLASSES = 10
 
 
 def generate(num_train: int, num_test: int, seed: int = 0) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
@@ -16,7 +16,7 @@ def generate(num_train: int, num_test: int, seed: int = 0) -> tuple[tuple[np.nda
     if num_train < 1 or num_test < 1:
         raise ParameterError(f"generate() needs an image per split, got num_train={num_train}, num_test={num_test}.")
     rng = np.random.default_rng(seed)
-    templates = np.zeros((NUM_CLASSES, 28, 28), np.float32)
+    templates = np.zeros((_NUM_CLASSES, 28, 28), np.float32)
     for digit in templates:  # three straight strokes inside the central 20 x 20, like a handwritten digit
         for _ in range(3):
             (r0, c0), (r1, c1) = rng.integers(6, 22, size=(2, 2))
@@ -27,7 +27,7 @@ def generate(num_train: int, num_test: int, seed: int = 0) -> tuple[tuple[np.nda
 
 
 def _sample(templates: np.ndarray, count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    labels = rng.integers(0, NUM_CLASSES, size=count)
+    labels = rng.integers(0, _NUM_CLASSES, size=count)
     shifts = rng.integers(-3, 4, size=(count, 2))
     images = np.stack([np.roll(templates[label], shift, axis=(0, 1)) for label, shift in zip(labels, shifts)])
     images = images * rng.uniform(0.6, 1.0, size=(count, 1, 1)) + rng.normal(0, 0.15, images.shape)

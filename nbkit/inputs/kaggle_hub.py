@@ -19,22 +19,22 @@ from nbkit import storage
 from nbkit.errors import DataError, ParameterError
 from nbkit.params import check_handle
 
-SWITCH = "NBKIT_KAGGLEHUB"
-KINDS = {  # kind -> (kagglehub function, how its handle is written)
+_SWITCH = "NBKIT_KAGGLEHUB"
+_KINDS = {  # kind -> (kagglehub function, how its handle is written)
     "competition": ("competition_download", "slug"),
     "dataset": ("dataset_download", "owner/slug[/versions/N]"),
     "model": ("model_download", "owner/model/framework/variation[/version]"),
     "notebook output": ("notebook_output_download", "owner/slug[/versions/N]"),
 }
-NOTEBOOK_OUTPUT = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(/versions/\d+)?$")
-LOGIN = "kaggle.json, KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_KEY"
-MODEL_LICENSE = "Apache 2.0"  # of a model nbkit publishes; change it on the model's Kaggle page
+_NOTEBOOK_OUTPUT = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(/versions/\d+)?$")
+_LOGIN = "kaggle.json, KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_KEY"
+_MODEL_LICENSE = "Apache 2.0"  # of a model nbkit publishes; change it on the model's Kaggle page
 
 
 def unavailable(platform: str) -> str | None:
     """Why kagglehub cannot be used on `platform` ("kaggle", "colab", "local"); None when it can."""
-    if os.environ.get(SWITCH, "").lower() == "off":
-        return f"kagglehub is off ({SWITCH}=off)"
+    if os.environ.get(_SWITCH, "").lower() == "off":
+        return f"kagglehub is off ({_SWITCH}=off)"
     try:
         from kagglehub import config
     except ImportError:
@@ -45,7 +45,7 @@ def unavailable(platform: str) -> str | None:
         found = config.get_kaggle_credentials()
     except ValueError as error:  # a kaggle.json it cannot read
         return f"kagglehub cannot read the Kaggle credentials ({error})"
-    return None if found else f"no Kaggle credentials for kagglehub ({LOGIN})"
+    return None if found else f"no Kaggle credentials for kagglehub ({_LOGIN})"
 
 
 def _why(kind: str, handle: str, error: Exception, doing: str = "get") -> str:
@@ -53,7 +53,7 @@ def _why(kind: str, handle: str, error: Exception, doing: str = "get") -> str:
     name = type(error).__name__
     code = getattr(getattr(error, "response", None), "status_code", None)
     if name == "UnauthenticatedError":
-        return f"kagglehub has no Kaggle credentials: set up {LOGIN}"
+        return f"kagglehub has no Kaggle credentials: set up {_LOGIN}"
     if code in (401, 403) and kind == "competition":
         return (
             f"Kaggle refused {handle} ({code}): accept the competition's rules at "
@@ -71,12 +71,12 @@ def _why(kind: str, handle: str, error: Exception, doing: str = "get") -> str:
 def fetch(kind: str, handle: str) -> str:
     """The local folder of a Kaggle `kind` (see KINDS) with this handle: attached, mounted or downloaded
     by kagglehub. A ParameterError for a handle of another form, a DataError when Kaggle refuses."""
-    function, form = KINDS[kind]
+    function, form = _KINDS[kind]
     if kind == "competition":
         check_handle("competition", handle, form, "flower-classification-with-tpus")
     elif kind == "model":
         check_handle("model", handle, form, "alice/flowers-model/keras/default")
-    elif not NOTEBOOK_OUTPUT.match(handle):
+    elif not _NOTEBOOK_OUTPUT.match(handle):
         raise ParameterError(f"{kind} {handle!r} must be written {form}, for example 'alice/flowers-train'.")
     import kagglehub
 
@@ -90,7 +90,7 @@ def notebook_output(location: str, inside: str) -> str:
     """`location` if it is a folder here; else a Kaggle notebook's output handle (owner/slug or
     owner/slug/versions/N), fetched by kagglehub, and the folder `inside` it."""
     local = storage.user_path(location)
-    if Path(local).exists() or not NOTEBOOK_OUTPUT.match(location):
+    if Path(local).exists() or not _NOTEBOOK_OUTPUT.match(location):
         return local
     found = Path(fetch("notebook output", location)) / inside
     if not found.is_dir():
@@ -105,7 +105,7 @@ def upload_model(handle: str, folder: str | Path, version_notes: str = "", ignor
     import kagglehub
 
     try:
-        kagglehub.model_upload(handle, str(folder), MODEL_LICENSE, version_notes, ignore_patterns=ignore)
+        kagglehub.model_upload(handle, str(folder), _MODEL_LICENSE, version_notes, ignore_patterns=ignore)
     except Exception as error:  # as in fetch
         raise DataError(_why("model", handle, error, "publish") + ".") from None
     return f"https://www.kaggle.com/models/{handle}"

@@ -15,14 +15,14 @@ from pathlib import Path
 from nbkit import env as nbenv
 from nbkit.errors import ParameterError, SecretError
 
-GCLOUD_CREDENTIAL = "the Google Cloud credential of this kernel"
+_GCLOUD_CREDENTIAL = "the Google Cloud credential of this kernel"
 MIN_LENGTH = 8  # shorter values (e.g. "true", "1234") would match everywhere
-WHERE = {
+_WHERE = {
     "kaggle": "Kaggle user secrets",
     "colab": "Colab secrets (google.colab.userdata)",
     "local": "environment variables and ./.env",
 }
-HOW_TO_ADD = {
+_HOW_TO_ADD = {
     "kaggle": "attach the secret in the notebook editor: Add-ons -> Secrets, add {name} and tick it for this notebook",
     "colab": "add {name} in the key icon (Secrets) of the left sidebar and turn on 'Notebook access'",
     "local": "export {name}=... before starting Jupyter, or add a line {name}=... to ./.env (never commit .env)",
@@ -32,7 +32,7 @@ _known: dict[str, str] = {}  # value -> a name to report it by
 
 
 @dataclass(frozen=True)
-class Secret:
+class _Secret:
     """A secret looked up by name: where it was looked for and, if found, its value (hidden from repr)."""
 
     name: str
@@ -51,7 +51,7 @@ class Secret:
         return f"{self.name}: not found in {self.source}; to add it, {self.hint}"
 
 
-def secret(name: str, required: bool = True, platform: str | None = None, dotenv: str | Path = ".env") -> Secret:
+def secret(name: str, required: bool = True, platform: str | None = None, dotenv: str | Path = ".env") -> _Secret:
     """Look up secret `name` where this notebook runs: Kaggle user secrets, Colab secrets, or the
     environment / a .env file. Missing and `required`: a SecretError saying where to add it."""
     if not name:
@@ -63,9 +63,9 @@ def secret(name: str, required: bool = True, platform: str | None = None, dotenv
         value = _from_colab(name)
     else:
         value = os.environ.get(name) or dotenv_values(dotenv).get(name) or None
-    found = Secret(name, WHERE[platform], value, HOW_TO_ADD[platform].format(name=name))
+    found = _Secret(name, _WHERE[platform], value, _HOW_TO_ADD[platform].format(name=name))
     if value is not None:
-        remember(name, value)
+        _remember(name, value)
     elif required:
         raise SecretError(f"Secret {found.describe()}.")
     return found
@@ -115,7 +115,7 @@ def use_gcloud_credential() -> None:
             f"No Google Cloud credential for this kernel ({type(error).__name__}): attach one in "
             "Add-ons -> Google Cloud Services (Cloud Storage), or make the dataset public."
         ) from None
-    remember(GCLOUD_CREDENTIAL, value)
+    _remember(_GCLOUD_CREDENTIAL, value)
     client.set_tensorflow_credential(value)
 
 
@@ -153,7 +153,7 @@ def _dotenv_value(text: str) -> str:
     return text.strip()
 
 
-def remember(name: str, value: str) -> None:
+def _remember(name: str, value: str) -> None:
     """Record a secret value read in this session, so scans and `redact` know it."""
     if value and len(value) >= MIN_LENGTH:
         _known[value] = name

@@ -18,19 +18,19 @@ from typing import Any
 
 from nbkit.errors import ParameterError
 
-PACKAGE = Path(__file__).resolve().parents[1]  # the nbkit folder
-BUNDLE_TAG = "nbkit-bundle"
-HIDDEN = {"_kg_hide-input": True, "jupyter": {"source_hidden": True}}  # Kaggle's editor; JupyterLab
-NEVER_BUNDLED = "publish"  # the command line's own modules
+_PACKAGE = Path(__file__).resolve().parents[1]  # the nbkit folder
+_BUNDLE_TAG = "nbkit-bundle"
+_HIDDEN = {"_kg_hide-input": True, "jupyter": {"source_hidden": True}}  # Kaggle's editor; JupyterLab
+_NEVER_BUNDLED = "publish"  # the command line's own modules
 # Reached only through nbkit's own imports, these stay out of a bundle: on Kaggle the data is
 # attached, so the generators of the stand-in samples never run there (the TFRecord writer they use
 # travels only with the converter). A notebook that imports one of them itself still gets it.
-LEFT_OUT = ("images/sample", "convert/example")
+_LEFT_OUT = ("images/sample", "convert/example")
 
 
 def module_file(name: str) -> Path:
     """`images/layout` -> nbkit/images/layout.py."""
-    return PACKAGE / f"{name}.py"
+    return _PACKAGE / f"{name}.py"
 
 
 def _modules_of(dotted: str) -> set[str]:
@@ -40,7 +40,7 @@ def _modules_of(dotted: str) -> set[str]:
     found = {"__init__"}
     for depth in range(1, len(parts) + 1):
         name = "/".join(parts[:depth])
-        if (PACKAGE / name / "__init__.py").is_file():
+        if (_PACKAGE / name / "__init__.py").is_file():
             found.add(f"{name}/__init__")
         elif module_file(name).is_file():
             found.add(name)
@@ -50,7 +50,7 @@ def _modules_of(dotted: str) -> set[str]:
     return found
 
 
-def imported_modules(code: str) -> set[str]:
+def _imported_modules(code: str) -> set[str]:
     """The nbkit module files `code` imports, anywhere in it (inside functions too)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(code)):
@@ -66,17 +66,17 @@ def imported_modules(code: str) -> set[str]:
     return found
 
 
-def modules_needed(cells: Iterable[str]) -> list[str]:
+def _modules_needed(cells: Iterable[str]) -> list[str]:
     """Every nbkit module file the code cells need, following nbkit's own imports (into LEFT_OUT
     only from the cells or from LEFT_OUT itself), sorted."""
     needed: set[str] = set()
-    todo = set().union(*(imported_modules(cell) for cell in cells))
+    todo = set().union(*(_imported_modules(cell) for cell in cells))
     while todo:
         module = todo.pop()
         needed.add(module)
-        imports = imported_modules(module_file(module).read_text(encoding="utf-8"))
-        todo |= imports - needed - (set() if module in LEFT_OUT else set(LEFT_OUT))
-    if any(m.split("/")[0] == NEVER_BUNDLED for m in needed):
+        imports = _imported_modules(module_file(module).read_text(encoding="utf-8"))
+        todo |= imports - needed - (set() if module in _LEFT_OUT else set(_LEFT_OUT))
+    if any(m.split("/")[0] == _NEVER_BUNDLED for m in needed):
         raise ParameterError("The notebook imports nbkit.publish, the command line's code; notebooks must not.")
     return sorted(needed)
 
@@ -84,13 +84,13 @@ def modules_needed(cells: Iterable[str]) -> list[str]:
 def _module_path(dotted: str) -> Path | None:
     """nbkit.a.b -> nbkit/a/b.py or nbkit/a/b/__init__.py, or None when nbkit has no such module."""
     name = "/".join(dotted.split(".")[1:]) or "__init__"
-    for path in (module_file(name), PACKAGE / name / "__init__.py"):
+    for path in (module_file(name), _PACKAGE / name / "__init__.py"):
         if path.is_file():
             return path
     return None
 
 
-def top_level_names(path: Path) -> set[str] | None:
+def _top_level_names(path: Path) -> set[str] | None:
     """The names a module binds outside its functions and classes; None when it can give any name
     (a module `__getattr__`, or `import *`)."""
     names, todo = set(), list(ast.parse(path.read_text(encoding="utf-8")).body)
@@ -118,7 +118,7 @@ def _missing(node: ast.Import | ast.ImportFrom) -> str | None:
     path = _module_path(module)
     if path is None:
         return f"no module {module}"
-    names, package = top_level_names(path), path.name == "__init__.py"
+    names, package = _top_level_names(path), path.name == "__init__.py"
     for alias in node.names:
         submodule = package and _module_path(f"{module}.{alias.name}") is not None
         if names is not None and alias.name != "*" and alias.name not in names and not submodule:
@@ -126,7 +126,7 @@ def _missing(node: ast.Import | ast.ImportFrom) -> str | None:
     return None
 
 
-def check_imports(code: str, where: str) -> None:
+def _check_imports(code: str, where: str) -> None:
     """A ParameterError naming the line of `code` (a cell, at `where`) that imports from nbkit a module
     or name it does not have: on Kaggle that would be an ImportError. Read statically, nothing is imported."""
     for node in ast.walk(ast.parse(code)):
@@ -147,7 +147,7 @@ def _python(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
-def bundle_cell(modules: list[str]) -> Any:
+def _bundle_cell(modules: list[str]) -> Any:
     """One code cell that recreates `modules` of nbkit in a temporary folder and imports it from there."""
     import nbformat
 
@@ -173,7 +173,7 @@ def bundle_cell(modules: list[str]) -> Any:
         'assert nbkit.__file__.startswith(NBKIT_BUNDLE), f"nbkit was already imported from {nbkit.__file__}"\n'
         'print(f"nbkit {nbkit.__version__} from this notebook\'s bundle: {os.path.dirname(nbkit.__file__)}")'
     )
-    return nbformat.v4.new_code_cell(code, metadata={"tags": [BUNDLE_TAG], **HIDDEN})
+    return nbformat.v4.new_code_cell(code, metadata={"tags": [_BUNDLE_TAG], **_HIDDEN})
 
 
 def bundled_notebook(source: str | Path) -> tuple[Any, list[str]]:
@@ -188,8 +188,8 @@ def bundled_notebook(source: str | Path) -> tuple[Any, list[str]]:
     try:
         sources = [_python(c.source) for c in code]
         for cell, text in zip(code, sources):
-            check_imports(text, f"{source}: cell {notebook.cells.index(cell) + 1}")
-        modules = modules_needed(sources)
+            _check_imports(text, f"{source}: cell {notebook.cells.index(cell) + 1}")
+        modules = _modules_needed(sources)
     except SyntaxError as error:
         raise ParameterError(f"{source}: a code cell does not parse ({error.msg}, line {error.lineno}).") from error
     for cell in code:
@@ -197,7 +197,7 @@ def bundled_notebook(source: str | Path) -> tuple[Any, list[str]]:
     parameters = [c for c in code if "parameters" in c.metadata.get("tags", [])]
     position = notebook.cells.index(parameters[0]) + 1 if parameters else notebook.cells.index(code[0])
     if modules:
-        notebook.cells.insert(position, bundle_cell(modules))
+        notebook.cells.insert(position, _bundle_cell(modules))
     notebook.metadata.pop("jupytext", None)  # the bundle is an .ipynb only
     return notebook, modules
 

@@ -27,7 +27,7 @@ from nbkit.publish.kernel_metadata import CURRENT, RETIRED
 from nbkit.publish.scan import redact
 from nbkit.storage import user_path
 
-ACCELERATOR_HELP = (
+_ACCELERATOR_HELP = (
     f"one of {', '.join(CURRENT)} (default tpu-v5e-8); retired on Kaggle, accepted with a warning: "
     + ", ".join(name for name, (_, _, shape) in kernel_metadata.ACCELERATORS.items() if shape in RETIRED)
 )
@@ -35,7 +35,7 @@ ACCELERATOR_HELP = (
 
 def _bundle_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("notebook", type=user_path, help="notebooks/NN_name.py or .ipynb")
-    parser.add_argument("--accelerator", default="tpu-v5e-8", help=ACCELERATOR_HELP)
+    parser.add_argument("--accelerator", default="tpu-v5e-8", help=_ACCELERATOR_HELP)
     parser.add_argument(
         "--owner", help="your Kaggle user name, needed only to push (default: KAGGLE_USERNAME or kaggle.json)"
     )
@@ -216,7 +216,7 @@ def _kernel(command: str, name: str) -> str:
         ) from None
 
 
-def run(args: argparse.Namespace) -> str:
+def _run(args: argparse.Namespace) -> str:
     """Do what `args` asks; the line(s) to print last."""
     if args.command in ("bundle", "run") and kernel_metadata.retired(args.accelerator):
         print(f"warning: {kernel_metadata.retired(args.accelerator)}", file=sys.stderr)
@@ -256,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit code 0 on success, 1 with a one-paragraph error otherwise."""
     args = _parser().parse_args(argv)
     try:
-        last_lines = run(args)
+        last_lines = _run(args)
         if last_lines:
             print(last_lines)
     except NbkitError as error:

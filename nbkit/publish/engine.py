@@ -20,10 +20,10 @@ from papermill.cli import papermill as papermill_command
 from papermill.engines import NBClientEngine, papermill_engines
 from traitlets.config import Config
 
-ENGINE_NAME = "socket-files"
+_ENGINE_NAME = "socket-files"
 
 
-class SocketFilesEngine(NBClientEngine):
+class _SocketFilesEngine(NBClientEngine):
     """papermill's nbclient engine, its kernel on socket files in a temporary folder of the run's own."""
 
     @classmethod
@@ -33,7 +33,7 @@ class SocketFilesEngine(NBClientEngine):
             return super().execute_managed_notebook(nb_man, kernel_name, config=config, **kwargs)
 
 
-papermill_engines.register(ENGINE_NAME, SocketFilesEngine)
+papermill_engines.register(_ENGINE_NAME, _SocketFilesEngine)
 
 if __name__ == "__main__":
-    papermill_command.main(default_map={"engine": ENGINE_NAME})  # click's defaults for papermill's options
+    papermill_command.main(default_map={"engine": _ENGINE_NAME})  # click's defaults for papermill's options

@@ -29,7 +29,7 @@ ACCELERATORS: dict[str, tuple[bool, bool, str | None]] = {
 # session runs on the replacement instead. Accepted, with a warning that says so.
 RETIRED = {"TpuV38": "tpu-v5e-8", "Tpu1VmV38": "tpu-v5e-8", "NvidiaTeslaP100": "gpu-t4x2"}
 CURRENT = [name for name, (_, _, shape) in ACCELERATORS.items() if shape not in RETIRED]
-TITLE_LENGTH = (5, 50)
+_TITLE_LENGTH = (5, 50)
 SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -38,7 +38,7 @@ def slugify(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
-def accelerator(name: str) -> tuple[bool, bool, str | None]:
+def _accelerator(name: str) -> tuple[bool, bool, str | None]:
     """(enable_gpu, enable_tpu, machine_shape) for a known accelerator name or machine shape."""
     if name in ACCELERATORS:
         return ACCELERATORS[name]
@@ -85,7 +85,7 @@ def build(
 ) -> dict[str, Any]:
     """A checked kernel-metadata.json dict; a ParameterError says which option is wrong and how to fix it.
     Without an owner the id is INSERT_USERNAME_HERE/<slug> (as `kaggle kernels init` writes it)."""
-    low, high = TITLE_LENGTH
+    low, high = _TITLE_LENGTH
     if not low <= len(title.strip()) <= high:
         raise ParameterError(
             f"Title {title!r} has {len(title.strip())} characters; Kaggle needs {low} to {high} (--title)."
@@ -98,7 +98,7 @@ def build(
             f"The id {owner}/{slug} does not match the title {title!r} (its slug is {slugify(title)!r}); "
             "Kaggle links the two, so change --title or --slug."
         )
-    enable_gpu, enable_tpu, machine_shape = accelerator(accelerator_name)
+    enable_gpu, enable_tpu, machine_shape = _accelerator(accelerator_name)
     if any(not SLUG.match(c) for c in competitions):
         raise ParameterError(
             f"--competition {list(competitions)} must be slugs as in the URL, e.g. flower-classification-with-tpus."

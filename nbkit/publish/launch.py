@@ -25,21 +25,21 @@ from nbkit.errors import ParameterError, RunError
 from nbkit.hosts import ADDRESSES, NUM_PROCESSES, PROCESS_ID
 from nbkit.publish.scan import known_secrets, redact
 
-GRACE_S = 10  # a stopped process's time to end on SIGTERM before SIGKILL
-SETTLE_S = 5  # after a first failure, time for the others to end on their own (a dead host is named first)
-TAIL_LINES = 20
-DEAD_KERNEL = ("DeadKernelError", "Kernel died")  # what papermill (nbclient) says when a kernel vanishes
+_GRACE_S = 10  # a stopped process's time to end on SIGTERM before SIGKILL
+_SETTLE_S = 5  # after a first failure, time for the others to end on their own (a dead host is named first)
+_TAIL_LINES = 20
+_DEAD_KERNEL = ("DeadKernelError", "Kernel died")  # what papermill (nbclient) says when a kernel vanishes
 
 
 @dataclass
-class Process:
+class _Process:
     """One papermill run of the launch: its index, executed notebook, last lines and end."""
 
     index: int
     popen: subprocess.Popen[str]
     notebook: Path
     started: float
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL_LINES))
     kernel_died: bool = False
     ended: float | None = None
 
@@ -57,7 +57,7 @@ def launch(
     out: str | Path = "out/launch",
     timeout_s: float = 3600,
     stream: IO[str] | None = None,
-) -> list[Process]:
+) -> list[_Process]:
     """Run `notebook` as `processes` papermill processes of `devices_per_process` devices each, with
     papermill `parameters` (name, value) for all; return them once all ended well (RunError else)."""
     source = _executable_notebook(notebook)
@@ -68,7 +68,7 @@ def launch(
     stream = stream or sys.stdout
     printing = threading.Lock()
     secrets = known_secrets()  # kept out of the streamed lines, as out of every log
-    started: list[Process] = []
+    started: list[_Process] = []
     readers: list[threading.Thread] = []
     try:
         for index in range(processes):
@@ -80,18 +80,18 @@ def launch(
             popen = subprocess.Popen(
                 command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
             )
-            process = Process(index, popen, executed, time.monotonic())
+            process = _Process(index, popen, executed, time.monotonic())
             started.append(process)
             relay = (process, stream, printing, secrets)
             readers.append(threading.Thread(target=_relay, args=relay, daemon=True))
             readers[-1].start()
         _wait_for_all(started, timeout_s)
     except BaseException:  # a failure, the timeout, or Ctrl-C: nothing of the run may outlive it
-        stop(started)
+        _stop(started)
         raise
     finally:
         for reader in readers:
-            reader.join(timeout=GRACE_S)
+            reader.join(timeout=_GRACE_S)
     return started
 
 
@@ -135,18 +135,18 @@ def coordinator_port() -> int:
             return port
 
 
-def _relay(process: Process, stream: IO[str], printing: threading.Lock, secrets: dict[str, str]) -> None:
+def _relay(process: _Process, stream: IO[str], printing: threading.Lock, secrets: dict[str, str]) -> None:
     """Copy one process's output, line by line, prefixed, keeping its last lines."""
     assert process.popen.stdout is not None
     for line in process.popen.stdout:
         line = redact(line.rstrip("\n"), secrets)
         process.tail.append(line)
-        process.kernel_died |= any(sign in line for sign in DEAD_KERNEL)
+        process.kernel_died |= any(sign in line for sign in _DEAD_KERNEL)
         with printing:
             print(f"[p{process.index}] {line}", file=stream, flush=True)
 
 
-def _wait_for_all(started: list[Process], timeout_s: float) -> None:
+def _wait_for_all(started: list[_Process], timeout_s: float) -> None:
     """Return when every process ended well; RunError at the first failure or at the timeout."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -155,7 +155,7 @@ def _wait_for_all(started: list[Process], timeout_s: float) -> None:
                 process.ended = time.monotonic()
         failed = [p for p in started if p.ended is not None and p.popen.returncode != 0]
         if failed:
-            settle = time.monotonic() + SETTLE_S  # a host that died first is the one to name
+            settle = time.monotonic() + _SETTLE_S  # a host that died first is the one to name
             while time.monotonic() < settle and any(p.popen.poll() is None for p in started):
                 time.sleep(0.2)
             time.sleep(0.5)  # the relays read the last lines
@@ -173,7 +173,7 @@ def _wait_for_all(started: list[Process], timeout_s: float) -> None:
         time.sleep(0.2)
 
 
-def stop(started: list[Process]) -> None:
+def _stop(started: list[_Process]) -> None:
     """Stop every process of the run and everything it started (the kernels run in sessions of their own)."""
     import psutil
 
@@ -191,17 +191,17 @@ def stop(started: list[Process]) -> None:
             member.terminate()
         except psutil.NoSuchProcess:
             continue
-    _, alive = psutil.wait_procs(tree, timeout=GRACE_S)
+    _, alive = psutil.wait_procs(tree, timeout=_GRACE_S)
     for member in alive:
         try:
             member.kill()
         except psutil.NoSuchProcess:
             continue
-    psutil.wait_procs(alive, timeout=GRACE_S)
+    psutil.wait_procs(alive, timeout=_GRACE_S)
     for process in started:
         process.popen.wait()
 
 
-def describe(started: list[Process]) -> str:
+def describe(started: list[_Process]) -> str:
     """What ended well: each process's executed notebook and seconds."""
     return "\n".join(f"process {p.index}: {p.notebook} ({(p.ended or p.started) - p.started:.0f} s)" for p in started)

@@ -22,18 +22,18 @@ from nbkit.inputs.account import PLACEHOLDER_OWNER
 from nbkit.publish import kernel_metadata, scan
 from nbkit.publish.scan import redact
 
-TIMEOUT_S = 300
-NOT_LOGGED_IN = (
+_TIMEOUT_S = 300
+_NOT_LOGGED_IN = (
     "Not logged in to Kaggle: run `kaggle auth login`, or save an API token from kaggle.com -> Settings -> API "
     "as ~/.kaggle/kaggle.json (chmod 600), or set KAGGLE_USERNAME and KAGGLE_KEY."
 )
-PUSHED = re.compile(r"Kernel version (\d+ )?successfully pushed\.\s+Please check progress at (\S+)")
-REJECTED = re.compile(r"The following are not valid (\w+) sources and could not be added to the kernel: (.*)")
+_PUSHED = re.compile(r"Kernel version (\d+ )?successfully pushed\.\s+Please check progress at (\S+)")
+_REJECTED = re.compile(r"The following are not valid (\w+) sources and could not be added to the kernel: (.*)")
 FINISHED = ("complete", "error", "cancel_requested", "cancel_acknowledged")
 
 
 @dataclass(frozen=True)
-class Pushed:
+class _Pushed:
     """What the server answered to a push, and every other line the CLI printed."""
 
     kernel: str  # owner/slug
@@ -53,14 +53,14 @@ def run_kaggle(*args: str) -> str:
     """Run `kaggle <args>`; its stdout+stderr, redacted. A RunError if it fails or is not logged in."""
     command = [sys.executable, "-m", "kaggle", *args]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise RunError(
-            f"`kaggle {' '.join(args)}` did not answer within {TIMEOUT_S} s; is kaggle.com reachable?"
+            f"`kaggle {' '.join(args)}` did not answer within {_TIMEOUT_S} s; is kaggle.com reachable?"
         ) from None
     output = redact(done.stdout + done.stderr).strip()
     if "Authentication required" in output:  # the CLI's own login help, printed before it exits
-        raise RunError(NOT_LOGGED_IN)
+        raise RunError(_NOT_LOGGED_IN)
     if done.returncode != 0:
         raise RunError(f"`kaggle {' '.join(args)}` failed: {output or f'exit code {done.returncode}'}")
     return output
@@ -115,12 +115,12 @@ def _check_owner(metadata: dict, folder: Path, command: str) -> str:
     return kernel
 
 
-def read_push_output(output: str) -> tuple[str, int | None, list[str]]:
+def _read_push_output(output: str) -> tuple[str, int | None, list[str]]:
     """(kernel URL, version, other lines) from what `kaggle kernels push` printed; a RunError when
     Kaggle refused the push or dropped a source (the CLI exits 0 for both)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    rejected = [found.groups() for found in map(REJECTED.match, lines) if found]
-    pushed = next((found for found in map(PUSHED.search, lines) if found), None)
+    rejected = [found.groups() for found in map(_REJECTED.match, lines) if found]
+    pushed = next((found for found in map(_PUSHED.search, lines) if found), None)
     if rejected:
         where = f" Kaggle made a version anyway ({pushed.group(2)}), which runs without them." if pushed else ""
         dropped = "; ".join(f"{kind} {names}" for kind, names in rejected)
@@ -130,11 +130,11 @@ def read_push_output(output: str) -> tuple[str, int | None, list[str]]:
         )
     if pushed is None or any(line.startswith("Kernel push error") for line in lines):
         raise RunError(f"`kaggle kernels push` failed: {output}")
-    others = [line for line in lines if not PUSHED.search(line)]
+    others = [line for line in lines if not _PUSHED.search(line)]
     return pushed.group(2), int(pushed.group(1)) if pushed.group(1) else None, others
 
 
-def push(folder: str | Path, check_status: bool = True, command: str = "bundle") -> Pushed:
+def push(folder: str | Path, check_status: bool = True, command: str = "bundle") -> _Pushed:
     """Scan the bundle for leaks, push it, and report the kernel's URL and status (or the server's error).
     `command`: the nbkit command that made the bundle and takes --owner (bundle, or run), for the advice."""
     folder = Path(folder)
@@ -143,11 +143,11 @@ def push(folder: str | Path, check_status: bool = True, command: str = "bundle")
     scan.check([folder])
     warning = kernel_metadata.retired(metadata.get("machine_shape"))
     try:
-        url, version, others = read_push_output(run_kaggle("kernels", "push", "-p", str(folder)))
+        url, version, others = _read_push_output(run_kaggle("kernels", "push", "-p", str(folder)))
     except RunError as error:
         raise RunError(f"{error}\nThe bundle in {folder} is kept; fix the problem and push again.") from None
     try:
         state = status(kernel) if check_status else None
     except RunError as error:
         state = f"unknown ({error})"
-    return Pushed(kernel, url, version, state, tuple(([f"warning: {warning}"] if warning else []) + others))
+    return _Pushed(kernel, url, version, state, tuple(([f"warning: {warning}"] if warning else []) + others))

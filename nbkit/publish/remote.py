@@ -24,17 +24,17 @@ from nbkit.errors import RunError
 from nbkit.publish import push
 from nbkit.publish.scan import redact
 
-TAIL_LINES = 20
-STREAM_GRACE_S = 10  # once the session ends (or time is up), how long its log stream may take to end by itself
-Echo = Callable[[str], None]
+_TAIL_LINES = 20
+_STREAM_GRACE_S = 10  # once the session ends (or time is up), how long its log stream may take to end by itself
+_Echo = Callable[[str], None]
 
 
-def echo_line(line: str) -> None:
+def _echo_line(line: str) -> None:
     print(line, flush=True)
 
 
 @dataclass(frozen=True)
-class Session:
+class _Session:
     """How a followed session ended: state (complete, error, ..., or "timed out"), and the log's tail."""
 
     state: str
@@ -42,11 +42,11 @@ class Session:
     tail: tuple[str, ...]
 
 
-class LogStream:
+class _LogStream:
     """`kaggle kernels logs <kernel> --follow` in the background: each line echoed (redacted) as it comes."""
 
-    def __init__(self, kernel: str, echo: Echo) -> None:
-        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    def __init__(self, kernel: str, echo: _Echo) -> None:
+        self.tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "kaggle", "kernels", "logs", kernel, "--follow"],
             stdout=subprocess.PIPE,
@@ -57,7 +57,7 @@ class LogStream:
         self.thread = threading.Thread(target=self._read, args=(echo,), daemon=True)
         self.thread.start()
 
-    def _read(self, echo: Echo) -> None:
+    def _read(self, echo: _Echo) -> None:
         for line in self.process.stdout:  # type: ignore[union-attr]
             line = redact(line.rstrip("\n"))
             self.tail.append(line)
@@ -72,7 +72,7 @@ class LogStream:
         self.thread.join(1)
 
 
-def follow(kernel: str, timeout_s: float, interval_s: float = 30, echo: Echo = echo_line) -> Session:
+def _follow(kernel: str, timeout_s: float, interval_s: float = 30, echo: _Echo = _echo_line) -> _Session:
     """Poll the session's status every `interval_s` seconds until it ends or `timeout_s` pass; print
     each new status and, once it runs, its log lines as they come."""
     deadline = time.monotonic() + timeout_s
@@ -84,25 +84,25 @@ def follow(kernel: str, timeout_s: float, interval_s: float = 30, echo: Echo = e
                 echo(line)
             said |= set(others)
             if stream is None and state != "queued":
-                stream = LogStream(kernel, echo)
+                stream = _LogStream(kernel, echo)
             if state in push.FINISHED and stream:
-                stream.stop(STREAM_GRACE_S)  # the log's last lines before the final status
+                stream.stop(_STREAM_GRACE_S)  # the log's last lines before the final status
             if state != last:
                 echo(f"status: {state}" + (f" ({failure})" if failure else ""))
                 last = state
             if state in push.FINISHED:
-                return Session(state, failure, tuple(stream.tail if stream else ()))
+                return _Session(state, failure, tuple(stream.tail if stream else ()))
             if time.monotonic() >= deadline:
                 if stream:
-                    stream.stop(STREAM_GRACE_S)
-                return Session("timed out", None, tuple(stream.tail if stream else ()))
+                    stream.stop(_STREAM_GRACE_S)
+                return _Session("timed out", None, tuple(stream.tail if stream else ()))
             time.sleep(interval_s)
     finally:
         if stream:
             stream.stop(wait_s=0)
 
 
-def log_tail(folder: Path, lines: int = TAIL_LINES) -> list[str]:
+def _log_tail(folder: Path, lines: int = _TAIL_LINES) -> list[str]:
     """The last lines of the session log `kaggle kernels output` saved (<slug>.log: a JSON list of
     {"stream_name", "time", "data"}; read as plain text when it is not)."""
     logs = sorted(folder.glob("*.log"))
@@ -116,7 +116,7 @@ def log_tail(folder: Path, lines: int = TAIL_LINES) -> list[str]:
     return redact(text).splitlines()[-lines:]
 
 
-def fetch(kernel: str, folder: str | Path, echo: Echo = echo_line) -> Path:
+def _fetch(kernel: str, folder: str | Path, echo: _Echo = _echo_line) -> Path:
     """Download the session's output files and log into `folder`, replacing what an earlier fetch left
     there only once the download is complete."""
     from nbkit import atomic
@@ -129,7 +129,7 @@ def fetch(kernel: str, folder: str | Path, echo: Echo = echo_line) -> Path:
     return folder
 
 
-def metrics(folder: Path) -> dict[str, Any]:
+def _metrics(folder: Path) -> dict[str, Any]:
     """Every metrics.json among the outputs, by its path inside `folder`."""
     found = {}
     for path in sorted(folder.rglob("metrics.json")):
@@ -144,9 +144,9 @@ def _tail_text(lines: Sequence[str]) -> str:
     return "\n".join(["The log's last lines:", *lines]) if lines else "The session left no log."
 
 
-def check_outputs(session: Session, folder: Path, expect: Sequence[str], kernel: str) -> None:
+def _check_outputs(session: _Session, folder: Path, expect: Sequence[str], kernel: str) -> None:
     """A RunError (with the log's tail) unless the session completed and every expected file came back."""
-    tail = log_tail(folder) or list(session.tail)
+    tail = _log_tail(folder) or list(session.tail)
     if session.state != "complete":
         why = f": {session.failure}" if session.failure else ""
         raise RunError(
@@ -167,11 +167,11 @@ def follow_and_fetch(
     expect: Sequence[str] = (),
     timeout_s: float = 10 * 3600,
     interval_s: float = 30,
-    echo: Echo = echo_line,
+    echo: _Echo = _echo_line,
 ) -> Path:
     """Follow `kernel`'s session to its end, download its outputs into outputs_dir/<slug>/, and check them."""
     try:
-        session = follow(kernel, timeout_s, interval_s, echo)
+        session = _follow(kernel, timeout_s, interval_s, echo)
     except RunError as error:  # e.g. the connection dropped: the session itself goes on
         raise RunError(
             f"Lost track of {kernel}: {error}\nFollow it again with `python -m nbkit follow {kernel}`."
@@ -183,14 +183,14 @@ def follow_and_fetch(
         )
     folder = Path(outputs_dir) / kernel.split("/")[1]
     try:
-        fetch(kernel, folder, echo)
+        _fetch(kernel, folder, echo)
     except RunError as error:
         failed = f"{kernel} ended with status {session.state}; " if session.state != "complete" else ""
         raise RunError(f"{failed}its outputs could not be downloaded: {error}\n{_tail_text(session.tail)}") from None
-    check_outputs(session, folder, expect, kernel)
+    _check_outputs(session, folder, expect, kernel)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     echo(f"outputs in {folder}: {', '.join(files) or 'none'}")
-    for name, values in metrics(folder).items():
+    for name, values in _metrics(folder).items():
         echo(f"{name}:\n{json.dumps(values, indent=2)}")
     return folder
 
@@ -206,7 +206,7 @@ def run(
     `follow_options` to `follow_and_fetch` (outputs_dir, expect, timeout_s, interval_s, echo)."""
     from nbkit.publish import bundle
 
-    echo = follow_options.get("echo", echo_line)
+    echo = follow_options.get("echo", _echo_line)
     folder = bundle.write(notebook, kernels_dir, **bundle_options)
     echo(f"bundled {folder}")
     pushed = push.push(folder, check_status=False, command="run")  # its errors say the bundle is kept

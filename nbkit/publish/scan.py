@@ -15,10 +15,10 @@ from nbkit.errors import ParameterError, SecretError
 from nbkit.inputs.account import kaggle_json
 from nbkit.inputs.secrets import MIN_LENGTH, dotenv_values, remembered
 
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 # Credential shapes, found even when this session never saw the value.
-PATTERNS = {
+_PATTERNS = {
     "a private key (GCP service-account JSON or PEM)": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
     "a GCP service-account JSON": re.compile(r'"type"\s*:\s*"service_account"'),
     "a Google OAuth refresh token": re.compile(r'"refresh_token"\s*:\s*"[^"]{20,}"'),
@@ -29,7 +29,7 @@ PATTERNS = {
 }
 
 
-def dotenv_files(paths: Iterable[str | Path] = ()) -> list[Path]:
+def _dotenv_files(paths: Iterable[str | Path] = ()) -> list[Path]:
     """The .env files whose values a scan of `paths` looks for: the current folder's, and the one in
     each scanned folder (a file's folder) and in its parent (e.g. the project root of notebooks/)."""
     folders = [Path.cwd()]
@@ -49,7 +49,7 @@ def known_secrets(
     files = [dotenv] if isinstance(dotenv, (str, Path)) else dotenv or [".env"]
     found = {v: n for file in files for n, v in dotenv_values(file).items()}
     # A path is where a secret lives (GOOGLE_APPLICATION_CREDENTIALS), not the secret.
-    found.update({v: n for n, v in environ.items() if SECRET_NAME.search(n) and not os.path.exists(v)})
+    found.update({v: n for n, v in environ.items() if _SECRET_NAME.search(n) and not os.path.exists(v)})
     key = kaggle_json(environ).get("key")
     if key:
         found[key] = "the key in kaggle.json"
@@ -65,7 +65,7 @@ def redact(text: str, secrets: Iterable[str] | None = None) -> str:
 
 
 @dataclass(frozen=True)
-class Finding:
+class _Finding:
     """One leak: where it is and what kind of secret it looks like (never the value)."""
 
     file: str
@@ -76,10 +76,10 @@ class Finding:
         return f"{self.file}: {self.where}: {self.kind}"
 
 
-def scan_text(text: str, secrets: Mapping[str, str]) -> list[str]:
+def _scan_text(text: str, secrets: Mapping[str, str]) -> list[str]:
     """The kinds of secret found in `text`: known values by name, then credential shapes."""
     kinds = [f"the value of secret {name}" for value, name in secrets.items() if value in text]
-    return kinds + [kind for kind, pattern in PATTERNS.items() if pattern.search(text)]
+    return kinds + [kind for kind, pattern in _PATTERNS.items() if pattern.search(text)]
 
 
 def _strings(value: object) -> str:
@@ -104,10 +104,10 @@ def _notebook_parts(notebook: Mapping) -> Iterator[tuple[str, str]]:
     yield "notebook metadata", _strings(notebook.get("metadata", {}))  # papermill keeps parameters here
 
 
-def scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> list[Finding]:
+def _scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> list[_Finding]:
     """Findings in one file: per cell for a notebook, the whole text for anything else."""
     path = Path(path)
-    secrets = known_secrets(dotenv=dotenv_files([path])) if secrets is None else secrets
+    secrets = known_secrets(dotenv=_dotenv_files([path])) if secrets is None else secrets
     try:
         text = path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError):
@@ -118,10 +118,10 @@ def scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> lis
             parts = _notebook_parts(json.loads(text))
         except ValueError:
             pass  # not JSON: scan it as text
-    return [Finding(str(path), where, kind) for where, part in parts for kind in scan_text(part, secrets)]
+    return [_Finding(str(path), where, kind) for where, part in parts for kind in _scan_text(part, secrets)]
 
 
-def scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> list[Finding]:
+def _scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> list[_Finding]:
     """Findings in every file under `paths` (files or folders: .ipynb, .py, .json, .md, .txt, ...);
     by default for the secrets this session knows, the .env files beside `paths` included. A path
     that does not exist is a ParameterError."""
@@ -132,18 +132,18 @@ def scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) 
                 f"{path} does not exist: give notebooks, bundles or folders of them to scan, e.g. "
                 "`python -m nbkit scan notebooks build/kernels`."
             )
-    secrets = known_secrets(dotenv=dotenv_files(paths)) if secrets is None else secrets
+    secrets = known_secrets(dotenv=_dotenv_files(paths)) if secrets is None else secrets
     findings = []
     for path in map(Path, paths):
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
-            findings += scan_file(file, secrets)
+            findings += _scan_file(file, secrets)
     return findings
 
 
 def check(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> None:
     """Raise SecretError listing every finding (file and cell) if anything under `paths` leaks."""
-    findings = scan(paths, secrets)
+    findings = _scan(paths, secrets)
     if findings:
         lines = "\n".join(f"  {finding}" for finding in findings)
         raise SecretError(

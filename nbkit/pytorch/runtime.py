@@ -33,7 +33,7 @@ _XLA_KINDS = {"TPU": "tpu", "CUDA": "gpu", "GPU": "gpu"}  # torch_xla's device t
 
 
 @dataclass(frozen=True)
-class TorchAccelerator:
+class _TorchAccelerator:
     """Where PyTorch trains, chosen before any process starts. `kind` is the hardware in
     nbkit.accel's words ("tpu", "gpu", "cpu"); `runtime` is how torch drives it ("xla", "cuda", "cpu")."""
 
@@ -63,7 +63,7 @@ def _torch_xla_available() -> bool:
     return True
 
 
-def select(runtime: str = "auto") -> TorchAccelerator:
+def select(runtime: str = "auto") -> _TorchAccelerator:
     """Pick the runtime: XLA when torch_xla is installed, else CUDA, else the CPU ("auto"), or the
     one asked for. The XLA runtime is not started here: `launch` needs it untouched."""
     check_choice("DEVICE", runtime, _RUNTIMES)
@@ -73,7 +73,7 @@ def select(runtime: str = "auto") -> TorchAccelerator:
 
         device_type = xr.device_type() or "CPU"
         reason = f"torch_xla is installed, PJRT_DEVICE={device_type}" + ("" if configured else " (chosen by torch_xla)")
-        return TorchAccelerator(_XLA_KINDS.get(device_type, "cpu"), "xla", device_type, reason)
+        return _TorchAccelerator(_XLA_KINDS.get(device_type, "cpu"), "xla", device_type, reason)
     if runtime == "xla":
         raise AcceleratorError(
             "DEVICE='xla' but torch_xla does not import here. On a Kaggle TPU it is preinstalled; elsewhere "
@@ -83,15 +83,15 @@ def select(runtime: str = "auto") -> TorchAccelerator:
 
     if runtime in ("auto", "cuda") and torch.cuda.is_available():
         why = "no torch_xla; CUDA is available" if runtime == "auto" else "DEVICE='cuda'"
-        return TorchAccelerator("gpu", "cuda", torch.cuda.get_device_name(0), why)
+        return _TorchAccelerator("gpu", "cuda", torch.cuda.get_device_name(0), why)
     if runtime == "cuda":
         raise AcceleratorError("DEVICE='cuda' but torch sees no GPU: pick a GPU accelerator, or use DEVICE='auto'.")
-    return TorchAccelerator(
+    return _TorchAccelerator(
         "cpu", "cpu", "cpu", "no torch_xla and no GPU, so the CPU" if runtime == "auto" else "DEVICE='cpu'"
     )
 
 
-def precision(acc: TorchAccelerator, requested: str) -> tuple[str, str]:
+def precision(acc: _TorchAccelerator, requested: str) -> tuple[str, str]:
     """(policy, a line saying which and why) for PRECISION=`requested`: "auto" is bfloat16 on a TPU,
     float32 elsewhere; bfloat16 on a GPU that lacks it is a ParameterError."""
     check_choice("PRECISION", requested, _PRECISIONS)
@@ -110,7 +110,7 @@ def precision(acc: TorchAccelerator, requested: str) -> tuple[str, str]:
     return policy, f"precision {policy} ({why}): " + (what if policy == "mixed_bfloat16" else "everything in float32")
 
 
-def autocast(acc: TorchAccelerator, policy: str) -> contextlib.AbstractContextManager[Any]:
+def autocast(acc: _TorchAccelerator, policy: str) -> contextlib.AbstractContextManager[Any]:
     """`torch.autocast` to bfloat16 on this runtime for "mixed_bfloat16" (on XLA: the "xla" device
     type, the same in torch_xla 2.8 and 2.9), nothing for "float32"."""
     if policy != "mixed_bfloat16":
@@ -123,7 +123,7 @@ def autocast(acc: TorchAccelerator, policy: str) -> contextlib.AbstractContextMa
 # ---- inside a worker (the function `launch` runs once per core) --------------------------------
 
 
-def device(acc: TorchAccelerator) -> Any:
+def device(acc: _TorchAccelerator) -> Any:
     """This worker's torch.device: `xla:0` in each XLA process, `cuda` or `cpu` otherwise."""
     import torch
 
@@ -134,7 +134,7 @@ def device(acc: TorchAccelerator) -> Any:
     return torch.device(acc.runtime)
 
 
-def world_size(acc: TorchAccelerator) -> int:
+def world_size(acc: _TorchAccelerator) -> int:
     """Replicas taking part (XLA processes; 1 without XLA)."""
     if acc.xla:
         import torch_xla.runtime as xr
@@ -143,7 +143,7 @@ def world_size(acc: TorchAccelerator) -> int:
     return 1
 
 
-def ordinal(acc: TorchAccelerator) -> int:
+def ordinal(acc: _TorchAccelerator) -> int:
     """This replica's global index, 0 on the master."""
     if acc.xla:
         import torch_xla.runtime as xr
@@ -152,19 +152,19 @@ def ordinal(acc: TorchAccelerator) -> int:
     return 0
 
 
-def is_master(acc: TorchAccelerator) -> bool:
+def _is_master(acc: _TorchAccelerator) -> bool:
     return ordinal(acc) == 0
 
 
-def master_print(acc: TorchAccelerator, *values: Any) -> None:
+def master_print(acc: _TorchAccelerator, *values: Any) -> None:
     """print() on the master replica only (every replica runs the same code)."""
     # Not xm.master_print: its `flush` argument is not in every torch_xla release (2.8 unverified),
     # and a forked worker must flush or its line is lost.
-    if is_master(acc):
+    if _is_master(acc):
         print(*values, flush=True)
 
 
-def mesh_reduce(acc: TorchAccelerator, tag: str, value: Any, reduce: Callable[[list[Any]], Any]) -> Any:
+def mesh_reduce(acc: _TorchAccelerator, tag: str, value: Any, reduce: Callable[[list[Any]], Any]) -> Any:
     """`reduce` over every replica's `value` (any picklable Python value), returned on all of them."""
     if acc.xla and world_size(acc) > 1:
         import torch_xla.core.xla_model as xm
@@ -173,7 +173,7 @@ def mesh_reduce(acc: TorchAccelerator, tag: str, value: Any, reduce: Callable[[l
     return reduce([value])
 
 
-def device_loader(acc: TorchAccelerator, loader: Iterable[Any], torch_device: Any) -> Iterable[Any]:
+def device_loader(acc: _TorchAccelerator, loader: Iterable[Any], torch_device: Any) -> Iterable[Any]:
     """Batches of `loader` on the device: `MpDeviceLoader` on XLA (uploads in the background and
     ends each step's graph), else a plain copy of each batch."""
     if acc.xla:
@@ -197,7 +197,7 @@ class _OnDevice:
         return len(self.loader)  # type: ignore[arg-type]
 
 
-def optimizer_step(acc: TorchAccelerator, optimizer: Any) -> None:
+def optimizer_step(acc: _TorchAccelerator, optimizer: Any) -> None:
     """optimizer.step(), after averaging the gradients over the replicas on XLA (`xm.optimizer_step`)."""
     if acc.xla:
         import torch_xla.core.xla_model as xm
@@ -207,7 +207,7 @@ def optimizer_step(acc: TorchAccelerator, optimizer: Any) -> None:
         optimizer.step()
 
 
-def save(acc: TorchAccelerator, state: Any, path: str | Path) -> Path:
+def save(acc: _TorchAccelerator, state: Any, path: str | Path) -> Path:
     """Save a state dict from the master (moved to the CPU first), through a partial file; every
     replica must call it (on XLA the replicas meet there)."""
     path = Path(path)
@@ -219,7 +219,7 @@ def save(acc: TorchAccelerator, state: Any, path: str | Path) -> Path:
         return path
     import torch_xla.core.xla_model as xm
 
-    if not is_master(acc):  # writes nothing: meets the master, which writes
+    if not _is_master(acc):  # writes nothing: meets the master, which writes
         xm.save(state, str(path), master_only=True, global_master=True)
         return path
     with atomic.replacing(path) as partial:
@@ -246,17 +246,17 @@ def load(path: str | Path) -> Any:
 class _MasterResult:
     """Runs fn(index, *args) and has the master leave its return value in a file for the caller."""
 
-    def __init__(self, fn: Callable[..., Any], acc: TorchAccelerator, path: Path) -> None:
+    def __init__(self, fn: Callable[..., Any], acc: _TorchAccelerator, path: Path) -> None:
         self.fn, self.acc, self.path = fn, acc, path
 
     def __call__(self, index: int, *args: Any) -> None:
         result = self.fn(index, *args)
-        if is_master(self.acc):
+        if _is_master(self.acc):
             self.path.write_bytes(pickle.dumps(result))
 
 
 def launch(
-    acc: TorchAccelerator,
+    acc: _TorchAccelerator,
     fn: Callable[..., Any],
     *args: Any,
     start_method: str = "fork",

@@ -50,7 +50,7 @@ def worker(index, scale):
     xla.save(target, model.state_dict(), folder / "model.pt")
     xla.master_print(target, "the master prints this")
     return {"index": index, "device": str(device), "world": xla.world_size(target), "ordinal": xla.ordinal(target),
-            "master": xla.is_master(target), "indices": list(sampler), "batch_devices": batch_devices,
+            "master": xla._is_master(target), "indices": list(sampler), "batch_devices": batch_devices,
             "reduced": xla.mesh_reduce(target, "sum", scale, sum), "trained": not torch.equal(before, model.weight.cpu())}
 
 
@@ -176,7 +176,7 @@ def test_precision_choices():
 
     cpu = xla.select("cpu")
     assert xla.precision(cpu, "auto")[0] == "float32"
-    assert xla.precision(xla.TorchAccelerator("tpu", "xla", "TPU", ""), "auto")[0] == "mixed_bfloat16"
+    assert xla.precision(xla._TorchAccelerator("tpu", "xla", "TPU", ""), "auto")[0] == "mixed_bfloat16"
     assert xla.precision(cpu, "mixed_bfloat16")[1].startswith(
         "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked"
     )
