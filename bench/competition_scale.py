@@ -35,7 +35,7 @@ import sys
 from nbkit.images import sample, writer
 size, root = int(sys.argv[1]), sys.argv[2]
 per_class = {"train": 123, "val": 36}  # 104 classes: then cut to the competition's exact counts
-for split, records in sample.sample_splits(size, 104, per_class["train"], per_class["val"], test_images=7382):
+for split, records in sample._sample_splits(size, 104, per_class["train"], per_class["val"], test_images=7382):
     writer.write_split(records[: {counts}[split]], root, size, split)
 """
 

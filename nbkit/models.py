@@ -22,25 +22,25 @@ from nbkit.errors import AcceleratorError, DataError, ParameterError
 
 # How keras.applications names its no-top ImageNet files: efficientnetb0_notop.h5,
 # mobilenet_v2_..._no_top.h5, NASNet-mobile-no-top.h5, ...
-NO_TOP = re.compile(r"no[-_]?top[^/]*\.h5$", re.IGNORECASE)
-URL_FILE = re.compile(r"/([^/\s:]+\.h5)\b")
+_NO_TOP = re.compile(r"no[-_]?top[^/]*\.h5$", re.IGNORECASE)
+_URL_FILE = re.compile(r"/([^/\s:]+\.h5)\b")
 
 
-def local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
+def _local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
     """The weights files to offer Keras: `roots[0]` itself when it is a file the user named (`explicit`),
     else the no-top ImageNet files under the folders (the first of each name)."""
     found: dict[str, Path] = {}
     for root in map(Path, roots):
         if root.is_file():
-            files = [root] if explicit or NO_TOP.search(root.name) else []
+            files = [root] if explicit or _NO_TOP.search(root.name) else []
         else:
-            files = sorted(p for p in root.rglob("*.h5") if NO_TOP.search(p.name)) if root.is_dir() else []
+            files = sorted(p for p in root.rglob("*.h5") if _NO_TOP.search(p.name)) if root.is_dir() else []
         for path in files:
             found.setdefault(path.name, path)
     return list(found.values())
 
 
-def copy_into_cache(files: Sequence[Path], replace: bool) -> Path | None:
+def _copy_into_cache(files: Sequence[Path], replace: bool) -> Path | None:
     """Put each file into Keras' cache folder with Keras' own `get_file` (from a file:// origin); a
     file of that name already there is kept unless `replace` (a file the user named). The folder."""
     import keras
@@ -82,8 +82,8 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
             f"WEIGHTS={weights!r}: no such file or folder. Give 'imagenet', 'none' or Keras' ImageNet file."
         )
     explicit = weights != "imagenet"  # a local copy when there is one, else Keras downloads it
-    copies = local_copies([Path(weights)] if explicit else search, explicit)
-    cache = copy_into_cache(copies, replace=explicit)
+    copies = _local_copies([Path(weights)] if explicit else search, explicit)
+    cache = _copy_into_cache(copies, replace=explicit)
     if cache is not None:
         names = ", ".join(p.name for p in copies)
         print(
@@ -104,7 +104,7 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
 
 
 def _weights_error(name: str, weights: str, offered: list[str], error: Exception) -> DataError:
-    requested = URL_FILE.search(str(error))
+    requested = _URL_FILE.search(str(error))
     file = requested[1] if requested else (offered[0] if offered else "its ImageNet weights file")
     if "URL fetch failure" in str(error) or isinstance(error, (ConnectionError, TimeoutError)):
         if file in offered:
@@ -132,8 +132,8 @@ def _weights_error(name: str, weights: str, offered: list[str], error: Exception
 
 # ---- the input monitor: `model.fit(monitor.watch(dataset), ..., callbacks=[monitor])`, `monitor.epochs` ----
 
-DATA_BOUND_SHARE = 0.25  # above this, speeding up the input pays more than speeding up the model
-ADVICE = (
+_DATA_BOUND_SHARE = 0.25  # above this, speeding up the input pays more than speeding up the model
+_ADVICE = (
     "the input pipeline is the bottleneck: cache the decoded images (`.cache()` after decode in get_dataset, "
     "when they fit in memory), read a smaller image size, use fewer/cheaper augmentations, or give the host more "
     "cores; see docs/benchmarks.md's 'Input speed'."
@@ -141,7 +141,7 @@ ADVICE = (
 
 
 @dataclass(frozen=True)
-class EpochWait:
+class _EpochWait:
     """One epoch's training time and the part of it spent waiting for input."""
 
     epoch: int  # 1-based, as Keras prints it
@@ -153,7 +153,7 @@ class EpochWait:
         return self.waited / self.seconds if self.seconds > 0 else 0.0
 
 
-def input_monitor(data_bound_share: float = DATA_BOUND_SHARE, verbose: bool = True) -> Any:
+def input_monitor(data_bound_share: float = _DATA_BOUND_SHARE, verbose: bool = True) -> Any:
     """A Keras callback that reports input waiting per epoch; feed `fit` with its `watch(dataset)`."""
     return _callback_class()(data_bound_share, verbose)
 
@@ -169,7 +169,7 @@ def _callback_class() -> type:
             super().__init__()
             self.data_bound_share = data_bound_share
             self.verbose = verbose
-            self.epochs: list[EpochWait] = []
+            self.epochs: list[_EpochWait] = []
             self._waited = 0.0
             self._started = 0.0
             self._training_ended: float | None = None
@@ -178,7 +178,7 @@ def _callback_class() -> type:
         def watch(self, dataset: Iterable[Any]) -> Iterable[Any]:
             """The batches of `dataset` (tf.data: as NumPy), timing how long each `next()` blocks. On a pod
             slice, `dataset` itself: Keras shards only a tf.data dataset over the processes (no timing)."""
-            if process_count() > 1:
+            if _process_count() > 1:
                 print("input monitor: off on a pod slice (Keras shards the tf.data dataset over the hosts itself)")
                 return dataset
             return self._timed(dataset)
@@ -209,27 +209,27 @@ def _callback_class() -> type:
             seconds = self._training_ended - self._started
             # TensorFlow pulls the batches from a thread a few ahead, so a wait can start before
             # the epoch does; never more than the epoch.
-            wait = EpochWait(epoch + 1, seconds, min(self._waited_in_training, seconds))
+            wait = _EpochWait(epoch + 1, seconds, min(self._waited_in_training, seconds))
             self.epochs.append(wait)
             if self.verbose:
-                print(describe(wait, self.data_bound_share), flush=True)
+                print(_describe(wait, self.data_bound_share), flush=True)
 
     return InputMonitor
 
 
-def describe(wait: EpochWait, data_bound_share: float = DATA_BOUND_SHARE) -> str:
+def _describe(wait: _EpochWait, data_bound_share: float = _DATA_BOUND_SHARE) -> str:
     """`input wait, epoch 3: 4% of 2.8 s` (+ a warning when data-bound after the first epoch)."""
     line = f"input wait, epoch {wait.epoch}: {wait.share:.0%} of {wait.seconds:.1f} s"
     if wait.epoch == 1:
         return line + " (first epoch: includes filling the shuffle buffer and compiling)"
     if wait.share > data_bound_share:
-        return line + f"\nWARNING: data-bound (waited more than {data_bound_share:.0%}): " + ADVICE
+        return line + f"\nWARNING: data-bound (waited more than {data_bound_share:.0%}): " + _ADVICE
     return line
 
 
 # ---- predictions ----
 
-CHECKED_ROWS = 8
+_CHECKED_ROWS = 8
 
 
 def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -264,7 +264,7 @@ def global_logits(model: Any, batches: Any) -> np.ndarray:
     as float64 NumPy. With several JAX processes (a pod slice) each process feeds its own rows of each
     batch and gets back every process's rows."""
     one_batch = isinstance(batches, np.ndarray)
-    if process_count() == 1:
+    if _process_count() == 1:
         size = {"batch_size": len(batches)} if one_batch else {}
         return np.asarray(model.predict(batches, verbose=0, **size), np.float64)
     # model.predict cannot fetch an output spread over other hosts' devices ("spans non-addressable
@@ -279,7 +279,7 @@ def global_logits(model: Any, batches: Any) -> np.ndarray:
     forward, found = None, []
     for local in [batches] if one_batch else batches:
         local = np.asarray(local)
-        layout = distribution.get_data_layout((local.shape[0] * process_count(), *local.shape[1:])).backend_layout
+        layout = distribution.get_data_layout((local.shape[0] * _process_count(), *local.shape[1:])).backend_layout
         if forward is None:
             replicated = NamedSharding(layout.mesh, PartitionSpec())
             forward = jax.jit(
@@ -292,7 +292,7 @@ def global_logits(model: Any, batches: Any) -> np.ndarray:
 
 def process_rows(count: int) -> slice:
     """This process's rows of a batch of `count` that every process holds whole (all rows on one host)."""
-    processes = process_count()
+    processes = _process_count()
     if processes == 1:
         return slice(None)
     import jax
@@ -301,7 +301,7 @@ def process_rows(count: int) -> slice:
     return slice(jax.process_index() * share, (jax.process_index() + 1) * share)
 
 
-def process_count() -> int:
+def _process_count() -> int:
     """How many JAX processes share the devices (1 off JAX, or on one host)."""
     import keras
 
@@ -312,7 +312,7 @@ def process_count() -> int:
     return jax.process_count()
 
 
-def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: int = CHECKED_ROWS) -> None:
+def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: int = _CHECKED_ROWS) -> None:
     """Predict `rows` images of the first batch (one per replica's share, and the last) one at a time,
     without distribution, and stop with an AcceleratorError if their distributed logits differ
     (`logits` starts at the first batch's first row)."""

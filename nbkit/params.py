@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from nbkit.errors import ParameterError
 
-PROFILES = ("auto", "smoke", "full")
+_PROFILES = ("auto", "smoke", "full")
 BACKENDS = ("auto", "tensorflow", "jax")
-HANDLE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # one part of owner/slug[/...] as in a Kaggle URL
+_HANDLE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # one part of owner/slug[/...] as in a Kaggle URL
 
 
 def check_choice(name: str, value: object, allowed: Iterable[object]) -> object:
@@ -54,7 +54,7 @@ def check_handle(
     second piece matches `slug` when given; else a ParameterError that shows the form and an example."""
     pieces = value.split("/") if isinstance(value, str) else []
     low, high = form.split("[")[0].count("/") + 1, form.count("/") + 1
-    valid = low <= len(pieces) <= high and all(HANDLE_PART.match(p) for p in pieces)
+    valid = low <= len(pieces) <= high and all(_HANDLE_PART.match(p) for p in pieces)
     if not valid or (slug is not None and not slug.match(pieces[1])):
         rule = f" (its slug: {slug.pattern})" if slug is not None else ""
         raise ParameterError(
@@ -65,7 +65,7 @@ def check_handle(
 
 def resolve_profile(profile: str, accelerator_kind: str) -> str:
     """Turn PROFILE into "smoke" or "full": "auto" is smoke on CPU, full on a TPU or GPU."""
-    check_choice("PROFILE", profile, PROFILES)
+    check_choice("PROFILE", profile, _PROFILES)
     if profile != "auto":
         return profile
     return "smoke" if accelerator_kind == "cpu" else "full"
@@ -76,7 +76,7 @@ def check_run(
 ) -> None:
     """Check the parameters every training notebook shares (names as in the notebooks)."""
     check_choice("BACKEND", BACKEND, BACKENDS)
-    check_choice("PROFILE", PROFILE, PROFILES)
+    check_choice("PROFILE", PROFILE, _PROFILES)
     check_int("SIMULATE_DEVICES", SIMULATE_DEVICES, minimum=0)
     check_int("EPOCHS", EPOCHS, minimum=0)  # 0: the profile's default
     check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=0)  # 0: 01's profile's; 02, 05 need 1+
@@ -85,9 +85,9 @@ def check_run(
 
 # ---- the parameters cell: names and declared types ----------------------------------------------
 
-TYPES = {"str": str, "int": int, "float": float, "bool": bool}
-INJECTED = "# Parameters"  # the first line of the cell papermill injects (papermill.translators.PythonTranslator)
-HOW = {  # declared type -> (what to pass, papermill option, an example value)
+_TYPES = {"str": str, "int": int, "float": float, "bool": bool}
+_INJECTED = "# Parameters"  # the first line of the cell papermill injects (papermill.translators.PythonTranslator)
+_HOW = {  # declared type -> (what to pass, papermill option, an example value)
     "str": (
         "text (papermill's -p reads 3, 1.5, True and None as numbers, booleans and None; -r keeps text)",
         "-r",
@@ -100,7 +100,7 @@ HOW = {  # declared type -> (what to pass, papermill option, an example value)
 
 
 @dataclass
-class Declared:
+class _Declared:
     """What the executed cells declare: every name they assign, the parameters (the cell papermill
     injects after, else the annotated names), declared types with defaults, and the injected names."""
 
@@ -115,7 +115,7 @@ def _is_injected(source: str, tree: ast.Module) -> bool:
     plain = all(
         isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) for s in tree.body
     )
-    return source.lstrip().split("\n", 1)[0].strip() == INJECTED and plain
+    return source.lstrip().split("\n", 1)[0].strip() == _INJECTED and plain
 
 
 def _assigned(tree: ast.Module) -> list[str]:
@@ -132,13 +132,13 @@ def _assigned(tree: ast.Module) -> list[str]:
 
 
 def _annotated(tree: ast.Module) -> dict[str, tuple[str, object]]:
-    """`NAME: type = value` of a cell, for the types TYPES knows: name -> (type name, default or None)."""
+    """`NAME: type = value` of a cell, for the types _TYPES knows: name -> (type name, default or None)."""
     found = {}
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             annotation = node.annotation  # int, or "int" (a string annotation)
             kind = annotation.id if isinstance(annotation, ast.Name) else getattr(annotation, "value", None)
-            if isinstance(kind, str) and kind in TYPES:
+            if isinstance(kind, str) and kind in _TYPES:
                 try:
                     default = ast.literal_eval(node.value) if node.value else None
                 except (ValueError, TypeError, SyntaxError):  # not a literal: no example from it
@@ -147,9 +147,9 @@ def _annotated(tree: ast.Module) -> dict[str, tuple[str, object]]:
     return found
 
 
-def declared_in(cells: Iterable[str]) -> Declared:
+def _declared_in(cells: Iterable[str]) -> _Declared:
     """What the executed `cells` (IPython's input history `In`, in order) declare."""
-    declared, previous = Declared(), []
+    declared, previous = _Declared(), []
     for source in cells:
         try:
             tree = ast.parse(source)
@@ -166,25 +166,25 @@ def declared_in(cells: Iterable[str]) -> Declared:
     return declared
 
 
-def _from_annotations(annotations: Mapping[str, object]) -> Declared:
+def _from_annotations(annotations: Mapping[str, object]) -> _Declared:
     """What a plain script's `__annotations__` declare (no papermill, so nothing injected)."""
     types = {}
     for name, kind in annotations.items():
         kind = getattr(kind, "__name__", kind)  # int, or "int" under `from __future__ import annotations`
-        if kind in TYPES:
+        if kind in _TYPES:
             types[name] = (kind, None)
-    return Declared(set(annotations), sorted(types), types)
+    return _Declared(set(annotations), sorted(types), types)
 
 
 # What several notebooks' parameters of these names allow (check_parameters checks them where declared).
-SHARED = {"BACKEND": BACKENDS, "PROFILE": PROFILES}
+_SHARED = {"BACKEND": BACKENDS, "PROFILE": _PROFILES}
 
 
 def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[object]) -> None:
     """Stop on a parameter the notebook does not have (`papermill -p EPOCH 3`, naming the closest one),
     of the wrong type (`-p EPOCHS 2.5`, a list for a str), or of a value not `allowed`: NAME=n means a
     whole number >= n, NAME=(a, b, ...) or a range one of those values; int parameters not named are
-    >= 0, BACKEND and PROFILE are checked by name (SHARED). Call it in the first cell, with `globals()`.
+    >= 0, BACKEND and PROFILE are checked by name (_SHARED). Call it in the first cell, with `globals()`.
 
     In a kernel the notebook's own cells are read from IPython's input history (`In`): a name that
     only papermill's injected cell (`# Parameters`) assigns is unknown; the types are those declared
@@ -194,7 +194,7 @@ def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[
     """
     history = namespace.get("In")
     if isinstance(history, list) and len(history) > 1:  # IPython: In[0] is "", the cells follow
-        declared = declared_in(cell for cell in history[1:] if isinstance(cell, str))
+        declared = _declared_in(cell for cell in history[1:] if isinstance(cell, str))
     elif isinstance(namespace.get("__annotations__"), Mapping):
         declared = _from_annotations(namespace["__annotations__"])  # type: ignore[arg-type]
     else:
@@ -218,23 +218,23 @@ def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[
         )
     checked = [n for n in declared.types if n in namespace and (n.isupper() or n in declared.injected)]
     for name in checked:  # not the notebook's own variables
-        check_type(name, namespace[name], *declared.types[name])
+        _check_type(name, namespace[name], *declared.types[name])
     for name in checked:
-        rule = allowed.get(name, SHARED.get(name, 0 if declared.types[name][0] == "int" else None))
+        rule = allowed.get(name, _SHARED.get(name, 0 if declared.types[name][0] == "int" else None))
         if isinstance(rule, int) and not isinstance(rule, bool):
             check_int(name, namespace[name], minimum=rule)
         elif rule is not None:
             check_choice(name, namespace[name], rule)
 
 
-def check_type(name: str, value: object, kind: str, default: object = None) -> object:
+def _check_type(name: str, value: object, kind: str, default: object = None) -> object:
     """Return `value` if it is of the declared `kind` ("str", "int", "float" or "bool"), else raise a
     ParameterError that says how to pass one with papermill (`default`, when known, as the example)."""
-    wanted = TYPES[kind]
+    wanted = _TYPES[kind]
     ok = isinstance(value, wanted) and not (isinstance(value, bool) and wanted is not bool)
     if ok or (wanted is float and isinstance(value, int) and not isinstance(value, bool)):
         return value
-    what, option, example = HOW[kind]
+    what, option, example = _HOW[kind]
     example = example if default is None else default
     text = shlex.quote(str(example)) if kind == "str" else str(example)
     in_yaml = json.dumps(example) if kind in ("str", "bool") else str(example)

@@ -26,16 +26,16 @@ from nbkit import atomic, env, hosts
 from nbkit.errors import ParameterError
 from nbkit.storage import user_path
 
-STAGING, FAILED, LOCK = ".incomplete-run", ".failed-run", ".run.lock"
+_STAGING, _FAILED, _LOCK = ".incomplete-run", ".failed-run", ".run.lock"
 
 
-class RunOutputs:
+class _RunOutputs:
     """A started run's output folder (see `start`): `staging` holds this run's files until `publish()`."""
 
     def __init__(self, folder: Path, earlier_failure: str = "", writes: bool = True) -> None:
         self.folder = folder
         self.writes = writes  # False: a pod host other than process 0, whose files go nowhere
-        self.staging = folder / STAGING if writes else Path(tempfile.mkdtemp(prefix="nbkit-not-written-"))
+        self.staging = folder / _STAGING if writes else Path(tempfile.mkdtemp(prefix="nbkit-not-written-"))
         self.earlier_failure = earlier_failure
 
     def describe(self) -> str:
@@ -70,11 +70,11 @@ class RunOutputs:
             else:
                 os.replace(self.staging / name, target)
         self.staging.rmdir()
-        _release_lock(self.folder / LOCK, self)
+        _release_lock(self.folder / _LOCK, self)
         return names
 
 
-def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR") -> RunOutputs:
+def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR") -> _RunOutputs:
     """Start a run's outputs in `folder` ("auto": the working folder's `default`, e.g. /kaggle/working/
     classifier on Kaggle): lock it (`.run.lock`, an OS lock that dies with its process,
     so a killed run never blocks the next; a folder another run holds is refused, a run started again
@@ -87,18 +87,18 @@ def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR") 
     if path.exists() and not path.is_dir():
         raise ParameterError(f"{parameter}={str(folder)!r} is a file, not a folder: give a folder for the outputs.")
     if not hosts.from_environment().writes_outputs:  # process 0 takes the folder; this one touches nothing
-        return RunOutputs(path, writes=False)
-    outputs = RunOutputs(path)
+        return _RunOutputs(path, writes=False)
+    outputs = _RunOutputs(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        _take_lock(path / LOCK, outputs)
+        _take_lock(path / _LOCK, outputs)
         if outputs.staging.exists():  # an earlier run stopped before publishing (it holds no lock: it is over)
-            failed = path / FAILED
+            failed = path / _FAILED
             shutil.rmtree(failed, ignore_errors=True)
             outputs.staging.rename(failed)
             outputs.earlier_failure = f"An earlier run did not finish: its partial outputs are in {failed}. "
         outputs.staging.mkdir()
-    except InUseError as error:
+    except _InUseError as error:
         raise ParameterError(
             f"{parameter}={str(folder)!r} is in use by another run ({error}): wait until it finishes (or stop "
             f"it), or give this run another {parameter}."
@@ -114,15 +114,15 @@ def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR") 
 # ---- the output folder's lock: fcntl.flock on an open file, held by this process -----------------
 
 
-class InUseError(OSError):
+class _InUseError(OSError):
     """Another process holds the lock; its message says which (pid, host, since)."""
 
 
-_HELD: dict[Path, tuple[object, IO[str]]] = {}  # lock file -> (its RunOutputs, the open locked file)
+_HELD: dict[Path, tuple[object, IO[str]]] = {}  # lock file -> (its _RunOutputs, the open locked file)
 
 
 def _take_lock(path: Path, owner: object) -> None:
-    """Lock `path` for `owner`, taking it over from an earlier owner in this process; InUseError when
+    """Lock `path` for `owner`, taking it over from an earlier owner in this process; _InUseError when
     another process holds it. Nothing is locked where the OS has no such locks (Windows, some network
     file systems): runs then go on as before the lock."""
     key = path.resolve()
@@ -149,7 +149,7 @@ def _lock_file(path: Path) -> IO[str] | None:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.close()
-            raise InUseError(_holder(path)) from None
+            raise _InUseError(_holder(path)) from None
         except OSError as error:
             handle.close()
             if error.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
@@ -170,7 +170,7 @@ def _holder(path: Path) -> str:
 
 
 def _release_lock(path: Path, owner: object) -> None:
-    """Remove and unlock `path` if `owner` holds it (a RunOutputs that was taken over holds nothing)."""
+    """Remove and unlock `path` if `owner` holds it (a _RunOutputs that was taken over holds nothing)."""
     key = path.resolve()
     if key in _HELD and _HELD[key][0] is owner:
         handle = _HELD.pop(key)[1]

@@ -178,7 +178,7 @@ def record_items(files: list, labeled: bool) -> list:
     from nbkit.images import checks
 
     return [
-        checks.record_item(raw, labeled, f"{name}: record {index}")[:2]
+        checks._record_item(raw, labeled, f"{name}: record {index}")[:2]
         for name in map(str, files)
         for index, raw in enumerate(tfrecord.read_records(name))
     ]
@@ -206,7 +206,7 @@ def check_submission(sample_dir: Path, output_dir: Path, files: tuple[str, ...])
 
     metrics = json.loads((output_dir / "metrics.json").read_text())
     assert metrics["accuracy"] >= 3 / 104, metrics
-    header, rows = submission.read(output_dir / "submission.csv")
+    header, rows = submission._read(output_dir / "submission.csv")
     assert header == ["id", "label"]
     assert [i for i, _ in rows] == split_keys(sample_dir, "test")
     assert all(0 <= int(label) < 104 for _, label in rows)

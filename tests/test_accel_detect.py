@@ -6,46 +6,46 @@ from types import SimpleNamespace
 import pytest
 
 from nbkit import accel, logs
-from nbkit.accel import precision, tf_devices, tpu
+from nbkit.accel import choose, precision, tf_devices, tpu
 from nbkit.errors import AcceleratorError, ParameterError
 
 PLAIN = dict(loaded=None, env_backend=None, tpu_vm=False, tf_tpu_capable=False, jax_installed=True)
 
 
 def test_kaggle_tpu_vm_with_tensorflow_cpu_picks_jax():
-    backend, reason = accel.choose_backend("auto", **{**PLAIN, "tpu_vm": True})
+    backend, reason = choose._choose_backend("auto", **{**PLAIN, "tpu_vm": True})
     assert backend == "jax" and "TPU VM" in reason
 
 
 def test_tpu_vm_with_tensorflow_tpu_keeps_tensorflow():
-    assert accel.choose_backend("auto", **{**PLAIN, "tpu_vm": True, "tf_tpu_capable": True})[0] == "tensorflow"
+    assert choose._choose_backend("auto", **{**PLAIN, "tpu_vm": True, "tf_tpu_capable": True})[0] == "tensorflow"
 
 
 def test_auto_defaults_to_tensorflow_and_respects_keras_backend_variable():
-    assert accel.choose_backend("auto", **PLAIN)[0] == "tensorflow"
-    assert accel.choose_backend("auto", **{**PLAIN, "env_backend": "jax"})[0] == "jax"
+    assert choose._choose_backend("auto", **PLAIN)[0] == "tensorflow"
+    assert choose._choose_backend("auto", **{**PLAIN, "env_backend": "jax"})[0] == "jax"
 
 
 def test_auto_follows_an_already_imported_keras():
-    assert accel.choose_backend("auto", **{**PLAIN, "loaded": "jax", "tpu_vm": False})[0] == "jax"
+    assert choose._choose_backend("auto", **{**PLAIN, "loaded": "jax", "tpu_vm": False})[0] == "jax"
 
 
 def test_conflicting_loaded_backend_says_how_to_fix():
     with pytest.raises(AcceleratorError) as error:
-        accel.choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"})
+        choose._choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"})
     assert "Restart the kernel" in str(error.value) and "setup(backend='jax')" in str(error.value)
 
 
 def test_unsupported_loaded_backend_and_missing_jax():
     with pytest.raises(AcceleratorError, match="'torch'"):
-        accel.choose_backend("auto", **{**PLAIN, "loaded": "torch"})
+        choose._choose_backend("auto", **{**PLAIN, "loaded": "torch"})
     with pytest.raises(AcceleratorError, match="pip install jax"):
-        accel.choose_backend("jax", **{**PLAIN, "jax_installed": False})
+        choose._choose_backend("jax", **{**PLAIN, "jax_installed": False})
 
 
 def test_unknown_backend_is_a_parameter_error():
     with pytest.raises(ParameterError, match="backend='pytorch'"):
-        accel.choose_backend("pytorch", **PLAIN)
+        choose._choose_backend("pytorch", **PLAIN)
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_unknown_backend_is_a_parameter_error():
     ],
 )
 def test_tpu_addresses(tpu, advertised, tpu_vm, platform, expected):
-    assert accel.tpu_addresses(tpu, advertised, tpu_vm, platform) == expected
+    assert choose._tpu_addresses(tpu, advertised, tpu_vm, platform) == expected
 
 
 def test_recommended_precision_policy():

@@ -151,7 +151,7 @@ def test_single_cpu_uses_the_default_strategy(run_python):
 
 
 def test_keras_still_warns_about_shuffle_so_setup_hides_it(run_python):
-    # The workaround in nbkit.accel.choose (SHUFFLE_WARNING): if this fails, Keras stopped warning on
+    # The workaround in nbkit.accel.choose (_SHUFFLE_WARNING): if this fails, Keras stopped warning on
     # every fit() with a tf.data dataset, and the filter can go.
     result = run_python(
         """
@@ -165,7 +165,7 @@ def test_keras_still_warns_about_shuffle_so_setup_hides_it(run_python):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             model.fit(data, epochs=1, verbose=0)
-        print("WARNED", any(choose.SHUFFLE_WARNING in str(w.message) for w in caught))
+        print("WARNED", any(choose._SHUFFLE_WARNING in str(w.message) for w in caught))
         """
     )
     assert "WARNED True" in result.stdout

@@ -28,7 +28,7 @@ def test_replacing_keeps_the_old_file_when_the_write_fails(tmp_path):
 
 def snapshot(folder):
     """Every file under `folder` but the lock file of a run in progress (not an output)."""
-    files = [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != staging.LOCK]
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != staging._LOCK]
     return {str(p.relative_to(folder)): p.read_bytes() for p in files}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nbkit.accel.compile_cache import CompileCache, runtime_name
+from nbkit.accel.compile_cache import CompileCache, _runtime_name
 from nbkit.errors import ParameterError
 
 # One fresh process, as a new session: two compiled functions, their results, what the cache did.
@@ -69,7 +69,7 @@ def test_tensorflow_and_none_say_the_cache_is_off():
 
 
 def test_copy_from_an_earlier_run_adds_only_this_runtimes_missing_entries(tmp_path):
-    here = tmp_path / "now" / runtime_name("0.7.2", "cpu", 8)
+    here = tmp_path / "now" / _runtime_name("0.7.2", "cpu", 8)
     here.mkdir(parents=True)
     (here / "a-cache").write_bytes(b"mine")
     earlier = tmp_path / "earlier"
@@ -89,8 +89,8 @@ def test_copy_from_an_earlier_run_adds_only_this_runtimes_missing_entries(tmp_pa
 
 
 def test_runtime_names_are_folder_names():
-    assert runtime_name("0.7.2", "TPU v5 lite", 8) == "jax-0.7.2-tpu-v5-lite-x8"
-    assert runtime_name("0.10.2", "NVIDIA H100 80GB HBM3", 1) == "jax-0.10.2-nvidia-h100-80gb-hbm3-x1"
+    assert _runtime_name("0.7.2", "TPU v5 lite", 8) == "jax-0.7.2-tpu-v5-lite-x8"
+    assert _runtime_name("0.10.2", "NVIDIA H100 80GB HBM3", 1) == "jax-0.10.2-nvidia-h100-80gb-hbm3-x1"
 
 
 def test_an_unwritable_cache_folder_is_a_parameter_error(tmp_path):

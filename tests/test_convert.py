@@ -77,7 +77,7 @@ def converted(cassava, tmp_path_factory):
 
 
 def test_layout_names_and_counts(converted):
-    description = descriptions.read(converted)
+    description = descriptions._read(converted)
     for split_name, count in {"train": 50, "val": 10, "test": 6}.items():
         files = layout.find_files(converted, SIZE, split_name)
         assert [Path(f).name for f in files] == [
@@ -89,7 +89,7 @@ def test_layout_names_and_counts(converted):
             == description.counts[split_name]
             == len(read_split(converted, split_name))
         )
-        assert len(files) == min(count, writer.MIN_SHARDS)  # the seeds' rule: 16 files when there are enough records
+        assert len(files) == min(count, writer._MIN_SHARDS)  # the seeds' rule: 16 files when there are enough records
 
 
 def test_every_record_is_a_square_rgb_jpeg_with_id_and_class_only_when_labeled(converted):
@@ -101,7 +101,7 @@ def test_every_record_is_a_square_rgb_jpeg_with_id_and_class_only_when_labeled(c
 
 
 def test_labels_and_ids_are_the_csvs(converted, cassava):
-    description = descriptions.read(converted)
+    description = descriptions._read(converted)
     assert description.label_values == (0, 1, 2, 3, 4)
     assert description.classes == example._DISEASES
     assert (description.id_column, description.label_column) == ("image_id", "label")
@@ -147,7 +147,7 @@ def test_same_bytes_again_and_with_two_workers(converted, cassava, tmp_path, mon
 def test_description_and_dataset_metadata(converted):
     text = (converted / descriptions.DESCRIPTION_FILE).read_text()
     assert str(converted.parent) not in text and "/" not in json.dumps(json.loads(text)["converted_with"])
-    description = descriptions.read(converted)
+    description = descriptions._read(converted)
     assert description.image_sizes == (SIZE,) and description.metric == "accuracy" and description.folds == ()
     assert description.converted_with["labels"] == "train.csv" and description.converted_with["skipped"] == []
     metadata = json.loads((converted / "dataset-metadata.json").read_text())
@@ -160,11 +160,11 @@ def test_folds_are_disjoint_stratified_files(cassava, tmp_path):
         cassava, tmp_path / "folds-out", folds=3, title="Cassava in three folds", sample_submission=None
     )
     assert all(r["id"].endswith(".jpg") for r in read_split(output, "test"))  # as train.csv writes ids
-    description = descriptions.read(output)
+    description = descriptions._read(output)
     assert not (output / f"tfrecords-jpeg-{SIZE}x{SIZE}" / "val").exists() and len(description.folds) == 3
     records = read_split(output, "train")
     files = {f for fold in description.folds for f in fold}
-    assert files == {r["file"] for r in records} and len(files) >= writer.MIN_SHARDS
+    assert files == {r["file"] for r in records} and len(files) >= writer._MIN_SHARDS
     fold_of_file = {f: i for i, fold in enumerate(description.folds) for f in fold}
     ids_by_fold = [{r["id"] for r in records if fold_of_file[r["file"]] == i} for i in range(3)]
     assert sum(map(len, ids_by_fold)) == len(set().union(*ids_by_fold)) == 60  # each picture in one fold
@@ -177,7 +177,7 @@ def test_folds_are_disjoint_stratified_files(cassava, tmp_path):
 def test_folder_form_with_name_labels_and_stem_ids(tmp_path):
     source = example._make_example(tmp_path / "flowers", per_class=4, test_pictures=3, num_classes=3, form="folders")
     output = convert(source / "train_images", tmp_path / "out", SIZE, test=source / "test_images", workers=1)
-    description = descriptions.read(output)
+    description = descriptions._read(output)
     assert description.label_values == ("cbb", "cbsd", "cgm") == description.classes  # alphabetical
     labeled = read_split(output, "train") + read_split(output, "val")
     assert all(r["id"].split("/")[0] == description.label_values[r["class"]] for r in labeled)  # id: class/file
@@ -201,7 +201,7 @@ def test_csv_ids_without_extension_match_png_and_jpg(tmp_path):
     )
     ids = {r["id"] for r in read_split(output, "train") + read_split(output, "val")}
     assert ids == {i for i, _ in csv_rows(source / "train.csv")} and not any("." in i for i in ids)
-    assert descriptions.read(output).label_values == ("cbb", "cbsd", "cgm", "cmd", "healthy")
+    assert descriptions._read(output).label_values == ("cbb", "cbsd", "cgm", "cmd", "healthy")
     # Without a sample submission, test ids are written the way the labels CSV writes ids: no suffix.
     assert {r["id"] for r in read_split(output, "test")} == {i for i, _ in csv_rows(source / "sample_submission.csv")}
 
@@ -213,12 +213,12 @@ def test_the_folder_forms_own_split_is_kept(tmp_path):
     tiny(tmp_path / "src" / "test", ["t.jpg"])  # the test pictures beside them are no class
     output = convert(tmp_path / "src", tmp_path / "out", SIZE, workers=1)
     assert sorted(r["id"] for r in read_split(output, "val")) == ["valid/a/valid0.jpg", "valid/b/valid0.jpg"]
-    description = descriptions.read(output)
+    description = descriptions._read(output)
     assert description.converted_with["split"] == "given" and description.label_values == ("a", "b")
     # train/ alone (no val/ beside it) is split here, and its classes are still a and b
     (tmp_path / "src" / "valid").rename(tmp_path / "elsewhere")
     output = convert(tmp_path / "src", tmp_path / "out", SIZE, workers=1)
-    assert descriptions.read(output).label_values == ("a", "b") and descriptions.read(output).counts["val"] == 2
+    assert descriptions._read(output).label_values == ("a", "b") and descriptions._read(output).counts["val"] == 2
 
 
 # ---- pictures ------------------------------------------------------------------------------------
@@ -336,7 +336,7 @@ def test_folds_are_balanced_within_each_class():
 
 
 def test_the_file_plan_follows_the_seeds_rule():
-    assert shards.plan([1000], 200_000) == [shards._balanced(1000, writer.MIN_SHARDS)]  # small: 16 files
+    assert shards.plan([1000], 200_000) == [shards._balanced(1000, writer._MIN_SHARDS)]  # small: 16 files
     assert len(shards.plan([100_000], 150_000)[0]) == writer.shard_count(15_000_000_000, 100_000)  # ~100 MB each
     assert [len(files) for files in shards.plan([200] * 5, 100)] == [4] * 5  # folds share the files
     assert shards.plan([5], 100) == [[1] * 5]
@@ -373,7 +373,7 @@ def test_a_failed_conversion_leaves_the_earlier_output_exactly_as_it_was(tmp_pat
     capsys.readouterr()
     convert(source, output, SIZE, workers=1, skip_damaged=True)
     assert "skipped a/4.jpg" in capsys.readouterr().out
-    description = descriptions.read(output)
+    description = descriptions._read(output)
     assert description.converted_with["skipped"] == ["a/4.jpg"] and sum(description.counts.values()) == 6
 
 
@@ -437,7 +437,7 @@ def test_the_command_line(tmp_path, capsys, cassava):
     out = capsys.readouterr().out
     assert code == 0 and "train: 50 records in 16 files" in out and out.endswith("--dir-mode zip\n")
     assert f"kaggle datasets create -p {tmp_path / 'cli-out'} --dir-mode zip" in out
-    assert descriptions.read(tmp_path / "cli-out").metric == "qwk"
+    assert descriptions._read(tmp_path / "cli-out").metric == "qwk"
     assert cli.main(["tfrecords", str(tmp_path / "nowhere"), str(tmp_path / "o"), "--size", "32"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("nbkit tfrecords: ParameterError: SOURCE") and err.count("\n") == 1

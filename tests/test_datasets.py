@@ -107,10 +107,10 @@ def test_public_data_for_a_remote_tpu_needs_no_credential(tmp_path, monkeypatch)
     fake.KaggleDatasets = lambda: types.SimpleNamespace(get_gcs_path=lambda slug: f"gs://kds-fake/{slug}")
     monkeypatch.setitem(sys.modules, "kaggle_datasets", fake)
     found = flowers.locate_data("auto", remote_tpu=True, environment=kaggle_env(tmp_path))
-    assert found.path == f"gs://kds-fake/{flowers.COMPETITION}" and "GCS" in found.reason and not found.credentials
+    assert found.path == f"gs://kds-fake/{flowers._COMPETITION}" and "GCS" in found.reason and not found.credentials
 
 
-@pytest.mark.parametrize("mount", [flowers.COMPETITION, f"competitions/{flowers.COMPETITION}"])
+@pytest.mark.parametrize("mount", [flowers._COMPETITION, f"competitions/{flowers._COMPETITION}"])
 def test_flowers_data_on_kaggle_is_the_attached_competition(tmp_path, mount):
     (tmp_path / "input" / mount).mkdir(parents=True)
     found = flowers.locate_data("auto", environment=kaggle_env(tmp_path, tpu_vm=True))

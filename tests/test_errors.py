@@ -67,7 +67,7 @@ def kernel_globals(**injected):
 def truncated_gzip_records(tmp_path):
     import gzip
 
-    plain = writer.write_records(tmp_path / "plain.tfrec", [writer.encode_record({"image": b"x" * 999, "class": 1})])
+    plain = writer.write_records(tmp_path / "plain.tfrec", [writer._encode_record({"image": b"x" * 999, "class": 1})])
     (tmp_path / "00-8x8-1.tfrec").write_bytes(gzip.compress(plain.read_bytes())[:40])
     record_items([tmp_path / "00-8x8-1.tfrec"], labeled=True)
 
@@ -118,7 +118,7 @@ CASES = [
     # (what is wrong, the call, error type, words of the message)
     (
         "a value not among the choices",
-        lambda t: params.check_choice("PROFILE", "fast", params.PROFILES),
+        lambda t: params.check_choice("PROFILE", "fast", params._PROFILES),
         errors.ParameterError,
         "PROFILE='fast' is not allowed",
     ),
@@ -154,7 +154,7 @@ CASES = [
         errors.DataError,
         "holds no pictures",
     ),
-    ("a backend", lambda t: choose.choose_backend("pytorch", **PLAIN), errors.ParameterError, "backend='pytorch'"),
+    ("a backend", lambda t: choose._choose_backend("pytorch", **PLAIN), errors.ParameterError, "backend='pytorch'"),
     (
         "a missing data folder",
         lambda t: layout.find_files(t / "nowhere", 192, "train"),
@@ -269,7 +269,7 @@ CASES = [
     ),
     (
         "a Keras backend already chosen",
-        lambda t: choose.choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"}),
+        lambda t: choose._choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"}),
         errors.AcceleratorError,
         "Restart the kernel",
     ),

@@ -60,9 +60,9 @@ def test_06_predicts_with_tensorflow_what_05_trained_with_jax(trained, sample, t
     )
     assert "Keras backend tensorflow" in " ".join(out.split())
     assert "checked its outputs against the manifest" in out
-    submitted = submission.read(tmp_path / "submit" / "submission.csv")
+    submitted = submission._read(tmp_path / "submit" / "submission.csv")
     assert [i for i, _ in submitted[1]] == split_keys(sample, "test")
-    assert submitted == submission.read(trained / "submission.csv")  # the same predictions as in 05
+    assert submitted == submission._read(trained / "submission.csv")  # the same predictions as in 05
     assert (tmp_path / "submit" / "test_predictions.png").stat().st_size > 0
 
 
@@ -188,7 +188,7 @@ def test_02_on_two_hosts_trains_as_on_one_and_process_0_writes_what_both_predict
         p.name for p in output_dir.iterdir()
     }
     assert not (output_dir / ".incomplete-run").exists()
-    header, rows = submission.read(output_dir / "submission.csv")
+    header, rows = submission._read(output_dir / "submission.csv")
     ids = [i for i, _ in rows]
     assert ids == split_keys(sample, "test") and len(set(ids)) == len(ids)  # every test id exactly once, in order
 

@@ -21,7 +21,7 @@ from nbkit.handoff import package
 from nbkit.inputs import datasets, kaggle_hub
 
 API = "/api/v1"
-COMPETITION = flowers.COMPETITION
+COMPETITION = flowers._COMPETITION
 STORAGE = "http://storage.example.invalid"  # where Kaggle's 302s point: reached through the stub as proxy
 MODEL = "alice/flowers-model/keras/default"
 ATTACH = "/kaggle-jwt-handler/AttachDatasourceUsingJwtRequest"
@@ -173,7 +173,7 @@ def write_package(folder: Path) -> Path:
         "model_name": "small_cnn",
         "image_size": 192,
         "input": package._INPUT_FORMAT,
-        "dataset": manifest_schema.dataset_fields(flowers.DATASET),
+        "dataset": manifest_schema.dataset_fields(flowers._DATASET),
         "trained_with": {"keras": "3", "keras_backend": "jax"},
         "training": {},
         "metrics": {"f1_macro": 0.5},

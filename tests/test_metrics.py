@@ -10,9 +10,9 @@ from nbkit.images.description import Description
 
 def test_confusion_and_macro_scores_by_hand():
     labels, predictions = [0, 0, 1, 1, 2], [0, 1, 1, 1, 0]
-    counts = metrics.confusion_matrix(labels, predictions, 4)
+    counts = metrics._confusion_matrix(labels, predictions, 4)
     assert counts.tolist() == [[1, 1, 0, 0], [0, 2, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]]
-    got = metrics.scores(counts)
+    got = metrics._scores(counts)
     # per class (0, 1, 2): precision 1/2, 2/3, 0; recall 1/2, 1, 0; class 3 never occurs and is left out
     assert got["accuracy"] == pytest.approx(3 / 5)
     assert got["precision_macro"] == pytest.approx((1 / 2 + 2 / 3 + 0) / 3)
@@ -25,17 +25,17 @@ def test_confusion_and_macro_scores_by_hand():
 def test_quadratic_weighted_kappa_against_its_definition():
     # sklearn's cohen_kappa_score(weights="quadratic") on these gives 0.8 (worked by hand below).
     labels, predictions = [0, 1, 2, 2, 3, 3], [0, 1, 2, 3, 3, 1]
-    counts = metrics.confusion_matrix(labels, predictions, 4)
+    counts = metrics._confusion_matrix(labels, predictions, 4)
     weights = np.array([[(i - j) ** 2 / 9 for j in range(4)] for i in range(4)])
     expected = np.outer(counts.sum(1), counts.sum(0)) / counts.sum()
     kappa = 1 - (weights * counts).sum() / (weights * expected).sum()
-    got = metrics.scores(counts, "qwk")
+    got = metrics._scores(counts, "qwk")
     assert got["qwk"] == pytest.approx(kappa) and got["metric"] == "qwk"
-    assert metrics.scores(metrics.confusion_matrix([0, 1, 2], [0, 1, 2], 3), "qwk")["qwk"] == 1.0
-    assert metrics.scores(metrics.confusion_matrix([0, 0, 2, 2], [2, 2, 0, 0], 3), "qwk")["qwk"] < -0.9
+    assert metrics._scores(metrics._confusion_matrix([0, 1, 2], [0, 1, 2], 3), "qwk")["qwk"] == 1.0
+    assert metrics._scores(metrics._confusion_matrix([0, 0, 2, 2], [2, 2, 0, 0], 3), "qwk")["qwk"] < -0.9
     assert "validation qwk" in metrics.describe(got) and "; accuracy" in metrics.describe(got)
     with pytest.raises(ParameterError, match="metric='auc' is not one of accuracy, f1_macro, qwk"):
-        metrics.scores(counts, "auc")
+        metrics._scores(counts, "auc")
 
 
 FLOWERS_LIKE = Description(title="t", classes=tuple("abcd"), label_values=(0, 1, 2, 103), image_sizes=(64,))
@@ -47,7 +47,7 @@ CASSAVA_LIKE = Description(
 def test_submission_has_the_datasets_header_and_label_values(tmp_path):
     path = submission.write(["b", "a", "c"], np.array([3, 1, 0]), FLOWERS_LIKE, tmp_path / "submission.csv")
     assert path.read_text() == "id,label\nb,103\na,1\nc,0\n"
-    assert submission.read(path) == (["id", "label"], [("b", "103"), ("a", "1"), ("c", "0")])
+    assert submission._read(path) == (["id", "label"], [("b", "103"), ("a", "1"), ("c", "0")])
     other = submission.write(["x.jpg", "y.jpg"], [1, 0], CASSAVA_LIKE, tmp_path / "other.csv")
     assert other.read_text() == "image_id,label\nx.jpg,S\ny.jpg,H\n"
 

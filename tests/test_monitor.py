@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 
 from nbkit import models as monitor  # noqa: E402
 from nbkit.images import plots  # noqa: E402
-from nbkit.models import EpochWait  # noqa: E402
+from nbkit.models import _EpochWait  # noqa: E402
 
 SLOW_INPUT_FIT = """
     import json, time
@@ -48,14 +48,14 @@ def test_a_slow_input_is_reported_as_waiting_and_data_bound(run_python, backend)
 
 
 def test_describe_warns_when_data_bound_after_the_first_epoch():
-    assert monitor.describe(EpochWait(2, 4.0, 0.2)) == "input wait, epoch 2: 5% of 4.0 s"
-    assert "WARNING: data-bound" in monitor.describe(EpochWait(2, 4.0, 2.0))
-    assert "WARNING" not in monitor.describe(EpochWait(1, 4.0, 3.0))  # warm-up epoch
-    assert EpochWait(1, 0.0, 0.0).share == 0.0
+    assert monitor._describe(_EpochWait(2, 4.0, 0.2)) == "input wait, epoch 2: 5% of 4.0 s"
+    assert "WARNING: data-bound" in monitor._describe(_EpochWait(2, 4.0, 2.0))
+    assert "WARNING" not in monitor._describe(_EpochWait(1, 4.0, 3.0))  # warm-up epoch
+    assert _EpochWait(1, 0.0, 0.0).share == 0.0
 
 
 def test_plot_marks_data_bound_epochs(tmp_path):
-    epochs = [EpochWait(1, 4.0, 3.0), EpochWait(2, 4.0, 0.4), EpochWait(3, 4.0, 2.0)]
+    epochs = [_EpochWait(1, 4.0, 3.0), _EpochWait(2, 4.0, 0.4), _EpochWait(3, 4.0, 2.0)]
     figure = plots.input_wait(epochs, path=tmp_path / "wait.png")
     bars = figure.axes[0].patches
     assert [round(b.get_height()) for b in bars] == [75, 10, 50]

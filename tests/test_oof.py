@@ -27,7 +27,7 @@ def test_the_folds_gather_into_one_score_of_every_labeled_picture(tmp_path):
     gathered = oof.gather([first, second], DATASET, labeled_ids=["z", "y", "x"])
     assert gathered.ids == ["x", "y", "z"] and gathered.folds.tolist() == [0, 0, 1]
     scores = gathered.scores("qwk")
-    expected = metrics.scores(metrics.confusion_matrix([0, 1, 2], [0, 2, 2], 3), "qwk")
+    expected = metrics._scores(metrics._confusion_matrix([0, 1, 2], [0, 2, 2], 3), "qwk")
     assert scores == expected and scores["accuracy"] == pytest.approx(2 / 3)
 
 
@@ -57,4 +57,4 @@ def test_an_oof_file_of_other_data_is_named(tmp_path):
     path = tmp_path / "oof.csv"
     path.write_text("id,label,fold,p:0,p:1\nx,0,0,0.5,0.5\n")
     with pytest.raises(DataError, match="oof.csv: its columns are not those of this dataset"):
-        oof.read(path, DATASET)
+        oof._read(path, DATASET)

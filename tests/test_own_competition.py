@@ -91,14 +91,14 @@ def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_i
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["metric"] == "qwk" and -1 <= metrics["qwk"] <= 1 and metrics["image_size"] == 64
     assert (metrics["fold"], metrics["tta"]) == (0, 2)
-    held_out = oof.read(tmp_path / "run" / "oof.csv", dataset)
+    held_out = oof._read(tmp_path / "run" / "oof.csv", dataset)
     assert set(held_out.folds.tolist()) == {0} and len(set(held_out.ids)) == len(held_out.ids) == held_out_count
 
 
 def test_each_fold_validates_on_its_own_pictures_and_the_oof_score_covers_every_one(converted, folds_trained, tmp_path):
     source, output = converted
     dataset = description.load(output)
-    held_out = [oof.read(run / "oof.csv", dataset).ids for run in folds_trained]
+    held_out = [oof._read(run / "oof.csv", dataset).ids for run in folds_trained]
     labeled = [r[0] for r in rows(source / "train.csv")[1:]]  # ids as the CSV writes them
     assert sorted(sum(held_out, [])) == sorted(labeled)  # every picture validates in exactly one fold
     done = subprocess.run(

@@ -5,15 +5,15 @@ from nbkit.errors import ParameterError
 
 
 def test_check_choice_accepts_allowed_value():
-    assert params.check_choice("PROFILE", "smoke", params.PROFILES) == "smoke"
+    assert params.check_choice("PROFILE", "smoke", params._PROFILES) == "smoke"
 
 
 def test_check_choice_names_parameter_and_allowed_values():
     with pytest.raises(ParameterError) as error:
-        params.check_choice("PROFILE", "fast", params.PROFILES)
+        params.check_choice("PROFILE", "fast", params._PROFILES)
     message = str(error.value)
     assert "PROFILE='fast'" in message
-    for allowed in params.PROFILES:
+    for allowed in params._PROFILES:
         assert repr(allowed) in message
 
 

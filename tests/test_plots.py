@@ -43,8 +43,8 @@ def test_curves_schedule_and_confusion(tmp_path):
     assert [len(a.lines) for a in figure.axes] == [2, 2]
     figure = plots.learning_rate([1e-5, 4e-4, 3e-4], tmp_path / "lr.png")
     assert "max 0.0004" in figure.axes[0].get_title()
-    counts = metrics.confusion_matrix([0, 1, 2], [0, 2, 2], 3)
-    figure = plots.confusion(counts, NAMES, metrics.scores(counts, "qwk"), tmp_path / "cm.png")
+    counts = metrics._confusion_matrix([0, 1, 2], [0, 2, 2], 3)
+    figure = plots.confusion(counts, NAMES, metrics._scores(counts, "qwk"), tmp_path / "cm.png")
     first, second = figure.get_suptitle().splitlines()  # over the figure, so long class names cannot cut it
     assert first.startswith("qwk ") and first.endswith("(the competition's metric)   accuracy 0.667")
     assert second.startswith("macro F1 0.556")

@@ -23,16 +23,16 @@ def made(tmp_path_factory):
 
 
 def test_the_flowers_competition_has_104_distinct_classes_and_no_description_file(made):
-    assert len(flowers.CLASSES) == 104 == len(set(flowers.CLASSES)) == flowers.DATASET.num_classes
-    assert flowers.DATASET.label_values == tuple(range(104)) and flowers.DATASET.metric == "f1_macro"
+    assert len(flowers._CLASSES) == 104 == len(set(flowers._CLASSES)) == flowers._DATASET.num_classes
+    assert flowers._DATASET.label_values == tuple(range(104)) and flowers._DATASET.metric == "f1_macro"
     read = flowers.load_description(made)
-    assert read == flowers.DATASET and "read as Kaggle's flowers competition" in read.describe()
+    assert read == flowers._DATASET and "read as Kaggle's flowers competition" in read.describe()
     with pytest.raises(DataError, match="No nbkit-dataset.json in .*python -m nbkit tfrecords"):
         description.load(made)  # generic code knows no competition
 
 
 def test_flowers_reads_a_description_where_there_is_one(tmp_path):
-    converted = replace(flowers.DATASET, title="Flowers, converted", image_sizes=(64,))
+    converted = replace(flowers._DATASET, title="Flowers, converted", image_sizes=(64,))
     description.write(tmp_path, converted)
     read = flowers.load_description(str(tmp_path))
     assert read == converted and read.origin == f"from {tmp_path / description.DESCRIPTION_FILE}"
@@ -42,7 +42,7 @@ def test_sample_has_the_competition_layout_and_names(made):
     for size in (64, 96):
         for split in layout.SPLITS:
             names = [p.rsplit("/", 1)[-1] for p in layout.find_files(made, size, split)]
-            assert names and all(layout.COUNT_IN_NAME.search(n) for n in names), names
+            assert names and all(layout._COUNT_IN_NAME.search(n) for n in names), names
             assert names[0].startswith(f"00-{size}x{size}-")
     assert layout.count_items(layout.find_files(made, 64, "train")) == 15
 
@@ -59,7 +59,7 @@ def test_sample_is_deterministic_and_the_same_at_every_size(made, tmp_path):
 
 def test_sample_images_are_told_apart_by_class():
     rng = np.random.default_rng(0)
-    a, b = sample.sample_image(0, 32, rng), sample.sample_image(1, 32, rng)
+    a, b = sample._sample_image(0, 32, rng), sample._sample_image(1, 32, rng)
     assert a.dtype == np.uint8 and a.shape == (32, 32, 3) and np.abs(a.astype(int) - b).mean() > 20
 
 

@@ -17,6 +17,6 @@ policy for the hardware), `tpu` (which TPU: generation, chips, cores, memory), `
 """
 
 from nbkit.accel.accelerator import Accelerator
-from nbkit.accel.choose import choose_backend, setup, tpu_addresses
+from nbkit.accel.choose import setup
 
-__all__ = ["Accelerator", "choose_backend", "setup", "tpu_addresses"]
+__all__ = ["Accelerator", "setup"]

@@ -18,12 +18,12 @@ from nbkit.params import check_int
 # Workaround, TensorFlow 2.18-2.21 with Keras 3.10-3.15 (measured on 2 and 8 logical CPUs); building the
 # optimizer first does not help (it does for a hand-written multi-step tf.function, notebook 01's custom loop).
 # tests/test_accel_real.py::test_keras_bug_behind_the_steps_per_execution_cap_still_exists fails once it is fixed.
-MIRRORED_CPU_BUG = (
+_MIRRORED_CPU_BUG = (
     "Keras fit under MirroredStrategy over logical CPU devices fails with "
     "'InvalidArgumentError: You must feed a value for placeholder tensor' when "
     "steps_per_execution > 1 (TensorFlow 2.18-2.21 / Keras 3.10-3.15)"
 )
-TPU_SHAPED = 8  # a TPU v5e-8 (8 chips x 1 core) or v3-8 (4 chips x 2 cores): 8 replicas either way
+_TPU_SHAPED = 8  # a TPU v5e-8 (8 chips x 1 core) or v3-8 (4 chips x 2 cores): 8 replicas either way
 
 
 @dataclass
@@ -147,7 +147,7 @@ class Accelerator:
         text = f"{device}, Keras backend {self.backend}, {self.num_replicas} replica(s)"
         if self.simulated:
             what = "logical CPU devices" if self.backend == "tensorflow" else "JAX host CPU devices"
-            shape = ", as many as a TPU v5e-8 has cores" if self.num_replicas == TPU_SHAPED else ""
+            shape = ", as many as a TPU v5e-8 has cores" if self.num_replicas == _TPU_SHAPED else ""
             text += f" (simulated: {self.num_replicas} {what}{shape})"
         if self.hosts.joins_runtime:
             text += (
@@ -160,7 +160,7 @@ class Accelerator:
             f"Global batch = {self.num_replicas} x per-replica batch."
         )
         if self.max_steps_per_execution is not None:
-            text += f" steps_per_execution is capped at {self.max_steps_per_execution} here: {MIRRORED_CPU_BUG}."
+            text += f" steps_per_execution is capped at {self.max_steps_per_execution} here: {_MIRRORED_CPU_BUG}."
         for note in self.notes:
             text += " " + note
         if self.changes:

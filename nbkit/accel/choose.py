@@ -18,7 +18,7 @@ from nbkit.errors import AcceleratorError
 from nbkit.logs import quiet_native_logs
 from nbkit.params import BACKENDS, check_choice, check_int
 
-__all__ = ["choose_backend", "setup", "tpu_addresses"]
+__all__ = ["setup"]
 
 
 def setup(
@@ -48,8 +48,8 @@ def setup(
         acc.compile_cache = CompileCache(off_reason="JAX's; the TensorFlow backend compiles again in every session")
     else:
         acc.compile_cache = nbcompile_cache.use(compile_cache, acc.jax_devices)
-    acc.changes = [f"{name}={os.environ[name]}" for name in SET_HERE if os.environ.get(name)]
-    acc.changes.append(f"Keras' warning {SHUFFLE_WARNING!r} hidden")
+    acc.changes = [f"{name}={os.environ[name]}" for name in _SET_HERE if os.environ.get(name)]
+    acc.changes.append(f"Keras' warning {_SHUFFLE_WARNING!r} hidden")
     if precision is not None:
         said = acc.set_precision(precision)
         print(acc.describe(), said, sep="\n")
@@ -57,17 +57,17 @@ def setup(
 
 
 # What setup() may set in this process's environment (describe() lists their values).
-SET_HERE = ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS", "PJRT_NPROC")
+_SET_HERE = ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS", "PJRT_NPROC")
 # Workaround, Keras 3.10-3.15: every fit() on a tf.data dataset warns that shuffle=True is ignored, though the
 # kit's datasets shuffle themselves. tests/test_accel_real.py::test_keras_still_warns_about_shuffle fails once it stops.
-SHUFFLE_WARNING = "`shuffle=True` was passed, but will be ignored"
+_SHUFFLE_WARNING = "`shuffle=True` was passed, but will be ignored"
 
 
 def _find(backend: str, tpu: str | None, simulate_devices: int) -> Accelerator:
     tpu_vm = nbenv.is_tpu_vm()
-    chosen, reason = choose_backend(
+    chosen, reason = _choose_backend(
         backend,
-        loaded=loaded_keras_backend(),
+        loaded=_loaded_keras_backend(),
         env_backend=os.environ.get("KERAS_BACKEND"),
         tpu_vm=tpu_vm,
         tf_tpu_capable=bool(nbenv.installed_versions(["tensorflow-tpu"])),
@@ -76,7 +76,7 @@ def _find(backend: str, tpu: str | None, simulate_devices: int) -> Accelerator:
     os.environ["KERAS_BACKEND"] = chosen
     # TensorFlow's C++ INFO/WARNING lines (CUDA probing, CPU features) drown notebook output.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    warnings.filterwarnings("ignore", message=SHUFFLE_WARNING)
+    warnings.filterwarnings("ignore", message=_SHUFFLE_WARNING)
     hosts = nbhosts.from_environment()
     if chosen == "jax":
         return jax_devices.find_accelerator(simulate_devices, reason, hosts)
@@ -85,7 +85,7 @@ def _find(backend: str, tpu: str | None, simulate_devices: int) -> Accelerator:
             f"This is {hosts.describe()}, a multi-host run, which nbkit runs through JAX's distributed runtime: "
             "use backend='jax' (or 'auto'). A TPU Pod driven by one TensorFlow process is named with tpu=... instead."
         )
-    addresses = tpu_addresses(tpu, nbenv.tpu_address(), tpu_vm, nbenv.platform())
+    addresses = _tpu_addresses(tpu, nbenv.tpu_address(), tpu_vm, nbenv.platform())
     with quiet_native_logs():
         import tensorflow as tf
 
@@ -102,7 +102,7 @@ def _find(backend: str, tpu: str | None, simulate_devices: int) -> Accelerator:
     return acc
 
 
-def loaded_keras_backend() -> str | None:
+def _loaded_keras_backend() -> str | None:
     """The backend of an already-imported Keras, or None if Keras is not imported yet."""
     import sys
 
@@ -113,7 +113,7 @@ def loaded_keras_backend() -> str | None:
         return None
 
 
-def choose_backend(
+def _choose_backend(
     requested: str,
     *,
     loaded: str | None,
@@ -150,7 +150,7 @@ def choose_backend(
     return "tensorflow", "the default backend"
 
 
-def tpu_addresses(tpu: str | None, advertised: str | None, tpu_vm: bool, platform: str) -> list[str]:
+def _tpu_addresses(tpu: str | None, advertised: str | None, tpu_vm: bool, platform: str) -> list[str]:
     """The TPUClusterResolver `tpu=` values worth trying, best first (empty: look for no TPU)."""
     if tpu is not None:
         return [tpu]

@@ -19,11 +19,11 @@ from nbkit.errors import ParameterError
 from nbkit.storage import user_path
 
 # JAX's events (jax._src.compiler, the same names in JAX 0.5-0.10) that say what the cache did.
-HIT = "/jax/compilation_cache/cache_hits"
-SAVED = "/jax/compilation_cache/compile_time_saved_sec"
+_HIT = "/jax/compilation_cache/cache_hits"
+_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
 # Store every compiled program, not only those over JAX's default 1 s: the ~200 small programs Keras runs
 # to build and initialise EfficientNetB0 cost 15 s cold and 3.6 s loaded (bench/compile_cache.py), in 3 MB.
-MIN_COMPILE_SECONDS = 0.0
+_MIN_COMPILE_SECONDS = 0.0
 
 
 @dataclass
@@ -84,15 +84,15 @@ class CompileCache:
         return f"compile cache: {copied} compiled program(s) copied from {source}"
 
     def _on_event(self, event: str, *args: Any, **kwargs: Any) -> None:
-        if event == HIT:
+        if event == _HIT:
             self.hits += 1
 
     def _on_duration(self, event: str, seconds: float, *args: Any, **kwargs: Any) -> None:
-        if event == SAVED:
+        if event == _SAVED:
             self.seconds_saved += max(seconds, 0.0)
 
 
-def runtime_name(jax_version: str, device_kind: str, device_count: int) -> str:
+def _runtime_name(jax_version: str, device_kind: str, device_count: int) -> str:
     """The subfolder name of one runtime, e.g. "jax-0.7.2-tpu-v5-lite-x8"."""
     kind = re.sub(r"[^a-z0-9.]+", "-", device_kind.lower()).strip("-") or "unknown"
     return f"jax-{jax_version}-{kind}-x{device_count}"
@@ -104,7 +104,7 @@ def use(folder: str | Path, devices: list[Any]) -> CompileCache:
     from jax import monitoring
 
     root = Path(user_path(folder))
-    name = runtime_name(jax.__version__, devices[0].device_kind, len(devices))
+    name = _runtime_name(jax.__version__, devices[0].device_kind, len(devices))
     # JAX makes the folder when it first compiles (after the data checks): a run stopped before that
     # leaves nothing in its output folder. Whether it can be made is checked now.
     existing = root
@@ -121,7 +121,7 @@ def use(folder: str | Path, devices: list[Any]) -> CompileCache:
         other_runtimes=sorted(p.name for p in root.glob("jax-*") if p.is_dir() and p.name != name),
     )
     jax.config.update("jax_compilation_cache_dir", str(cache.folder))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_SECONDS)
     monitoring.register_event_listener(cache._on_event)
     monitoring.register_event_duration_secs_listener(cache._on_duration)
     return cache

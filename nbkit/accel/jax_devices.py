@@ -17,10 +17,10 @@ from nbkit.accel.precision import recommended
 from nbkit.errors import AcceleratorError
 from nbkit.logs import quiet_native_logs
 
-KINDS = {"tpu": "tpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu"}  # JAX platform -> device kind
+_KINDS = {"tpu": "tpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu"}  # JAX platform -> device kind
 
 
-def request_cpu_devices(count: int, processes: int = 1) -> None:
+def _request_cpu_devices(count: int, processes: int = 1) -> None:
     """Ask XLA for `count` host devices, and enough threads to run them; read when JAX starts its backends.
     With several `processes` (simulated pod hosts) each gets the threads of one process holding all
     their devices: XLA:CPU splits an operation's work by its pool's size, and so its sums (measured: 2 x 4
@@ -43,10 +43,10 @@ def find_accelerator(simulate_devices: int, reason: str, hosts: nbhosts.Hosts | 
     every process's devices."""
     hosts = hosts or nbhosts.Hosts()
     if simulate_devices > 1:
-        request_cpu_devices(simulate_devices, hosts.count)
+        _request_cpu_devices(simulate_devices, hosts.count)
     devices, hosts = _devices(hosts)
     local = [d for d in devices if d.process_index == hosts.index]
-    kind = KINDS.get(devices[0].platform, "cpu")
+    kind = _KINDS.get(devices[0].platform, "cpu")
     notes: list[str] = []
     if kind == "cpu" and simulate_devices > 1 and len(local) != simulate_devices:
         raise AcceleratorError(
@@ -56,9 +56,9 @@ def find_accelerator(simulate_devices: int, reason: str, hosts: nbhosts.Hosts | 
         )
     if kind != "cpu" and simulate_devices > 1:
         notes.append(f"simulate_devices is ignored: real {kind.upper()} devices were found.")
-    capability = parse_capability(getattr(devices[0], "compute_capability", None)) if kind == "gpu" else None
+    capability = _parse_capability(getattr(devices[0], "compute_capability", None)) if kind == "gpu" else None
     with quiet_native_logs():
-        prepare_tensorflow_for_input()
+        _prepare_tensorflow_for_input()
         import keras
 
     distribution = None
@@ -106,7 +106,7 @@ def _devices(hosts: nbhosts.Hosts) -> tuple[list[Any], nbhosts.Hosts]:
     return devices, hosts
 
 
-def parse_capability(value: Any) -> tuple[int, int] | None:
+def _parse_capability(value: Any) -> tuple[int, int] | None:
     """JAX gives compute capability as "7.5"; TensorFlow as (7, 5)."""
     try:
         major, minor = str(value).split(".")[:2]
@@ -115,7 +115,7 @@ def parse_capability(value: Any) -> tuple[int, int] | None:
         return None
 
 
-def prepare_tensorflow_for_input() -> None:
+def _prepare_tensorflow_for_input() -> None:
     """On the JAX backend tf.data still reads the input: start TensorFlow now, with no GPU.
 
     A GPU build of TensorFlow would otherwise take GPU memory that JAX needs.

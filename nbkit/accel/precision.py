@@ -10,7 +10,7 @@ from __future__ import annotations
 from nbkit.errors import ParameterError
 from nbkit.params import check_choice
 
-PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+_PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 EXPLAINED = {
     "float32": "everything in float32",
     "mixed_bfloat16": "layers compute in bfloat16, variables, logits and loss stay float32",
@@ -29,7 +29,7 @@ def recommended(kind: str, compute_capability: tuple[int, int] | None = None) ->
 
 def choose(requested: str, kind: str, compute_capability: tuple[int, int] | None = None) -> tuple[str, str]:
     """(policy, why) for PRECISION=`requested` on this hardware; a ParameterError for one it cannot do."""
-    check_choice("PRECISION", requested, PRECISIONS)
+    check_choice("PRECISION", requested, _PRECISIONS)
     if requested == "auto":
         return recommended(kind, compute_capability), f"PRECISION='auto': the {kind.upper()}'s policy"
     capability = "unknown" if compute_capability is None else ".".join(map(str, compute_capability))

@@ -19,17 +19,17 @@ def find_accelerator(tf: Any, addresses: list[str], *, explicit_tpu: bool, simul
     """A TPU at one of `addresses`, else GPUs, else the CPU; notes say what was tried."""
     notes: list[str] = []
     return (
-        tpu_accelerator(tf, addresses, explicit_tpu, notes)
-        or gpu_accelerator(tf, simulate_devices, notes)
-        or cpu_accelerator(tf, simulate_devices, notes)
+        _tpu_accelerator(tf, addresses, explicit_tpu, notes)
+        or _gpu_accelerator(tf, simulate_devices, notes)
+        or _cpu_accelerator(tf, simulate_devices, notes)
     )
 
 
-def tpu_accelerator(tf: Any, addresses: list[str], explicit_tpu: bool, notes: list[str]) -> Accelerator | None:
+def _tpu_accelerator(tf: Any, addresses: list[str], explicit_tpu: bool, notes: list[str]) -> Accelerator | None:
     """TPUStrategy on the first address that connects (None if none does; an error if one was named)."""
     for address in addresses:
         try:
-            strategy = connect_tpu(tf, address)
+            strategy = _connect_tpu(tf, address)
         except Exception as error:  # resolvers raise ValueError, initialization NotFound/InvalidArgument...
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
             summary = f"{type(error).__name__}: {first_line}"
@@ -56,7 +56,7 @@ def tpu_accelerator(tf: Any, addresses: list[str], explicit_tpu: bool, notes: li
     return None
 
 
-def connect_tpu(tf: Any, address: str) -> Any:
+def _connect_tpu(tf: Any, address: str) -> Any:
     """The TPU guide's steps: resolve, connect (remote TPUs only), initialize, TPUStrategy."""
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
     if address != "local":  # a remote TPU (Node / Colab / named): the TPU guide's connect step
@@ -65,7 +65,7 @@ def connect_tpu(tf: Any, address: str) -> Any:
     return tf.distribute.TPUStrategy(resolver)
 
 
-def gpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Accelerator | None:
+def _gpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Accelerator | None:
     """MirroredStrategy over several GPUs (Kaggle's 2x T4), the default strategy on one; None without GPUs."""
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
@@ -88,10 +88,10 @@ def gpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Acceler
     )
 
 
-def cpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Accelerator:
+def _cpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Accelerator:
     """The CPU: one replica, or `simulate_devices` logical CPUs under MirroredStrategy."""
     if simulate_devices > 1:
-        names = split_cpu(tf, simulate_devices)
+        names = _split_cpu(tf, simulate_devices)
         return Accelerator(
             kind="cpu",
             backend="tensorflow",
@@ -116,7 +116,7 @@ def cpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Acceler
     )
 
 
-def split_cpu(tf: Any, count: int) -> list[str]:
+def _split_cpu(tf: Any, count: int) -> list[str]:
     """Split the first CPU into `count` logical devices and return their names."""
     cpu = tf.config.list_physical_devices("CPU")[0]
     try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 # JAX device_kind -> (generation, TensorCores per chip, JAX devices per chip, HBM GiB per chip).
 # v4 and v5p join their two cores into one "megacore" device per chip.
-GENERATIONS = {
+_GENERATIONS = {
     "TPU v2": ("v2", 2, 2, 16),
     "TPU v3": ("v3", 2, 2, 32),
     "TPU v4": ("v4", 2, 1, 32),
@@ -16,7 +16,7 @@ GENERATIONS = {
     "TPU v5": ("v5p", 2, 1, 95),
     "TPU v6 lite": ("v6e", 1, 1, 32),
 }
-ACCELERATOR_TYPE = re.compile(r"^(v\d+)(litepod|lite|e|p)?-(\d+)$")  # v3-8, v5litepod-8, v6e-8, v5p-8
+_ACCELERATOR_TYPE = re.compile(r"^(v\d+)(litepod|lite|e|p)?-(\d+)$")  # v3-8, v5litepod-8, v6e-8, v5p-8
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,15 @@ class TpuInfo:
 
 def from_device_kind(device_kind: str, devices: int) -> TpuInfo | None:
     """The slice `devices` JAX devices of `device_kind` make up (None for a kind this table lacks)."""
-    if device_kind not in GENERATIONS:
+    if device_kind not in _GENERATIONS:
         return None
-    generation, cores, per_chip, gib = GENERATIONS[device_kind]
+    generation, cores, per_chip, gib = _GENERATIONS[device_kind]
     return TpuInfo(generation, max(1, devices // per_chip), cores, gib / cores)
 
 
 def from_accelerator_type(value: str | None) -> TpuInfo | None:
     """The slice a TPU VM's TPU_ACCELERATOR_TYPE names ("v3-8", "v5litepod-8", "v6e-8"), if known."""
-    match = ACCELERATOR_TYPE.match(value or "")
+    match = _ACCELERATOR_TYPE.match(value or "")
     if not match:
         return None
     version, variant, cores = match[1], match[2] or "", int(match[3])
@@ -56,5 +56,5 @@ def from_accelerator_type(value: str | None) -> TpuInfo | None:
         kind = "TPU v5" if variant == "p" else "TPU v5 lite"
     if kind is None:
         return None
-    _, per_chip_cores, per_chip_devices, _ = GENERATIONS[kind]
+    _, per_chip_cores, per_chip_devices, _ = _GENERATIONS[kind]
     return from_device_kind(kind, cores // per_chip_cores * per_chip_devices)

@@ -20,12 +20,11 @@ from nbkit.errors import DataError
 from nbkit.images import data, description
 from nbkit.inputs.datasets import DataSource, locate
 
-COMPETITION = "flower-classification-with-tpus"
-IMAGE_SIZES = (192, 224, 331, 512)
-DEFAULT_IMAGE_SIZE = 192
+_COMPETITION = "flower-classification-with-tpus"
+_IMAGE_SIZES = (192, 224, 331, 512)
 
 # The competition's 104 classes, in label order.
-CLASSES = (
+_CLASSES = (
     "pink primrose", "hard-leaved pocket orchid", "canterbury bells", "sweet pea", "wild geranium",
     "tiger lily", "moon orchid", "bird of paradise", "monkshood", "globe thistle",
     "snapdragon", "colt's foot", "king protea", "spear thistle", "yellow iris",
@@ -50,15 +49,15 @@ CLASSES = (
 )  # fmt: skip
 
 # submission.csv is `id,label` with the class number; the competition scores macro F1.
-DATASET = description.Description(
+_DATASET = description.Description(
     title="Flower Classification with TPUs",
-    classes=CLASSES,
-    label_values=tuple(range(len(CLASSES))),
-    image_sizes=IMAGE_SIZES,
+    classes=_CLASSES,
+    label_values=tuple(range(len(_CLASSES))),
+    image_sizes=_IMAGE_SIZES,
     id_column="id",
     label_column="label",
     metric="f1_macro",
-    competition=COMPETITION,
+    competition=_COMPETITION,
 )
 
 
@@ -72,7 +71,7 @@ def sample_source(environment: Any) -> DataSource:
             "the data is attached): on Kaggle, attach the competition with 'Add Input'; elsewhere set DATA_ROOT "
             "to a copy of the data, or run the notebook from a clone of nbkit."
         ) from None
-    folder = sample.ensure_sample(environment.working_dir / "sample-data", len(CLASSES))
+    folder = sample.ensure_sample(environment.working_dir / "sample-data", len(_CLASSES))
     return DataSource(str(folder), f"the generated sample in {folder} stands in")
 
 
@@ -83,7 +82,7 @@ def locate_data(data_root: str, remote_tpu: bool = False, environment: Any = Non
     if data_root == "sample":
         stand_in = sample_source(environment)
         return DataSource(stand_in.path, "DATA_ROOT='sample', so " + stand_in.reason.removesuffix(" stands in"))
-    return locate(data_root, COMPETITION, remote_tpu=remote_tpu, fallback=sample_source, environment=environment)
+    return locate(data_root, _COMPETITION, remote_tpu=remote_tpu, fallback=sample_source, environment=environment)
 
 
 def load_data(
@@ -102,7 +101,7 @@ def load_description(data_root: str) -> description.Description:
     if storage.exists(storage.join(data_root, description.DESCRIPTION_FILE)):
         return description.load(data_root)
     return replace(
-        DATASET,
+        _DATASET,
         origin=f"no {description.DESCRIPTION_FILE} in {data_root}, so read as Kaggle's flowers competition; "
         "convert other data with `python -m nbkit tfrecords`, which writes one",
     )

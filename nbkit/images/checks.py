@@ -39,19 +39,19 @@ class Split:
     @functools.cached_property
     def compression(self) -> str:
         """ "", "GZIP" or "ZLIB": what tf.data.TFRecordDataset must be told (`compression_type`)."""
-        return compression(self.files)
+        return _compression(self.files)
 
 
 # What each feature of a record must hold: (Python type of its one value, in words).
-FEATURES = {
+_FEATURES = {
     "image": (bytes, "one bytes value (the JPEG)"),
     "class": (int, "one int64 value"),
     "id": (bytes, "one bytes value (UTF-8 text)"),
 }
-KINDS = {bytes: "bytes", int: "int64", float: "float"}
+_KINDS = {bytes: "bytes", int: "int64", float: "float"}
 
 
-def record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str, str | None]:
+def _record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str, str | None]:
     """(JPEG bytes, class or id, id or None) of one serialized record (a labeled record's `id` is
     optional); a DataError says `where` it is wrong."""
     key = "class" if labeled else "id"
@@ -63,10 +63,10 @@ def record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str
     if "image" not in example or key not in example:
         raise DataError(f"{where} is not a {kind} record (needs one image and one {key}; has {sorted(example)}).")
     for name in ("image", key, "id") if "id" in example else ("image", key):
-        needed, in_words = FEATURES[name]
+        needed, in_words = _FEATURES[name]
         values = example[name]
         if len(values) != 1 or type(values[0]) is not needed:
-            kinds = ", ".join(sorted({KINDS[type(v)] for v in values}))
+            kinds = ", ".join(sorted({_KINDS[type(v)] for v in values}))
             found = f"{len(values)} {kinds} value{'s' if len(values) > 1 else ''}" if values else "no value"
             raise DataError(
                 f"{where}: feature '{name}' holds {found}, but a {kind} record needs {in_words}. Is the file from "
@@ -77,12 +77,12 @@ def record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str
     except UnicodeDecodeError:
         raise DataError(
             f"{where}: feature 'id' is not UTF-8 text ({example['id'][0][:20]!r}), but a {kind} record needs "
-            f"{FEATURES['id'][1]}. Re-download or regenerate the file."
+            f"{_FEATURES['id'][1]}. Re-download or regenerate the file."
         ) from None
     return example["image"][0], example["class"][0] if labeled else record_id, record_id
 
 
-def check_image(jpeg: bytes, image_size: int, where: str) -> None:
+def _check_image(jpeg: bytes, image_size: int, where: str) -> None:
     """Decode the whole JPEG (not just its header) and check its size; a DataError says `where`."""
     from PIL import Image
 
@@ -102,7 +102,7 @@ def check_image(jpeg: bytes, image_size: int, where: str) -> None:
         )
 
 
-def check_file(
+def _check_file(
     name: str,
     image_size: int,
     labeled: bool,
@@ -116,8 +116,8 @@ def check_file(
     count = 0
     for index, raw in enumerate(tfrecord.read_records(name)):
         where = f"{name}: record {index}"
-        jpeg, key, record_id = record_item(raw, labeled, where)
-        check_image(jpeg, image_size, where)
+        jpeg, key, record_id = _record_item(raw, labeled, where)
+        _check_image(jpeg, image_size, where)
         if labeled and not 0 <= key < num_classes:
             raise DataError(
                 f"{where} has class {key}, outside 0..{num_classes - 1} ({num_classes} classes): the file is damaged "
@@ -152,7 +152,7 @@ def check_splits(
 def _check_split(split: str, files: list[str], image_size: int, num_classes: int, keep_items: bool) -> Split:
     items: list[tuple[bytes, Any]] | None = [] if keep_items else None
     seen: dict[str, str] = {}  # id -> where; in file order
-    count = sum(check_file(name, image_size, split != "test", num_classes, seen, items) for name in files)
+    count = sum(_check_file(name, image_size, split != "test", num_classes, seen, items) for name in files)
     if count == 0:
         folder = files[0].rsplit("/", 1)[0]
         raise DataError(
@@ -161,7 +161,7 @@ def _check_split(split: str, files: list[str], image_size: int, num_classes: int
     return Split(split, files, count, list(seen), items)
 
 
-def compression(files: Sequence[str]) -> str:
+def _compression(files: Sequence[str]) -> str:
     """The compression of `files` ("", "GZIP" or "ZLIB"), which tf.data must be told; one for all of them."""
     kinds = {name: tfrecord.compression(name) for name in files}
     if len(set(kinds.values())) > 1:
@@ -170,10 +170,10 @@ def compression(files: Sequence[str]) -> str:
     return next(iter(kinds.values()), "")
 
 
-MEMORY_SHARE = 0.5  # of the memory available: the rest is for the model, the cache, the notebook
+_MEMORY_SHARE = 0.5  # of the memory available: the rest is for the model, the cache, the notebook
 
 
-def batch_bytes(global_batch: int, item_bytes: int) -> int:
+def _batch_bytes(global_batch: int, item_bytes: int) -> int:
     """Host memory one global batch takes: its uint8 items, and the float32 copy the model's first layer makes."""
     return global_batch * item_bytes * (1 + 4)
 
@@ -201,9 +201,9 @@ def check_batch(
             f"validation pass needs a full batch. Use {instead}."
         )
     available_bytes = available_memory() if available_bytes is None else available_bytes
-    needed = batch_bytes(global_batch, item_bytes)
-    if available_bytes is not None and needed > MEMORY_SHARE * available_bytes:
-        fits = int(MEMORY_SHARE * available_bytes // batch_bytes(replicas, item_bytes))
+    needed = _batch_bytes(global_batch, item_bytes)
+    if available_bytes is not None and needed > _MEMORY_SHARE * available_bytes:
+        fits = int(_MEMORY_SHARE * available_bytes // _batch_bytes(replicas, item_bytes))
         raise ParameterError(
             f"{what} needs about {needed / 2**30:.1f} GiB of memory per step; "
             f"{available_bytes / 2**30:.1f} GiB are free here. Use {parameter}={fits} or less."

@@ -19,8 +19,8 @@ from nbkit.errors import DataError
 from nbkit.images.metrics import METRICS
 
 DESCRIPTION_FILE = "nbkit-dataset.json"
-FORMAT = "nbkit-dataset"
-FORMAT_VERSION = 1
+_FORMAT = "nbkit-dataset"
+_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,8 @@ class Description:
     def to_json(self) -> dict[str, Any]:
         """The description as written to nbkit-dataset.json."""
         return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format": _FORMAT,
+            "format_version": _FORMAT_VERSION,
             "title": self.title,
             "competition": self.competition,
             "classes": list(self.classes),
@@ -75,7 +75,7 @@ class Description:
         }
 
 
-def check(dataset: Description, where: str = "the dataset description") -> Description:
+def _check(dataset: Description, where: str = "the dataset description") -> Description:
     """The description itself, or a DataError saying what is wrong with it."""
     problems = []
     if not dataset.classes:
@@ -95,13 +95,13 @@ def check(dataset: Description, where: str = "the dataset description") -> Descr
     return dataset
 
 
-def from_json(values: dict[str, Any], where: str) -> Description:
+def _from_json(values: dict[str, Any], where: str) -> Description:
     """A Description from the contents of nbkit-dataset.json (checked)."""
-    if values.get("format") != FORMAT:
-        raise DataError(f"{where} is not an nbkit dataset description (format should be {FORMAT!r}).")
-    if values.get("format_version") != FORMAT_VERSION:
+    if values.get("format") != _FORMAT:
+        raise DataError(f"{where} is not an nbkit dataset description (format should be {_FORMAT!r}).")
+    if values.get("format_version") != _FORMAT_VERSION:
         raise DataError(
-            f"{where} has format_version {values.get('format_version')!r}; this nbkit reads {FORMAT_VERSION}. "
+            f"{where} has format_version {values.get('format_version')!r}; this nbkit reads {_FORMAT_VERSION}. "
             "Convert the data again with this nbkit."
         )
     try:
@@ -122,17 +122,17 @@ def from_json(values: dict[str, Any], where: str) -> Description:
         )
     except (KeyError, TypeError) as error:
         raise DataError(f"{where} lacks {error} or has it in another form: convert the data again.") from None
-    return check(dataset, where)
+    return _check(dataset, where)
 
 
 def write(folder: str | Path, dataset: Description) -> Path:
     """Write `folder`/nbkit-dataset.json (sorted keys: the same description gives the same bytes)."""
-    check(dataset)
+    _check(dataset)
     text = json.dumps(dataset.to_json(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     return atomic.write_text(Path(folder) / DESCRIPTION_FILE, text)
 
 
-def read(data_root: str | Path) -> Description | None:
+def _read(data_root: str | Path) -> Description | None:
     """The description in `data_root` (a folder or gs:// URL), or None when there is none."""
     path = storage.join(data_root, DESCRIPTION_FILE)
     if not storage.exists(path):
@@ -144,13 +144,13 @@ def read(data_root: str | Path) -> Description | None:
         raise DataError(f"{path} is not valid JSON ({error}): convert the data again.") from None
     if not isinstance(values, dict):
         raise DataError(f"{path} is not an nbkit dataset description: convert the data again.")
-    return from_json(values, path)
+    return _from_json(values, path)
 
 
 def load(data_root: str | Path) -> Description:
     """The dataset in `data_root`, from its nbkit-dataset.json (its `origin` says so); a DataError
     when there is none."""
-    found = read(data_root)
+    found = _read(data_root)
     if found is None:
         raise DataError(
             f"No {DESCRIPTION_FILE} in {data_root}: convert the data with `python -m nbkit tfrecords`, which "

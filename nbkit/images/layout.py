@@ -11,11 +11,11 @@ from nbkit import storage
 from nbkit.errors import DataError, ParameterError
 
 SPLITS = ("train", "val", "test")
-COUNT_IN_NAME = re.compile(r"-(\d+)\.tfrec$")
-SIZE_FOLDER = re.compile(r"^tfrecords-jpeg-(\d+)x\1$")
+_COUNT_IN_NAME = re.compile(r"-(\d+)\.tfrec$")
+_SIZE_FOLDER = re.compile(r"^tfrecords-jpeg-(\d+)x\1$")
 
 
-def size_folder(data_root: str | Path, image_size: int) -> str:
+def _size_folder(data_root: str | Path, image_size: int) -> str:
     """`<root>/tfrecords-jpeg-<s>x<s>` (a local path or a gs:// URL)."""
     return storage.join(data_root, f"tfrecords-jpeg-{image_size}x{image_size}")
 
@@ -24,7 +24,7 @@ def split_folder(data_root: str | Path, image_size: int, split: str) -> str:
     """`<root>/tfrecords-jpeg-<s>x<s>/<split>`."""
     if split not in SPLITS:
         raise ParameterError(f"split={split!r} is not one of {SPLITS}.")
-    return storage.join(size_folder(data_root, image_size), split)
+    return storage.join(_size_folder(data_root, image_size), split)
 
 
 def file_name(index: int, image_size: int, count: int) -> str:
@@ -32,19 +32,19 @@ def file_name(index: int, image_size: int, count: int) -> str:
     return f"{index:02d}-{image_size}x{image_size}-{count}.tfrec"
 
 
-def sizes_present(data_root: str | Path) -> list[int]:
+def _sizes_present(data_root: str | Path) -> list[int]:
     """The image sizes of the `tfrecords-jpeg-<s>x<s>` folders in `data_root`, smallest first."""
     names = [Path(p).name for p in storage.list_folder(data_root, "tfrecords-jpeg-*")]
-    return sorted(int(m[1]) for m in map(SIZE_FOLDER.match, names) if m)
+    return sorted(int(m[1]) for m in map(_SIZE_FOLDER.match, names) if m)
 
 
 def _too_deep(data_root: str | Path) -> str | None:
     """The folder DATA_ROOT should have been, when it points inside the layout."""
     path = str(data_root).rstrip("/")
     name, parent = path.rsplit("/", 1)[-1], path.rsplit("/", 1)[0] if "/" in path else "."
-    if SIZE_FOLDER.match(name):
+    if _SIZE_FOLDER.match(name):
         return parent
-    if name in SPLITS and SIZE_FOLDER.match(parent.rsplit("/", 1)[-1]):
+    if name in SPLITS and _SIZE_FOLDER.match(parent.rsplit("/", 1)[-1]):
         return parent.rsplit("/", 1)[0] if "/" in parent else "."
     return None
 
@@ -55,7 +55,7 @@ def choose_size(data_root: str | Path, requested: int) -> int:
         raise DataError(
             f"Data root {data_root} does not exist: set DATA_ROOT to the folder that holds tfrecords-jpeg-*/."
         )
-    sizes = sizes_present(data_root)
+    sizes = _sizes_present(data_root)
     if requested in sizes or (requested == 0 and sizes):
         return requested or sizes[0]
     deeper = _too_deep(data_root)
@@ -123,7 +123,7 @@ def split_files(
 
 def count_in_name(name: str) -> int:
     """The item count a file's name promises (`...-<count>.tfrec`)."""
-    match = COUNT_IN_NAME.search(str(name))
+    match = _COUNT_IN_NAME.search(str(name))
     if match is None:
         raise DataError(f"{name}: the file name does not end in -<count>.tfrec, so its item count is unknown.")
     return int(match.group(1))

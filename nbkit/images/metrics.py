@@ -17,21 +17,14 @@ from nbkit.errors import ParameterError
 METRICS = ("accuracy", "f1_macro", "qwk")  # what a dataset description may name as its metric
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Class probabilities of logits (rows), in float64."""
-    logits = np.asarray(logits, np.float64)
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return shifted / shifted.sum(axis=1, keepdims=True)
-
-
-def confusion_matrix(labels: Sequence[int], predictions: Sequence[int], num_classes: int) -> np.ndarray:
+def _confusion_matrix(labels: Sequence[int], predictions: Sequence[int], num_classes: int) -> np.ndarray:
     """counts[true, predicted]."""
     counts = np.zeros((num_classes, num_classes), np.int64)
     np.add.at(counts, (np.asarray(labels), np.asarray(predictions)), 1)
     return counts
 
 
-def quadratic_weighted_kappa(counts: np.ndarray) -> float:
+def _quadratic_weighted_kappa(counts: np.ndarray) -> float:
     """Cohen's kappa with quadratic weights (ordinal classes: a miss by two costs four times a miss by one)."""
     classes = len(counts)
     if classes < 2 or counts.sum() == 0:
@@ -43,7 +36,7 @@ def quadratic_weighted_kappa(counts: np.ndarray) -> float:
     return float(1 - (weights * counts).sum() / disagreement) if disagreement > 0 else 1.0
 
 
-def scores(counts: np.ndarray, metric: str = "accuracy") -> dict[str, Any]:
+def _scores(counts: np.ndarray, metric: str = "accuracy") -> dict[str, Any]:
     """Accuracy and macro-averaged F1, precision and recall over the classes that occur, the
     quadratic weighted kappa when `metric` is "qwk", and `metric`: the name of the competition's."""
     if metric not in METRICS:
@@ -63,7 +56,7 @@ def scores(counts: np.ndarray, metric: str = "accuracy") -> dict[str, Any]:
         "metric": metric,
     }
     if metric == "qwk":
-        found["qwk"] = quadratic_weighted_kappa(counts)
+        found["qwk"] = _quadratic_weighted_kappa(counts)
     return found
 
 
@@ -82,5 +75,5 @@ def write(values: dict[str, Any], path: str | Path) -> Path:
 
 def of_predictions(labels: Sequence[int], probabilities: np.ndarray, metric: str) -> tuple[np.ndarray, dict[str, Any]]:
     """(confusion matrix, scores) of class `probabilities` against `labels`; `metric` is the competition's."""
-    counts = confusion_matrix(labels, np.asarray(probabilities).argmax(axis=1), np.asarray(probabilities).shape[1])
-    return counts, scores(counts, metric)
+    counts = _confusion_matrix(labels, np.asarray(probabilities).argmax(axis=1), np.asarray(probabilities).shape[1])
+    return counts, _scores(counts, metric)

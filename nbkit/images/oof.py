@@ -21,11 +21,11 @@ from nbkit import atomic, storage
 from nbkit.errors import DataError
 from nbkit.images import metrics
 
-FIXED = ("id", "label", "fold")
+_FIXED = ("id", "label", "fold")
 
 
 @dataclass(frozen=True)
-class OutOfFold:
+class _OutOfFold:
     """Predictions of labeled pictures by models that did not train on them."""
 
     ids: list[str]
@@ -38,9 +38,9 @@ class OutOfFold:
         return metrics.of_predictions(self.labels, self.probabilities, metric)[1]
 
 
-def columns(dataset: Any) -> list[str]:
+def _columns(dataset: Any) -> list[str]:
     """oof.csv's header: id, label, fold, then `p:<label value>` for each class in label order."""
-    return [*FIXED, *(f"p:{value}" for value in dataset.label_values)]
+    return [*_FIXED, *(f"p:{value}" for value in dataset.label_values)]
 
 
 def write(
@@ -51,24 +51,24 @@ def write(
         raise DataError(f"{len(ids)} ids, {len(labels)} labels and {len(probabilities)} predictions: they must match.")
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns(dataset))
+    writer.writerow(_columns(dataset))
     for record_id, label, row in zip(ids, labels, np.asarray(probabilities, np.float64)):
         writer.writerow([record_id, dataset.label_values[int(label)], fold, *(f"{p:.6g}" for p in row)])
     return atomic.write_text(path, out.getvalue())
 
 
-def read(path: str | Path, dataset: Any) -> OutOfFold:
+def _read(path: str | Path, dataset: Any) -> _OutOfFold:
     """One oof.csv, checked against the dataset's classes."""
     with storage.open_binary(path) as f:
         header, *rows = list(csv.reader(io.StringIO(f.read().decode("utf-8"))))
-    if header != columns(dataset):
+    if header != _columns(dataset):
         raise DataError(
             f"{path}: its columns are not those of this dataset's oof.csv (id, label, fold, p:<each label value>): "
             "it was written for other data."
         )
     label_of = {str(value): index for index, value in enumerate(dataset.label_values)}
     try:
-        return OutOfFold(
+        return _OutOfFold(
             ids=[row[0] for row in rows],
             labels=np.array([label_of[row[1]] for row in rows], np.int64),
             folds=np.array([int(row[2]) for row in rows], np.int64),
@@ -78,10 +78,10 @@ def read(path: str | Path, dataset: Any) -> OutOfFold:
         raise DataError(f"{path}: a row is damaged ({type(error).__name__}: {error}); write it again.") from None
 
 
-def gather(paths: Sequence[str | Path], dataset: Any, labeled_ids: Sequence[str] | None = None) -> OutOfFold:
+def gather(paths: Sequence[str | Path], dataset: Any, labeled_ids: Sequence[str] | None = None) -> _OutOfFold:
     """The folds' OOF predictions as one, checked: each fold of the dataset once, no id twice, and
     (given `labeled_ids`, every labeled record's id) every labeled id present."""
-    parts = [read(path, dataset) for path in paths]
+    parts = [_read(path, dataset) for path in paths]
     folds = [sorted(set(part.folds.tolist())) for part in parts]
     every = sorted(f for found in folds for f in found)
     expected = list(range(len(dataset.folds))) if dataset.folds else every
@@ -90,7 +90,7 @@ def gather(paths: Sequence[str | Path], dataset: Any, labeled_ids: Sequence[str]
             f"The OOF files hold folds {every}, but the data has {len(expected)} folds ({expected}): give each "
             "fold's oof.csv once (run notebook 05 or 02 with FOLD=k for each k)."
         )
-    joined = OutOfFold(
+    joined = _OutOfFold(
         ids=[i for part in parts for i in part.ids],
         labels=np.concatenate([part.labels for part in parts]),
         folds=np.concatenate([part.folds for part in parts]),

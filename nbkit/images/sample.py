@@ -15,7 +15,7 @@ from nbkit.errors import ParameterError
 from nbkit.images import writer
 
 
-def sample_image(label: int, size: int, rng: Any) -> Any:
+def _sample_image(label: int, size: int, rng: Any) -> Any:
     """One learnable RGB uint8 image: the class sets the background hue, the shape and its hue;
     position, size and brightness vary per image."""
     import numpy as np
@@ -43,7 +43,7 @@ def shape_mask(shape: int, dy: Any, dx: Any, radius: float) -> Any:
     return (np.minimum(dy, dx) < radius / 3) & (np.maximum(dy, dx) < radius)  # cross
 
 
-def encode_jpeg(image: Any, quality: int = 90) -> bytes:
+def _encode_jpeg(image: Any, quality: int = 90) -> bytes:
     """JPEG bytes of a uint8 RGB array, byte for byte what `tf.io.encode_jpeg(image, quality)` writes
     (baseline, 4:2:0, 300 dpi in the JFIF header)."""
     from PIL import Image
@@ -53,7 +53,7 @@ def encode_jpeg(image: Any, quality: int = 90) -> bytes:
     return buffer.getvalue()
 
 
-def sample_splits(
+def _sample_splits(
     image_size: int,
     num_classes: int,
     train_per_class: int = 8,
@@ -75,7 +75,7 @@ def sample_splits(
         rng = np.random.default_rng([seed, split_index])  # same draws at every image size
         records = []
         for i, label in enumerate(labels):
-            jpeg = encode_jpeg(sample_image(int(label), image_size, rng))
+            jpeg = _encode_jpeg(_sample_image(int(label), image_size, rng))
             label_or_not = {} if split == "test" else {"class": int(label)}
             records.append({"image": jpeg, "id": f"{seed:03x}{split_index}{i:05x}", **label_or_not})
         yield split, records
@@ -92,7 +92,7 @@ def make_sample(
 ) -> Path:
     """Write the sample (deterministic for a `seed`) under `data_root`, every size in `image_sizes`."""
     for size in image_sizes:
-        for split, records in sample_splits(size, num_classes, train_per_class, val_per_class, test_images, seed):
+        for split, records in _sample_splits(size, num_classes, train_per_class, val_per_class, test_images, seed):
             writer.write_split(records, data_root, size, split)
     return Path(data_root)
 

@@ -14,16 +14,16 @@ from nbkit import atomic, storage
 from nbkit.errors import DataError
 
 
-def read(path: str | Path) -> tuple[list[str], list[tuple[str, str]]]:
+def _read(path: str | Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(header, rows) of a submission file (local or gs://), every value as text."""
     with storage.open_binary(path) as f:
         header, *rows = list(csv.reader(io.StringIO(f.read().decode("utf-8-sig"))))
     return header, [(row[0], row[1]) for row in rows if row]
 
 
-def check_against_sample(header: Sequence[str], ids: Sequence[str], sample: str | Path) -> None:
+def _check_against_sample(header: Sequence[str], ids: Sequence[str], sample: str | Path) -> None:
     """Stop unless `header` and the set of `ids` are the sample submission's (the order may differ)."""
-    sample_header, rows = read(sample)
+    sample_header, rows = _read(sample)
     if list(header) != sample_header[:2]:
         raise DataError(
             f"submission.csv's header would be {','.join(header)} but {sample}'s is {','.join(sample_header)}: "
@@ -48,6 +48,6 @@ def write(ids: Sequence[str], labels: Sequence[int], dataset: Any, path: str | P
         raise DataError("Test ids repeat: each id must appear once in submission.csv.")
     header = [dataset.id_column, dataset.label_column]
     if dataset.sample_submission:
-        check_against_sample(header, ids, dataset.sample_submission)
+        _check_against_sample(header, ids, dataset.sample_submission)
     lines = [",".join(header)] + [f"{i},{dataset.label_values[int(label)]}" for i, label in zip(ids, labels)]
     return atomic.write_text(path, "\n".join(lines) + "\n")

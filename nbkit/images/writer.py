@@ -18,8 +18,8 @@ from nbkit.errors import ParameterError
 from nbkit.images import layout
 from nbkit.tfrecord import BYTES_LIST, FLOAT_LIST, INT64_LIST, masked_crc
 
-TARGET_SHARD_BYTES = 100 * 2**20  # "tens to hundreds of files of tens to hundreds of MB"
-MIN_SHARDS = 16  # enough files for parallel reads on 8 cores
+_TARGET_SHARD_BYTES = 100 * 2**20  # "tens to hundreds of files of tens to hundreds of MB"
+_MIN_SHARDS = 16  # enough files for parallel reads on 8 cores
 
 
 def write_records(path: str | Path, records: Iterable[bytes]) -> Path:
@@ -68,7 +68,7 @@ def encode_example(features: Mapping[str, bytes | str | int | float | Sequence[A
     return _field(1, entries)
 
 
-def encode_record(record: Mapping[str, Any]) -> bytes:
+def _encode_record(record: Mapping[str, Any]) -> bytes:
     """{"image": jpeg, "class": int, "id": str} (a labeled record; `id` optional) or {"image": jpeg,
     "id": str} (a test record) as a serialized Example."""
     features: dict[str, Any] = {"image": record["image"]}
@@ -79,16 +79,16 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
     return encode_example(features)
 
 
-def shard_count(total_bytes: int, num_records: int, target_bytes: int = TARGET_SHARD_BYTES) -> int:
-    """Files to write: about `target_bytes` each, and at least MIN_SHARDS when there are enough records."""
+def shard_count(total_bytes: int, num_records: int, target_bytes: int = _TARGET_SHARD_BYTES) -> int:
+    """Files to write: about `target_bytes` each, and at least _MIN_SHARDS when there are enough records."""
     by_size = math.ceil(total_bytes / target_bytes)
-    return max(1, min(num_records, max(by_size, MIN_SHARDS)))
+    return max(1, min(num_records, max(by_size, _MIN_SHARDS)))
 
 
 def write_split(
     records: Sequence[Mapping[str, Any]], data_root: str | Path, image_size: int, split: str, shards: int | None = None
 ) -> list[Path]:
-    """Write records (see `encode_record`) in the kit's layout and naming (`00-192x192-798.tfrec`); the
+    """Write records (see `_encode_record`) in the kit's layout and naming (`00-192x192-798.tfrec`); the
     shard count follows `shard_count()` unless given."""
     if not records:
         raise ParameterError(f"No records to write for split {split!r}.")
@@ -100,5 +100,5 @@ def write_split(
     for index, start in enumerate(range(0, len(records), per_shard)):
         chunk = records[start : start + per_shard]
         path = folder / layout.file_name(index, image_size, len(chunk))
-        written.append(write_records(path, (encode_record(r) for r in chunk)))
+        written.append(write_records(path, (_encode_record(r) for r in chunk)))
     return written

@@ -77,5 +77,5 @@ def test_05_package_predicts_the_same_in_06(made, tmp_path, trained, predicted):
         )
     )
     assert "checked its outputs against the manifest" in out
-    submitted = submission.read(tmp_path / "submit" / "submission.csv")
-    assert submitted == submission.read(tmp_path / "train" / "submission.csv")
+    submitted = submission._read(tmp_path / "submit" / "submission.csv")
+    assert submitted == submission._read(tmp_path / "train" / "submission.csv")
