@@ -113,7 +113,7 @@ CASES = [
     (
         "weights that are a text file",
         None,
-        {"MODEL": "EfficientNetB0", "WEIGHTS": "TEXT_FILE"},
+        {"MODEL": "EfficientNetB0", "WEIGHTS": "TEXT_FILE", "PROFILE": "full"},  # smoke trains small_cnn
         "DataError",
         "is not efficientnetb0_notop.h5",
     ),

@@ -141,7 +141,7 @@ print("EDITED", json.dumps({
     "layers": [layer.name for layer in keras.models.load_model(outputs.folder / "model.keras").layers],
     "lr": history.history["learning_rate"],
     "batch_max": int(images.numpy().max()),
-    "decoded_max": int(next(iter(get_dataset(train.files)))[0].numpy().max()),
+    "decoded_max": int(next(iter(get_dataset(data.train)))[0].numpy().max()),
     "tta_views_differ": bool(abs(val_views[0] - val_views[1]).max() > 0),
 }))
 """
