@@ -73,7 +73,7 @@ def test_notebook_02_full_profile_in_bfloat16_on_eight_devices(small, notebook_0
     tmp_path, out = notebook_02
     joined = " ".join(out.split())
     assert "empty, so this run compiles and stores its programs there" in joined
-    assert "Keras backend jax, 8 replica(s)" in joined and "profile=full: EfficientNetB0 (weights none)" in joined
+    assert "Keras backend jax, 8 replica(s)" in joined and "full: EfficientNetB0 (weights none)" in joined
     assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in joined
     assert "1 steps per epoch" in joined
     metrics = json.loads((tmp_path / "classifier" / "metrics.json").read_text())
