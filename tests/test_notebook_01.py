@@ -38,7 +38,9 @@ def edited(tmp_path):
 
 
 def test_an_edited_build_model_is_what_fit_and_the_custom_loop_train(tmp_path):
-    out = text_outputs(execute(tmp_path, edited(tmp_path), SIMULATE_DEVICES=2))  # the same code on 2 replicas (166 s on 8)
+    out = text_outputs(
+        execute(tmp_path, edited(tmp_path), SIMULATE_DEVICES=2)
+    )  # the same code on 2 replicas (166 s on 8)
     markers = [line for line in out.splitlines() if line.startswith("EDITED build_model:")]
     assert len(markers) == 2, out  # the model for fit and the custom loop's, each built by the edited function
     assert all("added_by_the_test" in line for line in markers)
