@@ -4,13 +4,17 @@ previous run's outputs exactly as they were."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import papermill
 import pytest
-from conftest import execute, kill_notebook_when, record_items
+from conftest import BAD_DATA_CASES, REPO, execute, kill_notebook_when, record_items
 
+from nbkit import models
+from nbkit.competitions import flowers
+from nbkit.errors import DataError, ParameterError
 from nbkit.images import layout, writer
 from nbkit.images import sample as flower_sample
 
@@ -41,29 +45,89 @@ def empty_val(root: Path) -> None:
     writer.write_records(Path(layout.split_folder(root, 192, "val")) / "00-192x192-0.tfrec", [])
 
 
-# (case, how the data is spoilt or None, parameters, error type, words of its message)
-CASES = [
+# Spoilt data, stopped by `flowers.load_data`, the notebooks' first read of the data: every record of
+# every split is read and checked there, before any model is built. (case, spoil, words of the DataError)
+DATA_CASES = [
     (
         "train label 150",
         lambda r: rewrite(r, "train", lambda i: i[:40] + [(i[40][0], 150)] + i[41:]),
-        JAX8,
-        "DataError",
         "record 40 has class 150, outside 0..103",
     ),
     (
         "val label -1",
         lambda r: rewrite(r, "val", lambda i: [(i[0][0], -1)] + i[1:]),
-        JAX8,
-        "DataError",
         "record 0 has class -1, outside 0..103",
     ),
     (
         "damaged JPEG late in a file",
         lambda r: rewrite(r, "train", lambda i: i[:50] + [(damaged(i[50][0]), i[50][1])] + i[51:]),
-        JAX8,
-        "DataError",
         "the image cannot be decoded",
     ),
+    (
+        "repeated test id",
+        lambda r: rewrite(r, "test", lambda i: i[:9] + [(i[9][0], i[3][1])] + i[10:]),
+        "repeats the test id",
+    ),
+    ("empty validation split", empty_val, "The val split (1 files in"),
+    ("DATA_ROOT one level too deep", None, "is inside the data's layout: set DATA_ROOT="),
+]
+
+
+@pytest.mark.parametrize("case, spoil, words", DATA_CASES, ids=[c[0] for c in DATA_CASES])
+def test_bad_data_stops_at_the_notebooks_first_read_of_it(made, tmp_path, case, spoil, words):
+    root = shutil.copytree(made, tmp_path / "data")
+    if spoil:
+        spoil(root)
+    data_root = root / "tfrecords-jpeg-192x192" if case == "DATA_ROOT one level too deep" else root
+    with pytest.raises(DataError) as raised:
+        flowers.load_data(str(data_root))
+    assert words in str(raised.value)
+
+
+@pytest.mark.parametrize("params, words", BAD_DATA_CASES)
+def test_a_data_root_or_image_size_that_is_not_there_is_named(made, params, words):
+    data_root = str(made) if params["DATA_ROOT"] == "sample" else params["DATA_ROOT"]
+    with pytest.raises(DataError, match=re.escape(words)):
+        flowers.load_data(data_root, params.get("IMAGE_SIZE", 0))
+
+
+@pytest.mark.parametrize(
+    "per_replica_batch, replicas, words",
+    [
+        (27, 8, "global batch of 216, more than the 208 images of the val split"),
+        (100_000, 1, "global batch of 100000, more than the 208 images of the val split"),
+    ],
+)
+def test_a_batch_the_data_cannot_fill_is_refused_with_what_to_pass(made, per_replica_batch, replicas, words):
+    data = flowers.load_data(str(made))
+    with pytest.raises(ParameterError, match=re.escape(words)):
+        data.check_batch(per_replica_batch, replicas)
+    assert data.check_batch(26, 8) == 208  # the largest that fits
+
+
+def test_a_model_name_in_the_wrong_case_is_named_with_its_spelling():
+    with pytest.raises(ParameterError, match=re.escape("Did you mean 'EfficientNetB0'?")):
+        models.check_name("efficientnetb0")
+
+
+def test_02_checks_its_data_model_and_batch_before_it_builds_a_model():
+    """The checks above are the calls 02 makes before training: in this order, before `build_model`."""
+    source = (REPO / "notebooks" / "02_flowers_classifier.py").read_text()
+    calls = [
+        "models.check_name(MODEL)",
+        "flowers.load_data(",
+        "data.check_batch(",
+        "model = build_model()",
+        "model.fit(",
+    ]
+    positions = [source.find(call) for call in calls]
+    assert -1 not in positions and positions == sorted(positions), dict(zip(calls, positions))
+
+
+# The same stops through a whole notebook run, where they meet the notebook's own code: the test split
+# read before training, the global batch of 64 simulated replicas, WEIGHTS in the full profile.
+# (case, how the data is spoilt or None, parameters, error type, words of its message)
+CASES = [
     (
         "damaged JPEG in the test split",
         lambda r: rewrite(r, "test", lambda i: i[:-1] + [(damaged(i[-1][0]), i[-1][1])]),
@@ -72,43 +136,11 @@ CASES = [
         "the image cannot be decoded",
     ),
     (
-        "repeated test id",
-        lambda r: rewrite(r, "test", lambda i: i[:9] + [(i[9][0], i[3][1])] + i[10:]),
-        JAX8,
-        "DataError",
-        "repeats the test id",
-    ),
-    ("empty validation split", empty_val, JAX8, "DataError", "The val split (1 files in"),
-    (
-        "batch larger than the validation split",
-        None,
-        {**JAX8, "PER_REPLICA_BATCH": 27},
-        "ParameterError",
-        "global batch of 216, more than the 208 images of the val split",
-    ),
-    (
         "64 simulated devices",
         None,
         {"BACKEND": "jax", "SIMULATE_DEVICES": 64},
         "ParameterError",
         "global batch of 1024, more than the 208 images of the val split",
-    ),
-    # The memory rule needs more images than the sample has; tests/test_recipe.py checks it with the numbers.
-    (
-        "a batch of 100,000 per replica",
-        None,
-        {"PER_REPLICA_BATCH": 100_000},
-        "ParameterError",
-        "global batch of 100000, more than the 208 images of the val split",
-    ),
-    ("misspelt parameter", None, {"EPOCH": 3}, "ParameterError", "Unknown parameter EPOCH (did you mean EPOCHS?)"),
-    ("MODEL in the wrong case", None, {"MODEL": "efficientnetb0"}, "ParameterError", "Did you mean 'EfficientNetB0'?"),
-    (
-        "DATA_ROOT one level too deep",
-        None,
-        {"DATA_ROOT": "DEEPER"},
-        "DataError",
-        "is inside the data's layout: set DATA_ROOT=",
     ),
     (
         "weights that are a text file",
@@ -125,8 +157,6 @@ def test_bad_input_stops_before_training_with_one_clear_error(made, tmp_path, ca
     root = shutil.copytree(made, tmp_path / "data")
     if spoil:
         spoil(root)
-    if params.get("DATA_ROOT") == "DEEPER":
-        params = {**params, "DATA_ROOT": str(root / "tfrecords-jpeg-192x192")}
     if params.get("WEIGHTS") == "TEXT_FILE":
         (tmp_path / "weights.h5").write_text("not weights")
         params = {**params, "WEIGHTS": str(tmp_path / "weights.h5")}

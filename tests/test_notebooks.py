@@ -14,7 +14,7 @@ from pathlib import Path
 import jupytext
 import papermill
 import pytest
-from conftest import BAD_DATA_CASES, REPO, execute, text_outputs
+from conftest import REPO, execute, text_outputs
 
 SOURCES = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 PARAMETER_LINE = re.compile(
@@ -98,14 +98,6 @@ def test_bad_parameter_stops_at_the_first_cell(tmp_path, notebook, params, named
     assert named in error.value.evalue
     assert "params.check_parameters(" in error.value.source  # the first cell after parameters
     assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
-
-
-@pytest.mark.parametrize("params, message", BAD_DATA_CASES)
-def test_flowers_bad_data_stops_before_training(tmp_path, params, message):
-    with pytest.raises(papermill.PapermillExecutionError) as error:
-        execute(tmp_path, "02_flowers_classifier.ipynb", OUTPUT_DIR=str(tmp_path / "o"), **params)
-    assert error.value.ename == "DataError" and message in error.value.evalue
-    assert "model.fit" not in error.value.source
 
 
 def edited_notebook(tmp_path: Path, name: str, edits: dict[str, str], appended: str) -> Path:

@@ -206,9 +206,12 @@ def test_ensemble_members_must_agree_before_anything_is_predicted(written, tmp_p
     package.check_same([package.read_manifest(written)] * 2, ["first", "second"])
 
 
-SAVE_AND_PREDICT = """
+SETUP = """
 from nbkit import accel
 acc = accel.setup({backend!r}, simulate_devices={devices})
+"""
+
+SAVE_AND_PREDICT = """
 import keras, numpy as np
 from nbkit.handoff import package
 keras.utils.set_random_seed(3)
@@ -227,8 +230,6 @@ np.save({folder!r} + "-logits.npy", model.predict(images, batch_size=16, verbose
 """
 
 LOAD_AND_PREDICT = """
-from nbkit import accel
-acc = accel.setup({backend!r})
 import numpy as np
 from nbkit.handoff import package
 model, manifest = package.load_package({folder!r}, acc)
@@ -238,13 +239,23 @@ print("trained with", manifest["trained_with"]["keras_backend"], "loaded with", 
 """
 
 
-@pytest.mark.parametrize("saved_with, loaded_with", [("jax", "tensorflow"), ("tensorflow", "jax")])
-def test_package_moves_between_backends(tmp_path, run_python, saved_with, loaded_with):
-    folder = str(tmp_path / "package")
-    devices = 8 if saved_with == "jax" else 0  # a TPU-shaped JAX run, like Kaggle's TPUs
-    run_python(SAVE_AND_PREDICT.format(backend=saved_with, devices=devices, folder=folder))
-    result = run_python(LOAD_AND_PREDICT.format(backend=loaded_with, folder=folder))
-    assert f"trained with {saved_with} loaded with {loaded_with}" in result.stdout
-    original, reloaded = np.load(folder + "-logits.npy"), np.load(folder + "-reloaded.npy")
-    assert np.allclose(original, reloaded, rtol=1e-4, atol=1e-4)
-    assert (original.argmax(1) == reloaded.argmax(1)).all()
+def test_package_moves_between_backends(tmp_path, run_python):
+    """Saved with TensorFlow, loaded with JAX (8 devices, TPU-shaped, like Kaggle's TPUs) in the process
+    that saves the other way, loaded with TensorFlow: three processes, both directions."""
+    with_tf, with_jax = str(tmp_path / "tf-package"), str(tmp_path / "jax-package")
+    run_python(SETUP.format(backend="tensorflow", devices=0) + SAVE_AND_PREDICT.format(folder=with_tf))
+    jax_said = run_python(
+        SETUP.format(backend="jax", devices=8)
+        + SAVE_AND_PREDICT.format(folder=with_jax)
+        + LOAD_AND_PREDICT.format(folder=with_tf)
+    ).stdout
+    tf_said = run_python(
+        SETUP.format(backend="tensorflow", devices=0) + LOAD_AND_PREDICT.format(folder=with_jax)
+    ).stdout
+    assert (
+        "trained with tensorflow loaded with jax" in jax_said and "trained with jax loaded with tensorflow" in tf_said
+    )
+    for folder in (with_tf, with_jax):
+        original, reloaded = np.load(folder + "-logits.npy"), np.load(folder + "-reloaded.npy")
+        assert np.allclose(original, reloaded, rtol=1e-4, atol=1e-4)
+        assert (original.argmax(1) == reloaded.argmax(1)).all()
