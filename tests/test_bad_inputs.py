@@ -105,21 +105,29 @@ def test_a_batch_the_data_cannot_fill_is_refused_with_what_to_pass(made, per_rep
     assert data.check_batch(26, 8) == 208  # the largest that fits
 
 
-def test_a_model_name_in_the_wrong_case_is_named_with_its_spelling():
+def test_a_model_name_misspelt_or_in_the_wrong_case_is_named_with_its_spelling():
     with pytest.raises(ParameterError, match=re.escape("Did you mean 'EfficientNetB0'?")):
         models.check_name("efficientnetb0")
+    with pytest.raises(ParameterError, match=re.escape("MODEL='EfficientNetB9' is not offered")):
+        models.check_name("EfficientNetB9")
+    models.check_name("EfficientNetB0")
 
 
-def test_02_checks_its_data_model_and_batch_before_it_builds_a_model():
-    """The checks above are the calls 02 makes before training: in this order, before `build_model`."""
-    source = (REPO / "notebooks" / "02_flowers_classifier.py").read_text()
-    calls = [
-        "models.check_name(MODEL)",
-        "flowers.load_data(",
-        "data.check_batch(",
-        "model = build_model()",
-        "model.fit(",
-    ]
+@pytest.mark.parametrize(
+    "notebook, calls",
+    [
+        (
+            "02_flowers_classifier.py",
+            ["flowers.load_data(", "data.check_batch(", "model = build_model()", "model.fit("],
+        ),
+        ("05_train_on_tpu.py", ["flowers.load_data(", "data.check_batch(", "resume.TrainingRun(", "model.fit("]),
+    ],
+)
+def test_the_notebooks_check_model_name_data_and_batch_before_resuming_or_training(notebook, calls):
+    """The checks above are the calls 02 and 05 make, in this order: a misspelt MODEL is named before the
+    data is read, and bad data or batch before a checkpoint is looked at or a model built."""
+    source = (REPO / "notebooks" / notebook).read_text()
+    calls = ["models.check_name(MODEL)", *calls]
     positions = [source.find(call) for call in calls]
     assert -1 not in positions and positions == sorted(positions), dict(zip(calls, positions))
 

@@ -86,11 +86,6 @@ def rerun_refused(trained: Path, sample: Path, tmp_path: Path, **changed: object
     return error
 
 
-def test_a_misspelt_model_is_named_before_any_resume_check(trained, sample, tmp_path):
-    error = rerun_refused(trained, sample, tmp_path, MODEL="EfficientNetB9")
-    assert error.value.ename == "ParameterError" and "MODEL='EfficientNetB9' is not offered" in error.value.evalue
-
-
 def test_06_stops_at_once_on_an_output_folder_it_cannot_write(tmp_path):
     (tmp_path / "a-file").write_text("")
     with pytest.raises(papermill.PapermillExecutionError) as error:
