@@ -712,11 +712,15 @@ def test_the_summary_says_how_to_publish_with_this_environments_kaggle(tmp_path,
     monkeypatch.delenv("KAGGLE_USERNAME", raising=False)
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("HOME", str(tmp_path))
-    convert(small_folders(tmp_path / "src"), tmp_path / "out", SIZE, workers=1)
+    source = small_folders(tmp_path / "src")
+    convert(source, tmp_path / "out", SIZE, workers=1)
     said = capsys.readouterr().out
     assert "INSERT_USERNAME_HERE/out-tfrecords" in said and "convert again with --dataset-id <you>/<slug>" in said
     kaggle = Path(sys.executable).with_name("kaggle")
     assert f"publish: {kaggle if kaggle.exists() else 'kaggle'} datasets create -p" in said
+    monkeypatch.setenv("KAGGLE_USERNAME", "alice")  # logged in now: the owner-less id is not kept
+    convert(source, tmp_path / "out", SIZE, workers=1)
+    assert json.loads((tmp_path / "out" / "dataset-metadata.json").read_text())["id"] == "alice/out-tfrecords"
 
 
 def test_every_command_the_readme_shows_runs_as_written_after_make_demo():

@@ -108,8 +108,8 @@ class Options:
             )
 
     def dataset_metadata(self) -> dict[str, Any]:
-        """dataset-metadata.json's contents, checked: OUTPUT's own (edits kept), unless --dataset-id or
-        --title asks for new ones or there is none."""
+        """dataset-metadata.json's contents, checked: OUTPUT's own (edits kept) where it has an owner,
+        unless --dataset-id or --title asks for new ones."""
         earlier = self.output / METADATA_FILE
         if earlier.is_file() and not (self.dataset_id or self.title):
             try:
@@ -117,8 +117,9 @@ class Options:
                 account.dataset_metadata(kept["id"], kept["title"])
             except (ValueError, KeyError, TypeError) as error:
                 raise ParameterError(f"{earlier}: {error}. Correct it, or pass --dataset-id and --title.") from None
-            print(f"  keeping {earlier} (id {kept['id']}): --dataset-id or --title writes it anew", flush=True)
-            return dict(kept)
+            if not kept["id"].startswith(account.PLACEHOLDER_OWNER):  # no owner yet: nothing of the user's
+                print(f"  keeping {earlier} (id {kept['id']}): --dataset-id or --title writes it anew", flush=True)
+                return dict(kept)
         return account.dataset_metadata(
             self.dataset_id or account.default_dataset_id(self.default_slug()),
             self.title or self.default_title(),

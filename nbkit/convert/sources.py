@@ -219,7 +219,9 @@ def from_csv(
             raise DataError(f"{where} names the same picture as line {used[file]} ({file}): keep one line.")
         used[file] = line
         suffixed.append(with_suffix)
-        split = _split_value(row.get(split_column, ""), where, split_column) if split_column else None
+        split = _SPLIT_VALUES.get(row.get(split_column, "").lower()) if split_column else None
+        if split_column and split is None:
+            raise DataError(f"{where}: {split_column} is {row.get(split_column, '')!r}; write train or val.")
         pictures.append(Picture(source / file, picture_id, label, where, split))
     if missing:
         raise _problems(
@@ -233,13 +235,6 @@ def from_csv(
             "Add a line (id,label) for each, or move them out of SOURCE.",
         )
     return Labeled(pictures, id_column, label_column, ids_with_extension=all(suffixed))
-
-
-def _split_value(value: str, where: str, split_column: str) -> str:
-    split = _SPLIT_VALUES.get(value.lower())
-    if split is None:
-        raise DataError(f"{where}: {split_column} is {value!r}; write train or val.")
-    return split
 
 
 # ---- test pictures -------------------------------------------------------------------------------

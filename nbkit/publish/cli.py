@@ -252,29 +252,23 @@ def _run(args: argparse.Namespace) -> str:
     return f"no secrets found in {', '.join(args.paths)}"
 
 
-# What each command imports (in this process or its workers), checked before it starts work.
-_NEEDS = {"tfrecords": ("PIL", "numpy"), "oof": ("PIL", "numpy"), "launch": ("papermill", "psutil")}
-_NEEDS.update(bundle=("nbformat", "jupytext", "IPython"), run=("nbformat", "jupytext", "IPython", "kaggle"))
-_NEEDS.update(dict.fromkeys(("push", "follow", "status"), ("kaggle",)))
-
-
-def _check_needs(command: str) -> None:
-    """A NbkitError naming what `command` needs and this Python lacks, and how to run it instead."""
-    import importlib.util
-
-    missing = [name for name in _NEEDS.get(command, ()) if importlib.util.find_spec(name) is None]
-    if missing:
-        raise NbkitError(
-            f"it needs {', '.join(missing)}, which this Python ({sys.executable}) lacks: run it with the project's "
-            f"environment, `.venv/bin/python -m nbkit {command} ...` (`make venv` or `make demo` creates .venv)."
-        )
+# What each command imports (here or in its worker processes), checked before it starts work.
+_NEEDS = {"tfrecords": "PIL numpy", "oof": "PIL numpy", "launch": "papermill psutil", "bundle": "nbformat jupytext"}
+_NEEDS |= {"run": "nbformat jupytext kaggle", "push": "kaggle", "follow": "kaggle", "status": "kaggle"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit code 0 on success, 1 with a one-paragraph error otherwise."""
     args = _parser().parse_args(argv)
     try:
-        _check_needs(args.command)
+        import importlib.util
+
+        missing = [name for name in _NEEDS.get(args.command, "").split() if importlib.util.find_spec(name) is None]
+        if missing:
+            raise NbkitError(
+                f"it needs {', '.join(missing)}, which this Python ({sys.executable}) lacks: run it with the "
+                f"project's environment, `.venv/bin/python -m nbkit {args.command} ...` (`make venv` makes .venv)."
+            )
         last_lines = _run(args)
         if last_lines:
             print(last_lines)
