@@ -338,7 +338,9 @@ def _summary(
         f"{METADATA_FILE} (id {dataset_id})"
     )
     if dataset_id.startswith(account.PLACEHOLDER_OWNER):
-        lines.append("  no Kaggle user name here: convert again with --dataset-id <you>/<slug> before publishing")
+        lines.append(
+            "  no Kaggle user name here: convert again with --dataset-id <you>/<slug> (dataset_id=) to publish"
+        )
     kaggle = Path(sys.executable).with_name("kaggle")  # the kaggle CLI of this environment, where it has one
     lines.append(
         f"  publish: {kaggle if kaggle.exists() else 'kaggle'} datasets create -p {options.output} --dir-mode zip"
