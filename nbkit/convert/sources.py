@@ -142,18 +142,13 @@ def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
                 f"{part} holds pictures directly ({', '.join(loose[:3])}), but without a labels CSV "
                 "each class needs its own sub-folder: move them into one folder per class, or give --labels CSV."
             )
-        by_class: dict[str, list[PurePosixPath]] = {}
-        for relative in found:
-            by_class.setdefault(relative.parts[0], []).append(relative)
-        for folder in classes:
-            mine = by_class.get(folder.name)
-            if not mine:
-                raise DataError(
-                    f"Class folder {folder} holds no pictures ({' '.join(SUFFIXES)}): add some or remove the folder."
-                )
-            for relative in mine:
-                picture_id = (part / relative).relative_to(source).as_posix()
-                pictures.append(Picture(part / relative, picture_id, folder.name, picture_id, split))
+        named = {relative.parts[0] for relative in found}
+        empty = [str(folder) for folder in classes if folder.name not in named]
+        if empty:
+            raise DataError(f"Class folder {empty[0]} holds no pictures ({' '.join(SUFFIXES)}): add some or remove it.")
+        for relative in found:  # sorted: class by class
+            picture_id = (part / relative).relative_to(source).as_posix()
+            pictures.append(Picture(part / relative, picture_id, relative.parts[0], picture_id, split))
     return Labeled(pictures, None, None, ids_with_extension=False)
 
 
