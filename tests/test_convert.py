@@ -671,6 +671,9 @@ def test_a_semicolon_csv_and_ids_in_another_unicode_form_are_read(tmp_path):
     output = convert(tmp_path / "pics", tmp_path / "out", SIZE, labels=tmp_path / "train.csv", workers=1)
     records = read_split(output, "train") + read_split(output, "val")
     assert sorted((r["id"], r["class"]) for r in records) == [(f"caf\u00e9 {i}.jpg", i % 2) for i in range(4)]
+    (tmp_path / "train.csv").write_text((tmp_path / "train.csv").read_text().replace(";", "|"))
+    with pytest.raises(DataError, match=r"its columns are 'image_id\|label'. Separate its columns with `,`, `;` or"):
+        convert(tmp_path / "pics", tmp_path / "out", SIZE, labels=tmp_path / "train.csv", workers=1)
 
 
 def test_an_output_where_nothing_can_be_written_stops_before_any_work(tmp_path):

@@ -41,7 +41,11 @@ class Table:
         wanted = f"column {name!r}" if name else f"a column number {position + 1}"
         raise DataError(
             f"{self.path.name} has no {wanted}; its columns are {', '.join(map(repr, self.header)) or 'none'}. "
-            f"Give the right name with {option}."
+            + (
+                "Separate its columns with `,`, `;` or tabs."
+                if len(self.header) == 1
+                else f"Give the right name with {option}."
+            )
         )
 
 
