@@ -567,3 +567,177 @@ def test_a_notebook_that_converts_carries_the_writer_but_not_the_example():
     needed = bundle._modules_needed(["from nbkit.convert.run import convert"])
     assert {"convert/run", "convert/pictures", "images/writer", "tfrecord"} <= set(needed)
     assert "convert/example" not in needed and not [m for m in needed if m.startswith(("accel/", "handoff/"))]
+
+
+# ---- bad or unusual input that once gave a wrong result or lost data (issue 35) -----------------
+
+
+def test_labels_differing_in_number_form_are_one_class_and_in_letter_case_an_error(tmp_path):
+    # "1", "01" and "1.0" are the number 1 (a spreadsheet writes 1.0): one class, written 1.
+    classes = labels.class_list({"1": "line 2", "1.0": "line 3", "2.00": "line 4", "03": "line 5"})
+    assert classes.values == (1, 2, 3) and classes.index("1.0", "") == classes.index("1", "") == 0
+    # "Healthy" and "healthy": which spelling is the class is not the converter's to guess.
+    rows = [("a.jpg", "Healthy"), ("b.jpg", "sick"), ("c", "healthy"), ("d.jpg", "sick")]
+    with pytest.raises(DataError, match=r"'Healthy' \(train.csv line 2 .*'healthy' \(train.csv line 4.*letter case"):
+        csv_case(rows)(tmp_path)
+
+
+def test_links_inside_source_never_read_a_picture_twice(tmp_path, capsys):
+    source = small_folders(tmp_path / "src")
+    elsewhere = tiny(tmp_path / "elsewhere", ["e1.jpg", "e2.jpg"])
+    (source / "a" / "loop").symlink_to(source)  # back into SOURCE: every class again, under a
+    (source / "b" / "copy.jpg").symlink_to(source / "a" / "1.jpg")  # a's picture, again, under b
+    (source / "a" / "more").symlink_to(elsewhere)  # outside SOURCE: read, once
+    (source / "b" / "more").symlink_to(elsewhere)  # the same pictures again, under b
+    (elsewhere / "self").symlink_to(elsewhere)  # a loop outside SOURCE
+    output = convert(source, tmp_path / "out", SIZE, workers=1)
+    ids = sorted(r["id"] for r in read_split(output, "train") + read_split(output, "val"))
+    assert ids == ["a/1.jpg", "a/2.jpg", "a/3.PNG", "a/more/e1.jpg", "a/more/e2.jpg", "b/1.jpg", "b/2.jpg", "b/3.jpg"]
+    said = capsys.readouterr().out
+    assert "left out 4 links" in said and "loop" in said and "copy.jpg" in said
+
+
+def test_files_of_kinds_not_read_are_counted_and_said(tmp_path, capsys):
+    source = small_folders(tmp_path / "src")
+    Image.new("RGB", (8, 8)).save(source / "a" / "moving.gif")
+    (source / "b" / "phone.heic").write_bytes(b"\0\0\0\x18ftypheic")
+    (source / "b" / "notes.txt").write_text("not a picture")
+    output = convert(source, tmp_path / "out", SIZE, workers=1)
+    assert sum(descriptions._read(output).counts.values()) == 6
+    said = capsys.readouterr().out
+    assert "left out 3 files" in said and "1 .gif" in said and "1 .heic" in said and "1 .txt" in said
+
+
+def test_a_test_folder_that_holds_training_pictures_is_refused(tmp_path):
+    source = small_folders(tmp_path / "src")
+    with pytest.raises(ParameterError, match="--test .* holds 6 of the training pictures"):
+        convert(source, tmp_path / "out", SIZE, test=source, workers=1)
+    test = tiny(tmp_path / "test", ["t.jpg"])
+    (test / "linked.jpg").symlink_to(source / "b" / "2.jpg")
+    with pytest.raises(ParameterError, match="holds 1 of the training pictures"):
+        convert(source, tmp_path / "out", SIZE, test=test, workers=1)
+    assert not (tmp_path / "out").exists()
+
+
+def test_converting_again_replaces_only_what_the_converter_wrote(tmp_path):
+    source, output = small_folders(tmp_path / "src"), tmp_path / "out"
+    convert(source, output, SIZE, workers=1, dataset_id="alice/pictures")
+    metadata = json.loads((output / "dataset-metadata.json").read_text())
+    edited = {**metadata, "subtitle": "my own words", "licenses": [{"name": "CC-BY-4.0"}]}
+    (output / "dataset-metadata.json").write_text(json.dumps(edited))
+    convert(source, output, SIZE, workers=1)  # the user's edits stay
+    assert json.loads((output / "dataset-metadata.json").read_text()) == edited
+    convert(source, output, SIZE, workers=1, dataset_id="alice/other-pictures")  # asked for: written anew
+    assert json.loads((output / "dataset-metadata.json").read_text())["id"] == "alice/other-pictures"
+    # Anything else in OUTPUT (notes, a run's outputs) would be deleted: refused, each named, nothing lost.
+    (output / "README.md").write_text("my notes")
+    (output / "train-on-tpu" / "model-package").mkdir(parents=True)
+    (output / "train-on-tpu" / "metrics.json").write_text("{}")
+    before = snapshot(output)
+    with pytest.raises(ParameterError, match=r"holds README.md, train-on-tpu, which the converter did not write"):
+        convert(source, output, SIZE, workers=1)
+    assert snapshot(output) == before
+
+
+def test_a_test_picture_is_never_skipped_and_empty_files_stop_before_encoding(tmp_path, capsys):
+    source = small_folders(tmp_path / "src")
+    test = tiny(tmp_path / "test", ["t1.jpg", "t2.jpg"])
+    good = (test / "t1.jpg").read_bytes()
+    (test / "t2.jpg").write_bytes(good[: len(good) // 2])  # cut short: the submission still needs it
+    with pytest.raises(DataError, match=r"test/t2.jpg: cannot decode .* Replace it: a test picture cannot be left out"):
+        convert(source, tmp_path / "out", SIZE, test=test, skip_damaged=True, workers=1)
+    (test / "t2.jpg").write_bytes(b"")  # empty: found before any picture is encoded
+    capsys.readouterr()
+    with pytest.raises(DataError, match=r"1 pictures are empty files \(0 bytes\): test/t2.jpg"):
+        convert(source, tmp_path / "out", SIZE, test=test, skip_damaged=True, workers=1)
+    assert "encoding" not in capsys.readouterr().out
+    # An empty training picture: an error before encoding, or with --skip-damaged left out and listed.
+    (test / "t2.jpg").write_bytes(good)
+    (source / "a" / "4.jpg").write_bytes(b"")
+    with pytest.raises(DataError, match=r"empty files \(0 bytes\): a/4.jpg"):
+        convert(source, tmp_path / "out", SIZE, test=test, workers=1)
+    assert "encoding" not in capsys.readouterr().out
+    output = convert(source, tmp_path / "out", SIZE, test=test, skip_damaged=True, workers=1)
+    assert descriptions._read(output).converted_with["skipped"] == ["a/4.jpg"]
+
+
+def test_a_semicolon_csv_and_ids_in_another_unicode_form_are_read(tmp_path):
+    decomposed = "cafe\u0301"  # é as e + accent, as macOS writes file names
+    tiny(tmp_path / "pics", [f"{decomposed} {i}.jpg" for i in range(4)])
+    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f, delimiter=";").writerows(
+            [("image_id", "label"), *[(f"caf\u00e9 {i}.jpg", i % 2) for i in range(4)]]
+        )
+    output = convert(tmp_path / "pics", tmp_path / "out", SIZE, labels=tmp_path / "train.csv", workers=1)
+    records = read_split(output, "train") + read_split(output, "val")
+    assert sorted((r["id"], r["class"]) for r in records) == [(f"caf\u00e9 {i}.jpg", i % 2) for i in range(4)]
+    (tmp_path / "train.csv").write_text((tmp_path / "train.csv").read_text().replace(";", "|"))
+    with pytest.raises(DataError, match=r"its columns are 'image_id\|label'. Separate its columns with `,`, `;` or"):
+        convert(tmp_path / "pics", tmp_path / "out", SIZE, labels=tmp_path / "train.csv", workers=1)
+
+
+def test_an_output_where_nothing_can_be_written_stops_before_any_work(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ParameterError, match="a-file is not a folder you may write in"):
+        convert(small_folders(tmp_path / "src"), tmp_path / "a-file" / "out", SIZE, workers=1)
+    if os.geteuid() != 0:  # root writes into a read-only folder all the same
+        (tmp_path / "locked").mkdir(mode=0o500)
+        with pytest.raises(ParameterError, match="locked is not a folder you may write in"):
+            convert(tmp_path / "src", tmp_path / "locked" / "out", SIZE, workers=1)
+
+
+def test_a_class_removed_from_the_description_is_named_as_the_cause(tmp_path):
+    from nbkit.images import checks
+
+    output = convert(small_folders(tmp_path / "src"), tmp_path / "out", SIZE, workers=1)
+    described = json.loads((output / descriptions.DESCRIPTION_FILE).read_text())
+    described["classes"], described["label_values"] = ["a"], ["a"]  # b removed by hand
+    (output / descriptions.DESCRIPTION_FILE).write_text(json.dumps(described))
+    dataset = descriptions.load(output)
+    with pytest.raises(DataError, match="If a class was removed from the data's nbkit-dataset.json, put it back"):
+        checks.check_splits(layout.split_files(output, SIZE, names=["train"]), SIZE, dataset.num_classes)
+
+
+def test_the_command_line_checks_what_it_needs_before_any_work(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "PIL" else find_spec(name, *a))
+    code = cli.main(["tfrecords", str(small_folders(tmp_path / "src")), str(tmp_path / "out"), "--size", "32"])
+    captured = capsys.readouterr()
+    assert code == 1 and not captured.out and not (tmp_path / "out").exists()
+    assert "needs PIL" in captured.err and "`.venv/bin/python -m nbkit tfrecords ...`" in captured.err
+
+
+def test_the_summary_says_how_to_publish_with_this_environments_kaggle(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.delenv("KAGGLE_USERNAME", raising=False)
+    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    source = small_folders(tmp_path / "src")
+    convert(source, tmp_path / "out", SIZE, workers=1)
+    said = capsys.readouterr().out
+    assert "INSERT_USERNAME_HERE/out-tfrecords" in said and "convert again with --dataset-id <you>/<slug>" in said
+    kaggle = Path(sys.executable).with_name("kaggle")
+    assert f"publish: {kaggle if kaggle.exists() else 'kaggle'} datasets create -p" in said
+    monkeypatch.setenv("KAGGLE_USERNAME", "alice")  # logged in now: the owner-less id is not kept
+    convert(source, tmp_path / "out", SIZE, workers=1)
+    assert json.loads((tmp_path / "out" / "dataset-metadata.json").read_text())["id"] == "alice/out-tfrecords"
+
+
+def test_every_command_the_readme_shows_runs_as_written_after_make_demo():
+    import re
+    import shlex
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
+    commands = [c.split(" #")[0].strip() for b in blocks for c in b.replace("\\\n", " ").splitlines()]
+    commands += re.findall(r"`((?:\.venv/bin/|make |python)[^`]*)`", readme)
+    for command in filter(None, commands):
+        if command.startswith(("#", "for ", "done", "git clone", "make")):
+            continue
+        assert command.startswith(".venv/bin/") and "..." not in command, command
+        words = shlex.split(command.split(" && ")[-1])
+        if words[:3] == [".venv/bin/python", "-m", "nbkit"] and " / " not in command:
+            cli._parser().parse_args(words[3:])  # a real command with real options (exits 2 otherwise)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from pathlib import Path
 from nbkit.errors import DataError, ParameterError
 
 _INTEGER = re.compile(r"[+-]?\d+")
+_WHOLE = re.compile(r"[+-]?\d+(\.0*)?")  # a whole number, also as a spreadsheet writes it: 1.0
 
 
 @dataclass(frozen=True)
@@ -39,18 +41,25 @@ class Table:
         wanted = f"column {name!r}" if name else f"a column number {position + 1}"
         raise DataError(
             f"{self.path.name} has no {wanted}; its columns are {', '.join(map(repr, self.header)) or 'none'}. "
-            f"Give the right name with {option}."
+            + (
+                "Separate its columns with `,`, `;` or tabs."
+                if len(self.header) == 1
+                else f"Give the right name with {option}."
+            )
         )
 
 
-def read_csv(path: str | Path, option: str) -> Table:
-    """The CSV at `path` (`option` names it in messages); cells stripped, empty lines skipped."""
+def read_csv(path: str | Path, option: str, delimiters: str = ",") -> Table:
+    """The CSV at `path` (`option` names it in messages); cells stripped, empty lines skipped. Its
+    delimiter: the one of `delimiters` its header holds most (a spreadsheet may write `;` or tabs)."""
     path = Path(path)
     if not path.is_file():
         raise ParameterError(f"{option} {path}: no such file. Give the CSV file's path.")
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark
-            lines = list(csv.reader(f))
+            text = f.read()
+        delimiter = max(delimiters, key=text.partition("\n")[0].count)
+        lines = list(csv.reader(io.StringIO(text), delimiter=delimiter))
     except (UnicodeDecodeError, csv.Error) as error:
         raise DataError(f"{path.name} is not a readable UTF-8 CSV file ({error}): save it as CSV (UTF-8).") from None
     if not lines or not any(lines[0]):
@@ -65,8 +74,9 @@ def read_csv(path: str | Path, option: str) -> Table:
 
 
 def _label_key(text: str) -> str:
-    """The label as it is compared: integers without sign or leading zeros ("03" is 3), names as written."""
-    return str(int(text)) if _INTEGER.fullmatch(text) else text
+    """The label as it is compared: whole numbers without sign, leading zeros or decimals ("03" and
+    "3.0" are 3), names as written."""
+    return str(int(text.partition(".")[0])) if _WHOLE.fullmatch(text) else text
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,14 @@ def class_list(found: Mapping[str, str], class_names: object = None) -> Classes:
     if given is None:
         keys = sorted({_label_key(text) for text in found}, key=_order)
         names = dict.fromkeys(keys)
+        spelled: dict[str, str] = {}
+        for text, where in found.items():  # "Healthy" and "healthy": one class misspelled, or two?
+            other = spelled.setdefault(_label_key(text).casefold(), text)
+            if _label_key(other) != _label_key(text):
+                raise DataError(
+                    f"Labels {other!r} ({found[other]}) and {text!r} ({where}) differ only in letter case: "
+                    "write each class one way (or, for two classes, give them names that differ in more)."
+                )
     elif isinstance(given, Mapping):
         names = {_label_key(str(k)): str(v) for k, v in given.items()}
         keys = sorted(names, key=_order)

@@ -4,6 +4,8 @@ same bytes wherever it is converted)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +16,11 @@ from nbkit.convert.pictures import FITS
 from nbkit.convert.workers import cores
 from nbkit.errors import ParameterError
 from nbkit.images.description import DESCRIPTION_FILE, METRICS
+from nbkit.inputs import account
 
+METADATA_FILE = "dataset-metadata.json"  # for `kaggle datasets create`
+# What a conversion writes in OUTPUT (see nbkit.convert.run): a new one replaces exactly these.
+_WRITTEN = re.compile(rf"tfrecords-jpeg-\d+x\d+|{DESCRIPTION_FILE}|{METADATA_FILE}|sample_submission\.csv")
 _SIZES = (32, 2048)  # smallest and largest picture side: below 32 a CNN sees little, above 2048 no TPU batch fits
 
 
@@ -86,13 +92,40 @@ class Options:
                     f"OUTPUT {output} holds the input {path}, and converting replaces OUTPUT as a whole: "
                     "give another folder."
                 )
-        if output.is_dir():
-            entries = sorted(p.name for p in output.iterdir())
-            if entries and DESCRIPTION_FILE not in entries:
-                raise ParameterError(
-                    f"OUTPUT {output} already holds {', '.join(entries[:5])} and is no earlier conversion "
-                    f"(no {DESCRIPTION_FILE}); converting replaces it as a whole: give a new or empty folder."
-                )
+        parent = next(p for p in output.absolute().parents if p.exists())
+        if not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+            raise ParameterError(
+                f"OUTPUT {output} cannot be written: {parent} is not a folder you may write in. "
+                "Give an OUTPUT in a folder of yours."
+            )
+        entries = sorted(p.name for p in output.iterdir()) if output.is_dir() else []
+        others = [e for e in entries if DESCRIPTION_FILE not in entries or not _WRITTEN.fullmatch(e)]
+        if others:
+            raise ParameterError(
+                f"OUTPUT {output} holds {', '.join(others[:5])}{', ...' * (len(others) > 5)}, which the converter "
+                "did not write; converting replaces OUTPUT as a whole and would delete them: move them out, "
+                "or give a new or empty folder."
+            )
+
+    def dataset_metadata(self) -> dict[str, Any]:
+        """dataset-metadata.json's contents, checked: OUTPUT's own (edits kept) where it has an owner,
+        unless --dataset-id or --title asks for new ones."""
+        earlier = self.output / METADATA_FILE
+        if earlier.is_file() and not (self.dataset_id or self.title):
+            try:
+                kept = json.loads(earlier.read_text(encoding="utf-8"))
+                account.dataset_metadata(kept["id"], kept["title"])
+            except (ValueError, KeyError, TypeError) as error:
+                raise ParameterError(f"{earlier}: {error}. Correct it, or pass --dataset-id and --title.") from None
+            if not kept["id"].startswith(account.PLACEHOLDER_OWNER):  # no owner yet: nothing of the user's
+                print(f"  keeping {earlier} (id {kept['id']}): --dataset-id or --title writes it anew", flush=True)
+                return dict(kept)
+        return account.dataset_metadata(
+            self.dataset_id or account.default_dataset_id(self.default_slug()),
+            self.title or self.default_title(),
+            [{"path": DESCRIPTION_FILE, "description": "classes, label values, submission columns (nbkit)"}],
+            example="alice/cassava-tfrecords",
+        )
 
     def default_title(self) -> str:
         """The dataset's title: the output folder's name and the size, 6 to 50 characters."""

@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import shutil
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
@@ -25,7 +26,7 @@ from typing import Any
 
 from nbkit import atomic
 from nbkit.convert import labels, shards, sources, split, workers
-from nbkit.convert.options import Options
+from nbkit.convert.options import METADATA_FILE, Options
 from nbkit.convert.sources import Picture
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import description as descriptions
@@ -33,7 +34,6 @@ from nbkit.images import layout, writer
 from nbkit.inputs import account
 
 _say = functools.partial(print, flush=True)
-_METADATA_FILE = "dataset-metadata.json"
 _SAMPLE_FILE = "sample_submission.csv"
 
 
@@ -87,12 +87,7 @@ def convert(
 
 def _convert(options: Options) -> Path:
     """`convert` with its options checked."""
-    metadata = account.dataset_metadata(
-        options.dataset_id or account.default_dataset_id(options.default_slug()),
-        options.title or options.default_title(),
-        [{"path": descriptions.DESCRIPTION_FILE, "description": "classes, label values, submission columns (nbkit)"}],
-        example="alice/cassava-tfrecords",
-    )  # a bad id or title stops here, before minutes of encoding
+    metadata = options.dataset_metadata()  # a bad id or title stops here, before minutes of encoding
     labeled, sample, tests = _read_source(options)
     found: dict[str, str] = {}
     for picture in labeled.pictures:
@@ -102,6 +97,13 @@ def _convert(options: Options) -> Path:
     splits, split_kind = _assign(options, labeled.pictures, label_of, classes)
     if tests:
         splits["test"] = [_Group("test", tests, [None] * len(tests))]
+    empty = [p for p in chain(labeled.pictures, tests) if p.path.is_file() and p.path.stat().st_size == 0]
+    if empty and (not options.skip_damaged or any(p.label is None for p in empty)):
+        raise DataError(  # the cheap check before minutes of encoding
+            f"{len(empty)} pictures are empty files (0 bytes): {', '.join(p.where for p in empty[:5])}. Replace "
+            "them (a test picture cannot be left out: the submission needs it), or pass --skip-damaged to leave "
+            "out training ones."
+        )
     _say(_describe_plan(options, labeled, classes, splits, split_kind))
     _remove_killed_leftovers(options.output)
     with atomic.staged_dir(options.output) as staging:
@@ -124,7 +126,7 @@ def _convert(options: Options) -> Path:
         descriptions.write(staging, description)
         if sample is not None:  # the notebooks check their submission.csv against it
             shutil.copyfile(sample.path, staging / _SAMPLE_FILE)
-        (staging / _METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+        (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
     _say(_summary(options, description, names, skipped, progress, metadata["id"]))
     return options.output
 
@@ -156,7 +158,7 @@ def _read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None
     test = sources.existing_folder(options.test, "--test") if options.test is not None else None
     leave_out = [p for p in (test, options.output) if p is not None]
     if options.labels is not None:
-        table = labels.read_csv(options.labels, "--labels")
+        table = labels.read_csv(options.labels, "--labels", delimiters=",;\t")
         labeled = sources.from_csv(
             source, table, options.id_column, options.label_column, options.split_column, leave_out
         )
@@ -172,6 +174,12 @@ def _read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None
         if len(sample.header) < 2:
             raise DataError(f"{sample.path.name} has {len(sample.header)} column; a submission needs id and label.")
     tests = sources.find_test_pictures(test, sample, labeled.ids_with_extension) if test is not None else []
+    both = {p.path.resolve() for p in tests} & {p.path.resolve() for p in labeled.pictures} if tests else set()
+    if both:
+        raise ParameterError(
+            f"--test {test} holds {len(both)} of the training pictures (e.g. {min(both)}): a test split must be "
+            "pictures the model never trained on. Give the competition's test folder, apart from SOURCE."
+        )
     return labeled, sample, tests
 
 
@@ -264,10 +272,14 @@ def _examples(
     for picture, label, result in zip(group.pictures, group.labels, results):
         progress.advance(group.split)
         if isinstance(result, str):
-            if not skip_damaged:
+            if not skip_damaged or label is None:
+                advice = (
+                    "it: a test picture cannot be left out (the submission needs it)"
+                    if label is None
+                    else "or delete it, or pass --skip-damaged (skip_damaged=True) to leave it out and list it"
+                )
                 raise DataError(
-                    f"{picture.where}: cannot decode {picture.path} as a picture ({result}). Replace or delete "
-                    "it, or pass --skip-damaged (skip_damaged=True) to leave it out and list it."
+                    f"{picture.where}: cannot decode {picture.path} as a picture ({result}). Replace {advice}."
                 )
             _say(f"  skipped {picture.where}: {result}")
             skipped.append(picture.id)
@@ -323,7 +335,14 @@ def _summary(
         lines.append(f"  skipped {len(skipped)} damaged pictures: {', '.join(skipped)}")
     lines.append(
         f"  wrote {options.output}: tfrecords-jpeg-{options.size}x{options.size}/, {descriptions.DESCRIPTION_FILE}, "
-        f"{_METADATA_FILE} (id {dataset_id})"
+        f"{METADATA_FILE} (id {dataset_id})"
     )
-    lines.append(f"  publish: kaggle datasets create -p {options.output} --dir-mode zip")
+    if dataset_id.startswith(account.PLACEHOLDER_OWNER):
+        lines.append(
+            "  no Kaggle user name here: convert again with --dataset-id <you>/<slug> (dataset_id=) to publish"
+        )
+    kaggle = Path(sys.executable).with_name("kaggle")  # the kaggle CLI of this environment, where it has one
+    lines.append(
+        f"  publish: {kaggle if kaggle.exists() else 'kaggle'} datasets create -p {options.output} --dir-mode zip"
+    )
     return "\n".join(lines)

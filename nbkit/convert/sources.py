@@ -8,6 +8,9 @@ and either matches its file. In the folder form a picture's id is its path under
 
 from __future__ import annotations
 
+import functools
+import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -19,6 +22,8 @@ from nbkit.errors import DataError, ParameterError
 _VAL_FOLDERS = ("val", "valid", "validation")
 _SPLIT_VALUES = {"train": "train", "val": "val", "valid": "val", "validation": "val"}
 _SHOWN = 5  # problems named in one message; the rest are counted
+_say = functools.partial(print, flush=True)
+_nfc = functools.partial(unicodedata.normalize, "NFC")
 
 
 @dataclass(frozen=True)
@@ -48,20 +53,36 @@ def _visible(path: Path) -> bool:
     return not path.name.startswith(".") and path.name != "__MACOSX"
 
 
-def _list_pictures(folder: Path, leave_out: Iterable[Path] = ()) -> list[PurePosixPath]:
+def _list_pictures(
+    folder: Path, leave_out: Iterable[Path] = (), root: Path | None = None, seen: set[Path] | None = None
+) -> list[PurePosixPath]:
     """The pictures under `folder` (any depth, any letter case of the suffix), as sorted paths
-    relative to it; hidden files and the folders in `leave_out` are skipped."""
-    leave_out = {p.resolve() for p in leave_out}
-    found, todo = [], [folder]
+    relative to it; hidden files and the folders in `leave_out` are skipped. Each picture once:
+    links that lead back into `root` (default `folder`) or to what `seen` (real paths) holds are
+    left out and said, as are the files of kinds not read (.gif, .heic, ...)."""
+    leave_out, root = {p.resolve() for p in leave_out}, (root or folder).resolve()
+    seen = set() if seen is None else seen
+    found, todo, links, others = [], [folder], [], Counter[str]()
     while todo:
         current = todo.pop()
         for entry in current.iterdir():
-            if not _visible(entry) or entry.resolve() in leave_out:
+            real = entry.resolve()
+            if not _visible(entry) or real in leave_out:
                 continue
-            if entry.is_dir():
+            if real in seen or (entry.is_symlink() and root in (real, *real.parents)):
+                links.append(f"{entry.relative_to(folder)} -> {real}")
+            elif entry.is_dir():
                 todo.append(entry)
             elif entry.suffix.lower() in SUFFIXES:
                 found.append(PurePosixPath(entry.relative_to(folder).as_posix()))
+            else:
+                others[entry.suffix.lower() or entry.name] += 1
+            seen.add(real)
+    if links:
+        _say(f"  left out {len(links)} links to pictures read once already (or a loop): {'; '.join(links[:_SHOWN])}")
+    if others:
+        kinds = ", ".join(f"{count} {kind}" for kind, count in others.most_common())
+        _say(f"  left out {others.total()} files in {folder} that are not pictures of {' '.join(SUFFIXES)}: {kinds}")
     return sorted(found)
 
 
@@ -109,26 +130,25 @@ def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
     """One sub-folder per class (the folder names are the labels); the competition's own split when
     SOURCE holds train/ and val/ (or valid/, validation/) folders of class folders."""
     leave_out = [p.resolve() for p in leave_out]
-    pictures = []
+    pictures, seen = [], set()
     for split, part in _split_parts(source, leave_out).items():
-        loose = [p.name for p in part.iterdir() if p.is_file() and _visible(p) and p.suffix.lower() in SUFFIXES]
-        if loose:
-            raise DataError(
-                f"{part} holds pictures directly ({', '.join(sorted(loose)[:3])}), but without a labels CSV "
-                "each class needs its own sub-folder: move them into one folder per class, or give --labels CSV."
-            )
         classes = _subfolders(part, leave_out)
         if not classes:
             raise DataError(f"{part} has no class folders: put the pictures in one sub-folder per class.")
-        for folder in classes:
-            found = _list_pictures(folder, leave_out)
-            if not found:
-                raise DataError(
-                    f"Class folder {folder} holds no pictures ({' '.join(SUFFIXES)}): add some or remove the folder."
-                )
-            for relative in found:
-                picture_id = (folder / relative).relative_to(source).as_posix()
-                pictures.append(Picture(folder / relative, picture_id, folder.name, picture_id, split))
+        found = _list_pictures(part, leave_out, source, seen)
+        loose = [str(p) for p in found if len(p.parts) == 1]
+        if loose:
+            raise DataError(
+                f"{part} holds pictures directly ({', '.join(loose[:3])}), but without a labels CSV "
+                "each class needs its own sub-folder: move them into one folder per class, or give --labels CSV."
+            )
+        named = {relative.parts[0] for relative in found}
+        empty = [str(folder) for folder in classes if folder.name not in named]
+        if empty:
+            raise DataError(f"Class folder {empty[0]} holds no pictures ({' '.join(SUFFIXES)}): add some or remove it.")
+        for relative in found:  # sorted: class by class
+            picture_id = (part / relative).relative_to(source).as_posix()
+            pictures.append(Picture(part / relative, picture_id, relative.parts[0], picture_id, split))
     return Labeled(pictures, None, None, ids_with_extension=False)
 
 
@@ -136,24 +156,25 @@ def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
 
 
 class _PictureIndex:
-    """The pictures under a folder, found by relative path, with or without their suffix."""
+    """The pictures under a folder, found by relative path, with or without their suffix, in either
+    Unicode form (macOS writes `é` in file names as e + accent, a CSV mostly as one character)."""
 
     def __init__(self, folder: Path, files: Sequence[PurePosixPath]) -> None:
         self.folder, self.files = folder, list(files)
         self.by_name: dict[str, PurePosixPath] = {}
         self.by_stem: dict[str, list[PurePosixPath]] = {}
         for file in files:
-            self.by_name[str(file)] = file
-            self.by_name.setdefault(str(file.with_suffix(file.suffix.lower())), file)
-            self.by_stem.setdefault(str(file.with_suffix("")), []).append(file)
+            self.by_name[_nfc(str(file))] = file
+            self.by_name.setdefault(_nfc(str(file.with_suffix(file.suffix.lower()))), file)
+            self.by_stem.setdefault(_nfc(str(file.with_suffix(""))), []).append(file)
 
     def find(self, picture_id: str) -> tuple[PurePosixPath | None, bool, str]:
         """(the file `picture_id` names or None, whether the id carries the suffix, what is wrong)."""
-        name = PurePosixPath(picture_id)
-        exact = self.by_name.get(picture_id) or self.by_name.get(str(name.with_suffix(name.suffix.lower())))
+        name = PurePosixPath(_nfc(picture_id))
+        exact = self.by_name.get(str(name)) or self.by_name.get(str(name.with_suffix(name.suffix.lower())))
         if exact is not None:
             return exact, True, ""
-        files = self.by_stem.get(picture_id, [])
+        files = self.by_stem.get(str(name), [])
         if len(files) > 1:
             return None, False, f"{picture_id!r} could be any of {', '.join(map(str, files))}"
         return (files[0], False, "") if files else (None, False, f"no picture {picture_id!r} in {self.folder}")
@@ -193,7 +214,9 @@ def from_csv(
             raise DataError(f"{where} names the same picture as line {used[file]} ({file}): keep one line.")
         used[file] = line
         suffixed.append(with_suffix)
-        split = _split_value(row.get(split_column, ""), where, split_column) if split_column else None
+        split = _SPLIT_VALUES.get(row.get(split_column, "").lower()) if split_column else None
+        if split_column and split is None:
+            raise DataError(f"{where}: {split_column} is {row.get(split_column, '')!r}; write train or val.")
         pictures.append(Picture(source / file, picture_id, label, where, split))
     if missing:
         raise _problems(
@@ -207,13 +230,6 @@ def from_csv(
             "Add a line (id,label) for each, or move them out of SOURCE.",
         )
     return Labeled(pictures, id_column, label_column, ids_with_extension=all(suffixed))
-
-
-def _split_value(value: str, where: str, split_column: str) -> str:
-    split = _SPLIT_VALUES.get(value.lower())
-    if split is None:
-        raise DataError(f"{where}: {split_column} is {value!r}; write train or val.")
-    return split
 
 
 # ---- test pictures -------------------------------------------------------------------------------

@@ -120,8 +120,10 @@ def _check_file(
         _check_image(jpeg, image_size, where)
         if labeled and not 0 <= key < num_classes:
             raise DataError(
-                f"{where} has class {key}, outside 0..{num_classes - 1} ({num_classes} classes): the file is damaged "
-                "or from another dataset. Re-download or regenerate it."
+                f"{where} has class {key}, outside 0..{num_classes - 1}: the dataset's description names "
+                f"{num_classes} classes. If a class was removed from the data's nbkit-dataset.json, put it back (a "
+                "record's class numbers that list; to drop a class, convert again without its pictures); else the "
+                "file is damaged or from another dataset: re-download or regenerate it."
             )
         record_id = record_id if record_id is not None else f"{Path(name).name}:{index}"
         if record_id in seen:

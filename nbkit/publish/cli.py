@@ -1,7 +1,7 @@
 """`python -m nbkit`: bundle a notebook as a Kaggle kernel, push it, run it remotely, scan for leaks;
 convert a competition's pictures; gather out-of-fold scores.
 
-python -m nbkit bundle notebooks/02_flowers_classifier.py               (no Kaggle login needed)
+.venv/bin/python -m nbkit bundle notebooks/02_flowers_classifier.py     (no Kaggle login needed; the same below)
 python -m nbkit push build/kernels/02-flowers-classifier
 python -m nbkit run notebooks/02_flowers_classifier.py --competition flower-classification-with-tpus
 python -m nbkit follow build/kernels/02-flowers-classifier              (or owner/slug)
@@ -252,10 +252,23 @@ def _run(args: argparse.Namespace) -> str:
     return f"no secrets found in {', '.join(args.paths)}"
 
 
+# What each command imports (here or in its worker processes), checked before it starts work.
+_NEEDS = {"tfrecords": "PIL numpy", "oof": "PIL numpy", "launch": "papermill psutil", "bundle": "nbformat jupytext"}
+_NEEDS |= {"run": "nbformat jupytext kaggle", "push": "kaggle", "follow": "kaggle", "status": "kaggle"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit code 0 on success, 1 with a one-paragraph error otherwise."""
     args = _parser().parse_args(argv)
     try:
+        import importlib.util
+
+        missing = [name for name in _NEEDS.get(args.command, "").split() if importlib.util.find_spec(name) is None]
+        if missing:
+            raise NbkitError(
+                f"it needs {', '.join(missing)}, which this Python ({sys.executable}) lacks: run it with the "
+                f"project's environment, `.venv/bin/python -m nbkit {args.command} ...` (`make venv` makes .venv)."
+            )
         last_lines = _run(args)
         if last_lines:
             print(last_lines)
