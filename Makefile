@@ -59,10 +59,11 @@ lock: | $(UV)
 	$(UV) pip compile -q requirements-xla.txt --python-version $(PYTHON_xla) $(LOCK_PLATFORM) -o envs/xla.lock
 	$(foreach env,$(MATRIX),$(UV) pip compile -q envs/$(env).in --python-version $(PYTHON_$(env)) $(LOCK_PLATFORM) -o envs/$(env).lock;)
 
-# The main job: the flowers notebook on a generated sample in the competition format, into out/.
+# The main job: the flowers notebook on a generated sample in the competition format, into out/, with
+# papermill through nbkit's engine (its kernel on socket files, as in the tests and `launch`: no TCP ports).
 demo: $(STAMP)
 	mkdir -p out
-	$(BIN)/papermill notebooks/02_flowers_classifier.ipynb out/02_flowers_classifier.ipynb --cwd . --progress-bar
+	$(BIN)/python -m nbkit.publish.engine notebooks/02_flowers_classifier.ipynb out/02_flowers_classifier.ipynb --cwd . --progress-bar
 	@echo "Executed notebook: out/02_flowers_classifier.ipynb"
 	@echo "Plots, model.keras, metrics.json and submission.csv: out/classifier/"
 	@ls out/classifier

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from nbkit import atomic, env, hosts
 from nbkit.errors import ParameterError
-from nbkit.storage import user_path
+from nbkit.storage import is_remote, user_path
 
 _STAGING, _FAILED, _LOCK = ".incomplete-run", ".failed-run", ".run.lock"
 
@@ -74,9 +74,10 @@ class _RunOutputs:
         return names
 
 
-def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR") -> _RunOutputs:
+def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR", data_root: str = "") -> _RunOutputs:
     """Start a run's outputs in `folder` ("auto": the working folder's `default`, e.g. /kaggle/working/
-    classifier on Kaggle): lock it (`.run.lock`, an OS lock that dies with its process,
+    classifier on Kaggle), refused where it is or lies inside `data_root` (a folder of input data, which
+    a new conversion replaces whole): lock it (`.run.lock`, an OS lock that dies with its process,
     so a killed run never blocks the next; a folder another run holds is refused, a run started again
     in the same process takes its own lock over), move an unfinished earlier run's files to
     `.failed-run/` (saying so in `describe()`), and make the staging folder. It writes into the
@@ -86,6 +87,13 @@ def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR") 
     path = Path(user_path(folder))
     if path.exists() and not path.is_dir():
         raise ParameterError(f"{parameter}={str(folder)!r} is a file, not a folder: give a folder for the outputs.")
+    inputs = "" if data_root in ("", "auto", "sample") or is_remote(data_root) else Path(user_path(data_root)).resolve()
+    if inputs and inputs in (path.resolve(), *path.resolve().parents):
+        raise ParameterError(
+            f"{parameter}={str(folder)!r} is or lies inside DATA_ROOT={data_root!r}: converting the data again replaces "
+            f"that folder, and this run's outputs with it. Give an {parameter} outside DATA_ROOT, or keep the data in "
+            "a folder of its own."
+        )
     if not hosts.from_environment().writes_outputs:  # process 0 takes the folder; this one touches nothing
         return _RunOutputs(path, writes=False)
     outputs = _RunOutputs(path)

@@ -58,7 +58,8 @@ params.check_parameters(
     globals(), EPOCHS=1, PER_REPLICA_BATCH=1, STEPS_PER_EXECUTION=1, FOLD=-1, TTA=range(1, 5),
     AUGMENT=("flips", "standard", "none"),
 )  # fmt: skip
-outputs = staging.start(OUTPUT_DIR, default="classifier" if FOLD == -1 else f"classifier-fold{FOLD}")
+run_name = "classifier" if FOLD == -1 else f"classifier-fold{FOLD}"
+outputs = staging.start(OUTPUT_DIR, default=run_name, data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 
 compile_cache = outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE
@@ -307,10 +308,20 @@ figure = plots.batch(shown, val_labels[:20], dataset.classes, val_probabilities.
 # ## Predict and submit
 # `submission.csv` in the dataset's form (its header and ids checked against the sample submission
 # when there is one), one row per test id in the test files' order; `metrics.json` keeps the scores.
+# Data without a test split (converted without `--test`; a code competition, whose test pictures
+# appear only when Kaggle reruns the notebook) gets everything but the submission.
 
 # %%
-test_views, test_ids = predict_tta(data.test)
-written = data.write_submission(test_ids, np.mean(test_views, axis=0).argmax(1), outputs.staging / "submission.csv")
+if data.test is None:
+    test_ids = []
+    print(
+        "No submission.csv: the data has no test split (converted without --test; a code competition's "
+        "test pictures appear only when Kaggle reruns the notebook)."
+    )
+else:
+    test_views, test_ids = predict_tta(data.test)
+    written = data.write_submission(test_ids, np.mean(test_views, axis=0).argmax(1), outputs.staging / "submission.csv")
+    print(f"wrote {len(test_ids)} rows to {written.name}")
 metrics_file = outputs.write_json(
     "metrics.json",
     {
@@ -328,7 +339,7 @@ metrics_file = outputs.write_json(
     },
 )
 model.save(outputs.staging / "model.keras")
-print(f"wrote {len(test_ids)} rows to {written.name}, plus {metrics_file.name} and model.keras")
+print(f"wrote {metrics_file.name} and model.keras")
 
 # %% [markdown]
 # The run ended well: its outputs replace the previous run's, all at once.

@@ -69,7 +69,7 @@ if DATASET_ID != "auto":
 if MODEL_HANDLE != "none":
     params.check_handle("MODEL_HANDLE", MODEL_HANDLE, "owner/model/framework/variation", "alice/flowers/keras/default")
 run_name = "train-on-tpu" if FOLD == -1 else f"train-on-tpu-fold{FOLD}"  # its folder, here and as a notebook output
-outputs = staging.start(OUTPUT_DIR, default=run_name)
+outputs = staging.start(OUTPUT_DIR, default=run_name, data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 
 compile_cache = outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE
@@ -302,8 +302,9 @@ figure = plots.training_curves(run.history, path=outputs.staging / "training_cur
 # %% [markdown]
 # ## Evaluate and predict
 # Scores on the validation set (with a `FOLD`, out of fold: `oof.csv`); `submission.csv` from this
-# model, which notebook 06 must reproduce (with the same `TTA`). Test-time augmentation: predict each
-# image as it is and in `TTA - 1` changed views, and average the class probabilities.
+# model, which notebook 06 must reproduce (with the same `TTA`), where the data has a test split.
+# Test-time augmentation: predict each image as it is and in `TTA - 1` changed views, and average
+# the class probabilities.
 
 # %%
 import numpy as np
@@ -335,8 +336,15 @@ figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.stagin
 if FOLD != -1:
     data.write_oof(val_labels, val_probabilities, outputs.staging / "oof.csv")
 
-test_views, test_ids = predict_tta(data.test)
-written = data.write_submission(test_ids, np.mean(test_views, axis=0).argmax(1), outputs.staging / "submission.csv")
+if data.test is None:  # the package is what counts: notebook 06 predicts when the test pictures are there
+    print(
+        "No submission.csv: the data has no test split (converted without --test; a code competition's "
+        "test pictures appear only when Kaggle reruns notebook 06, which predicts with the package)."
+    )
+else:
+    test_views, test_ids = predict_tta(data.test)
+    written = data.write_submission(test_ids, np.mean(test_views, axis=0).argmax(1), outputs.staging / "submission.csv")
+    print(f"wrote {len(test_ids)} rows to {written.name}")
 
 # %% [markdown]
 # ## Model package

@@ -83,9 +83,9 @@ print(f"{test.count} test images in {len(test.files)} files, {len(folders)} mode
 
 # %% [markdown]
 # ## Load and predict
-# Each model loads with this machine's Keras backend, its check images must give the logits recorded
-# in its manifest, and it predicts class probabilities for every test image; the ensemble is their
-# mean.
+# Each model loads with this machine's Keras backend and its check images must give the logits
+# recorded in its manifest, all of them before any predicts; then each predicts class probabilities
+# for every test image, and the ensemble is their mean.
 
 # %%
 import keras
@@ -125,12 +125,16 @@ def predict_tta(model, split):
     return np.mean(views, axis=0), ids
 
 
-members = []
+loaded = []  # every model loaded and checked before any predicts: a damaged last package stops here
 for folder in folders:
     model, _ = package.load_package(folder, acc)
+    loaded.append(model)
+    print(f"loaded {model.name} from {folder}, checked its outputs against the manifest")
+members = []
+for folder, model in zip(folders, loaded):
     probabilities, test_ids = predict_tta(model, test)
     members.append(probabilities)
-    print(f"{folder}: loaded {model.name}, checked its outputs against the manifest, predicted")
+    print(f"predicted with {folder}")
 probabilities = np.mean(members, axis=0)  # the ensemble
 test_predictions = probabilities.argmax(axis=1)
 

@@ -72,6 +72,19 @@ def test_an_output_folder_that_is_a_file_is_a_parameter_error(tmp_path):
         staging.start(tmp_path / "out")
 
 
+@pytest.mark.parametrize("output", ["data", "data/run", "data/../data/run/deeper", "~/data/run"])
+def test_an_output_folder_inside_the_data_root_is_refused_before_anything_is_written(tmp_path, monkeypatch, output):
+    """Issue 35 #9: outputs inside DATA_ROOT are deleted by the next conversion into DATA_ROOT."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    with pytest.raises(ParameterError, match="OUTPUT_DIR=.* is or lies inside DATA_ROOT='data'"):
+        staging.start(output, data_root="data")
+    assert [p.name for p in (tmp_path / "data").iterdir()] == []  # nothing made, nothing locked
+    for data_root in ("auto", "sample", "gs://bucket/data", str(tmp_path / "data" / "run" / "x"), "dat"):
+        staging.start("data/run", data_root=data_root).publish()  # no overlap: taken as before
+
+
 HOLDER = """
 import sys, time
 from nbkit import staging

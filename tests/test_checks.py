@@ -206,3 +206,35 @@ def test_a_feature_of_the_wrong_type_is_named_with_file_and_record(tmp_path, fea
     with pytest.raises(DataError) as error:
         record_items([path], labeled=labeled)
     assert str(error.value).startswith(f"{path}: record 0: {message}")
+
+
+def test_data_without_a_test_split_loads_without_one_unless_the_test_split_is_asked_for(made, tmp_path):
+    """Issue 35 #22: data converted without --test (a code competition's) trains and validates; no test split."""
+    from nbkit.images import data, description
+
+    root = shutil.copytree(made, tmp_path / "no-test")
+    shutil.rmtree(layout.split_folder(root, 64, "test"))
+    dataset = description.Description("t", tuple("abcde"), tuple(range(5)), (64,))
+    loaded = data.load(str(root), "given", dataset)
+    assert loaded.test is None and (loaded.train.count, loaded.val.count) == (15, 5)
+    assert loaded.describe().endswith("64x64 images: train 15, val 5 images (no test split: no submission)")
+    assert data.load(str(made), "given", dataset).test.count == 7
+    with pytest.raises(DataError, match="the test split is missing or empty"):  # 06 predicts: it needs one
+        data.load(str(root), "given", dataset, names=["test"])
+
+
+def test_fold_minus_one_on_folded_data_says_the_data_is_folded_and_which_folds_there_are(made, tmp_path):
+    """Issue 35 #18: FOLD=-1 on folded data (no val split) was told the val split is missing: re-download."""
+    root = shutil.copytree(made, tmp_path / "folded")
+    shutil.rmtree(layout.split_folder(root, 64, "val"))
+    names = [Path(f).name for f in layout.find_files(root, 64, "train")]
+    folds = [names[:1], names[1:]] if len(names) > 1 else [names, []]
+    with pytest.raises(
+        ParameterError, match="FOLD=-1, but this data was converted into 2 folds.*set FOLD to a fold from 0 to 1"
+    ):
+        layout.split_files(root, 64, folds, -1)
+    assert layout.split_files(root, 64, folds, 0)["val"] == [
+        str(Path(layout.split_folder(root, 64, "train")) / names[0])
+    ]
+    with pytest.raises(DataError, match="the val split is missing"):  # unfolded data without val: as before
+        layout.split_files(root, 64, (), -1)

@@ -58,7 +58,7 @@ def test_06_predicts_with_tensorflow_what_05_trained_with_jax(trained, sample, t
         )
     )
     assert "Keras backend tensorflow" in " ".join(out.split())
-    assert "checked its outputs against the manifest" in out
+    assert f"loaded small_cnn from {trained / 'model-package'}, checked its outputs against the manifest" in out
     submitted = submission._read(tmp_path / "submit" / "submission.csv")
     assert [i for i, _ in submitted[1]] == split_keys(sample, "test")
     assert submitted == submission._read(trained / "submission.csv")  # the same predictions as in 05
@@ -106,14 +106,24 @@ def copy_without_model(trained: Path, tmp_path: Path) -> Path:
     return damaged
 
 
+def good_then_damaged(trained: Path, tmp_path: Path) -> str:
+    """A good package, then one whose model.keras is damaged (issue 35 #12: found after predicting with the first)."""
+    damaged = shutil.copytree(trained / "model-package", tmp_path / "damaged")
+    (damaged / "model.keras").write_bytes((damaged / "model.keras").read_bytes()[:2000])
+    manifest = json.loads((damaged / "manifest.json").read_text())
+    (damaged / "manifest.json").write_text(json.dumps({**manifest, "created": "another run"}))  # not a copy
+    return f"{trained / 'model-package'},{damaged}"
+
+
 @pytest.mark.parametrize(
     "params, message",
     [
         (lambda trained, tmp: {"PACKAGES": str(tmp / "nowhere")}, "No model package at"),
         (lambda trained, tmp: {"PACKAGES": str(trained / "model-package"), "IMAGE_SIZE": 224}, "takes 192x192 images"),
         (lambda trained, tmp: {"PACKAGES": str(copy_without_model(trained, tmp))}, "lacks model.keras"),
+        (lambda trained, tmp: {"PACKAGES": good_then_damaged(trained, tmp)}, "Could not load"),
     ],
-    ids=["missing", "image-size", "incomplete"],
+    ids=["missing", "image-size", "incomplete", "damaged-last"],
 )
 def test_06_stops_on_a_package_that_cannot_be_used(trained, sample, tmp_path, params, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:
@@ -126,6 +136,7 @@ def test_06_stops_on_a_package_that_cannot_be_used(trained, sample, tmp_path, pa
         )
     assert error.value.ename == "DataError" and message in error.value.evalue
     assert not (tmp_path / "submit" / "submission.csv").exists()
+    assert "predicted" not in text_outputs(tmp_path / "out.ipynb")  # stopped before any model predicted
 
 
 # ---- a pod slice in miniature: 2 processes x 4 devices, joined by JAX's runtime (python -m nbkit launch) ----

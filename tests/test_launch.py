@@ -5,6 +5,7 @@ and nothing of the run is left running."""
 import nbformat
 import psutil
 import pytest
+from conftest import REPO
 
 from nbkit.errors import ParameterError, RunError
 from nbkit.publish import cli, launch
@@ -103,12 +104,20 @@ def test_a_hang_past_the_timeout_stops_the_whole_run(tmp_path, monkeypatch):
         (["{nb}", "--processes", "0"], "--processes 0 --devices-per-process 4: both must be at least 1"),
         (["{nb}", "-p", "BACKEND", "tensorflow"], "-p BACKEND tensorflow: several processes run on JAX's runtime"),
         (["{nb}", "-p", "SIMULATE_DEVICES", "8"], "-p SIMULATE_DEVICES 8 disagrees with --devices-per-process 4"),
+        # Issue 35 #16 and #20: raw tracebacks before, and 06/07 failing on the parameters launch adds
+        (["{nb}", "--timeout", "-1"], "--timeout -1: give the seconds the run may take, more than 0"),
+        (["{nb}", "--out", "{nb}"], "no folder for the executed notebooks there (File exists)"),
+        (
+            ["{repo}/notebooks/06_infer_on_gpu.py"],
+            "06_infer_on_gpu.ipynb cannot run as several processes: it has no SIMULATE_DEVICES parameter",
+        ),
+        (["{repo}/notebooks/07_make_tfrecords.py"], "has no BACKEND or SIMULATE_DEVICES parameter"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_starts(tmp_path, monkeypatch, capsys, arguments, words):
     monkeypatch.chdir(tmp_path)
     notebook = str(stand_in(tmp_path, "ok"))
-    assert cli.main(["launch", *(a.format(nb=notebook) for a in arguments)]) == 1
+    assert cli.main(["launch", *(a.format(nb=notebook, repo=REPO) for a in arguments)]) == 1
     assert words in capsys.readouterr().err and not (tmp_path / "out").exists()
     with pytest.raises(ParameterError):
         launch.launch(tmp_path / "nope.ipynb", 2, 4)
@@ -142,3 +151,12 @@ def test_a_sigterm_to_the_launcher_stops_every_process(tmp_path):
     assert launcher.wait(timeout=30) == 128 + signal.SIGTERM
     _, alive = psutil.wait_procs(tree, timeout=5)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_make_demo_runs_papermill_through_the_engine_the_tests_and_launch_use():
+    """Issue 35 #26: `make demo` ran plain papermill (jupyter's "running over TCP without encryption" warning)."""
+    recipe = (REPO / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    runs = [
+        line.split() for line in recipe.splitlines() if "02_flowers_classifier.ipynb" in line and "echo" not in line
+    ]
+    assert len(runs) == 1 and runs[0][:3] == ["$(BIN)/python", "-m", "nbkit.publish.engine"], recipe

@@ -112,3 +112,35 @@ def test_predictions_come_in_order_padded_and_are_checked_against_the_same_rows_
     model.predict = rows_mixed
     with pytest.raises(AcceleratorError, match=r"Row \d+ of the distributed predictions differs.*keras \d"):
         models.predict(model, tf.data.Dataset.from_tensor_slices((images, ids)), global_batch=8)
+
+
+def test_a_process_whose_rows_of_the_last_batch_are_all_padding_predicts_its_share(monkeypatch):
+    """Issue 35 #10: with more processes (or a larger global batch) than the test split fills, a process
+    whose rows are all padding crashed after training (`need at least one array to stack`): the padding
+    is predicted and cut like any other, so any test split size works."""
+    import jax
+    import keras
+    import tensorflow as tf
+
+    from nbkit import models
+
+    images = np.random.default_rng(1).integers(0, 256, (5, 16, 16, 3), dtype=np.uint8)
+    ids = np.array([f"id-{i}" for i in range(5)])
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((16, 16, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(), keras.layers.Dense(6)]
+    )
+    fed = []
+
+    def every_row(model, local):  # what the processes get back: all 8 rows, this process's (the last 2) among them
+        fed.append(np.asarray(local))
+        rows = np.zeros((8, 6))
+        rows[6:] = np.asarray(model(local))
+        return rows
+
+    monkeypatch.setattr(models, "_process_count", lambda: 4)
+    monkeypatch.setattr(jax, "process_index", lambda: 3)
+    monkeypatch.setattr(models, "global_logits", every_row)
+    logits, keys = models.predict(model, tf.data.Dataset.from_tensor_slices((images, ids)), global_batch=8)
+    assert keys.tolist() == ids.tolist() and logits.shape == (5, 6)
+    assert [batch.shape[0] for batch in fed] == [2] and not fed[0].any()  # process 3 fed rows 6-7: padding

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,9 @@ import jupytext
 import papermill
 import pytest
 from conftest import REPO, execute, text_outputs
+
+from nbkit.images import layout
+from nbkit.images import sample as flower_sample
 
 SOURCES = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 PARAMETER_LINE = re.compile(
@@ -89,6 +93,13 @@ def test_help_notebook_documents_every_parameter(source):
         ("07_make_tfrecords.ipynb", {"FIT": "stretch"}, "FIT='stretch'"),
         ("06_infer_on_gpu.ipynb", {"PER_REPLICA_BATCH": 0}, "PER_REPLICA_BATCH=0"),
         ("06_infer_on_gpu.ipynb", {"BACKEND": "torch"}, "BACKEND='torch'"),
+        # issue 35 #9: the next conversion into DATA_ROOT would delete the outputs
+        (
+            "02_flowers_classifier.ipynb",
+            {"DATA_ROOT": "mine", "OUTPUT_DIR": "mine/run"},
+            "lies inside DATA_ROOT='mine'",
+        ),
+        ("05_train_on_tpu.ipynb", {"DATA_ROOT": "mine", "OUTPUT_DIR": "mine"}, "OUTPUT_DIR='mine' is or lies inside"),
     ],
 )
 def test_bad_parameter_stops_at_the_first_cell(tmp_path, notebook, params, named):
@@ -117,7 +128,8 @@ def edited_notebook(tmp_path: Path, name: str, edits: dict[str, str], appended: 
 
 def test_a_forked_02_runs_its_own_edits_of_the_model_augmentation_schedule_and_tta(tmp_path):
     """02 is the program: an edited build_model (a new layer), augment (every image blanked), lrfn (a constant
-    rate) and tta_view (a darker view) are what the run uses."""
+    rate) and tta_view (a darker view) are what the run uses. Its data has no test split (converted without
+    --test, or a code competition's, issue 35 #22): it trains, validates and writes all but a submission."""
     edits = {
         '    outputs = layers.Dense(dataset.num_classes, dtype="float32")(x)\n    return keras.Model(': (
             '    x = layers.Dense(24, activation="relu", name="my_extra_layer")(x)\n'
@@ -138,7 +150,16 @@ print("EDITED", json.dumps({
 }))
 """
     notebook = edited_notebook(tmp_path, "02_flowers_classifier.py", edits, appended)
-    out = text_outputs(execute(tmp_path, notebook, EPOCHS=2, STEPS_PER_EPOCH=2, TTA=2, AUGMENT="flips"))
+    data = flower_sample.make_sample(tmp_path / "no-test", 104, train_per_class=2, val_per_class=1, test_images=1)
+    shutil.rmtree(layout.split_folder(data, 192, "test"))
+    params = dict(DATA_ROOT=str(data), OUTPUT_DIR=str(tmp_path / "run"), EPOCHS=2, STEPS_PER_EPOCH=2, TTA=2)
+    out = text_outputs(execute(tmp_path, notebook, AUGMENT="flips", **params))
+    assert "No submission.csv: the data has no test split (converted without --test;" in out
+    assert "train 208, val 104 images (no test split: no submission)" in out  # said before training too
+    written = {p.name for p in (tmp_path / "run").iterdir()}
+    assert {"metrics.json", "model.keras", "training_curves.png", "confusion_matrix.png"} <= written
+    assert "submission.csv" not in written
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["test_rows"] == 0
     found = json.loads(out.split("EDITED ", 1)[1].splitlines()[0])
     assert "my_extra_layer" in found["layers"]
     assert found["lr"] == pytest.approx([0.000123, 0.000123])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 
@@ -48,14 +49,17 @@ def converted(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def folds_trained(converted, tmp_path_factory):
-    """Notebook 05 once per fold: each run's output folder."""
+    """Notebook 05 once per fold: each run's output folder. Fold 2 trains on the data without its test
+    split, as in a code competition (whose test pictures appear only when Kaggle reruns notebook 06)."""
     _, output = converted
+    no_test = shutil.copytree(
+        output, tmp_path_factory.mktemp("no-test") / "data", ignore=shutil.ignore_patterns("test")
+    )
     runs = []
     for fold in (0, 1, 2):
         tmp = tmp_path_factory.mktemp(f"fold{fold}")
-        execute(
-            tmp, "05_train_on_tpu.ipynb", DATA_ROOT=str(output), FOLD=fold, OUTPUT_DIR=str(tmp / "run"), **SMALL_RUN
-        )
+        data = output if fold < 2 else no_test
+        execute(tmp, "05_train_on_tpu.ipynb", DATA_ROOT=str(data), FOLD=fold, OUTPUT_DIR=str(tmp / "run"), **SMALL_RUN)
         runs.append(tmp / "run")
     return runs
 
@@ -115,6 +119,15 @@ def test_each_fold_validates_on_its_own_pictures_and_the_oof_score_covers_every_
     assert len(rows(tmp_path / "oof.csv")) == 101
 
 
+def test_05_without_a_test_split_writes_scores_oof_and_the_package_but_no_submission(folds_trained):
+    """Issue 35 #22: data converted without --test (a code competition's) stopped 05: "the test split is missing"."""
+    run = folds_trained[2]
+    out = text_outputs(run.parent / "out.ipynb")
+    assert "No submission.csv: the data has no test split (converted without --test;" in out
+    assert {"oof.csv", "model-package", "confusion_matrix.png"} <= {p.name for p in run.iterdir()}
+    assert not (run / "submission.csv").exists() and (run / "model-package" / "model.keras").is_file()
+
+
 def test_notebook_06_averages_the_fold_models_and_submits_what_each_predicted(converted, folds_trained, tmp_path):
     source, output = converted
     packages = ",".join(str(run / "model-package") for run in folds_trained)
@@ -126,10 +139,13 @@ def test_notebook_06_averages_the_fold_models_and_submits_what_each_predicted(co
         TTA=2,
         OUTPUT_DIR=str(tmp_path / "run"),
     )
+    out = text_outputs(tmp_path / "out.ipynb")
+    assert all(f"from {run / 'model-package'}, checked" in out for run in folds_trained)  # each package named
     saved = np.load(tmp_path / "run" / "test_probabilities.npz")
     assert saved["members"].shape == (3, 15, 5)
     np.testing.assert_allclose(saved["ensemble"], saved["members"].mean(axis=0))
-    for member, run in zip(saved["members"], folds_trained):  # each model predicts here what it did in 05
+    # Each model predicts here what it did in 05 (fold 2 trained without the test split: it submitted nothing).
+    for member, run in zip(saved["members"][:2], folds_trained):
         labels = {r[0]: int(r[1]) for r in rows(run / "submission.csv")[1:]}
         chosen = member[np.arange(len(member)), [labels[i] for i in saved["ids"]]]
         # 05's class is 06's most likely one (up to rounding between batch sizes: these models barely trained)

@@ -201,9 +201,25 @@ def test_ensemble_members_must_agree_before_anything_is_predicted(written, tmp_p
     with pytest.raises(DataError, match="classes or label values differ.*ensemble members must agree"):
         package.check_same(manifests, ["first", "other"])
     edit_manifest(other, dataset__label_values=[0, 1, 2], image_size=32)
-    with pytest.raises(DataError, match="The model other takes 32x32 images but the data given is 16x16"):
+    # Issue 35 #19: told to "set IMAGE_SIZE=32"; no IMAGE_SIZE serves both: the packages differ, and which.
+    with pytest.raises(
+        DataError, match=r"different sizes \(first: 16, other: 32\).*trained at one IMAGE_SIZE"
+    ) as error:
         package.check_same([package.read_manifest(written), package.read_manifest(other)], ["first", "other"])
-    package.check_same([package.read_manifest(written)] * 2, ["first", "second"])
+    assert "set IMAGE_SIZE" not in str(error.value)
+    edit_manifest(other, image_size=16, created="another training")
+    package.check_same([package.read_manifest(written), package.read_manifest(other)], ["first", "other"])
+
+
+def test_the_same_package_twice_in_an_ensemble_is_refused(written, tmp_path):
+    """Issue 35 #7: given twice (by one path or two copies), a package was averaged twice."""
+    copy = shutil.copytree(written, tmp_path / "copy")
+    for names in (["first", "first"], ["first", "copy"]):
+        with pytest.raises(DataError, match=f"first and {names[1]} are the same model package.*Give each package once"):
+            package.check_same([package.read_manifest(written), package.read_manifest(copy)], names)
+    other = shutil.copytree(written, tmp_path / "other")  # another training: other check logits
+    edit_manifest(other, check__logits=[[0.5] * 3, [0.25] * 3])
+    package.check_same([package.read_manifest(p) for p in (written, other)], ["first", "other"])
 
 
 SETUP = """

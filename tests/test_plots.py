@@ -56,3 +56,19 @@ def test_a_padded_batch_shows_only_the_labelled_images():
     figure = plots.batch(images, [0, 1, 2], ["a", "b", "c"], predictions=[0, 2, 2])
     titles = [axis.get_title() for axis in figure.axes if axis.get_title()]
     assert titles == ["a OK", "c NO -> b", "c OK"]
+
+
+def test_a_one_epoch_run_draws_its_points_on_an_axis_of_whole_epochs():
+    """Issue 35 #25: one epoch drew empty curves (one-point lines without markers, an x axis of 0.96-1.04)."""
+    from nbkit.models import _EpochWait
+
+    curves = plots.training_curves({"loss": [2.0], "val_loss": [2.1]})
+    rates = plots.learning_rate([1e-4])
+    waits = plots.input_wait([_EpochWait(1, 2.0, 0.5)])
+    for axis in (*curves.axes, *rates.axes, *waits.axes):
+        assert axis.get_xlim() == (0.5, 1.5)  # the one epoch in the middle, half an epoch each side
+        assert [t for t in axis.get_xticks() if 0.5 <= t <= 1.5] == [1.0]  # whole epochs only
+    assert all(
+        line.get_marker() not in (None, "None", "") for axis in (*curves.axes, *rates.axes) for line in axis.lines
+    )
+    assert plots.training_curves({"loss": [3.0, 2.0, 1.0]}).axes[0].get_xlim() == (0.5, 3.5)

@@ -155,8 +155,21 @@ def check_compatible(manifest: Mapping[str, Any], image_size: int, dataset: Desc
 
 
 def check_same(manifests: Sequence[Mapping[str, Any]], names: Sequence[str]) -> None:
-    """Models averaged in one ensemble must agree on image size, classes, label values and columns."""
+    """Models averaged in one ensemble must be different models (each counts once) and agree on image
+    size, classes, label values and columns."""
     first = manifests[0]
+    for index, (manifest, name) in enumerate(zip(manifests, names)):
+        if manifest in manifests[:index]:  # the same manifest: the same model, by its check logits
+            raise DataError(
+                f"{names[manifests.index(manifest)]} and {name} are the same model package: the ensemble would "
+                "count it twice. Give each package once in PACKAGES (or attach it once)."
+            )
+        if manifest["image_size"] != first["image_size"]:
+            sizes = ", ".join(f"{n}: {m['image_size']}" for m, n in zip(manifests, names))
+            raise DataError(
+                f"The packages take images of different sizes ({sizes}): the members of an ensemble must be "
+                "trained at one IMAGE_SIZE. Average only the packages of one size, or train the others again."
+            )
     for manifest, name in zip(manifests[1:], names[1:]):
         try:
             check_compatible(manifest, first["image_size"], _dataset_of(first), name)

@@ -19,7 +19,8 @@ from nbkit.images.description import Description
 
 @dataclass(frozen=True)
 class Data:
-    """Checked data: `splits` by name ("train", "val", "test"; with a FOLD, val is that fold)."""
+    """Checked data: `splits` by name ("train", "val", "test"; with a FOLD, val is that fold; no test
+    split where the data has none)."""
 
     path: str
     reason: str  # why this folder (DATA_ROOT itself, the attached competition, the generated sample)
@@ -37,13 +38,16 @@ class Data:
         return self.splits["val"]
 
     @property
-    def test(self) -> Split:
-        return self.splits["test"]
+    def test(self) -> Split | None:
+        """None where the data has no test split (converted without --test; a code competition's test
+        pictures appear only when Kaggle reruns the notebook)."""
+        return self.splits.get("test")
 
     def describe(self) -> str:
         """Three lines: where the data is and why, the dataset, the images of each split."""
         sizes = f"{self.image_size}x{self.image_size} images: {checks.describe(self.splits)}"
         fold = f" (fold {self.fold} validates)" if self.fold != -1 else ""
+        fold += " (no test split: no submission)" if self.test is None else ""
         return f"data: {self.reason}\ndataset: {self.dataset.describe()}\n{sizes}{fold}"
 
     def fingerprint(self) -> str:
@@ -74,8 +78,9 @@ def load(
     path: str, reason: str, dataset: Description, image_size: int = 0, fold: int = -1, names: Sequence[str] = ()
 ) -> Data:
     """The data in `path` (described by `dataset`): IMAGE_SIZE `image_size` (0: the smallest there), the
-    splits `names` (default all), with fold `fold` validating when the data has folds; every record read
-    and checked now, so bad data stops here with the file and record."""
+    splits `names` (default all, the test split where there is one), with fold `fold` validating when
+    the data has folds; every record read and checked now, so bad data stops here with the file and record."""
     size = layout.choose_size(path, image_size)
-    files = layout.split_files(path, size, dataset.folds, fold, names=names or layout.SPLITS)
+    optional = () if names else ("test",)
+    files = layout.split_files(path, size, dataset.folds, fold, names=names or layout.SPLITS, optional=optional)
     return Data(path, reason, dataset, size, checks.check_splits(files, size, dataset.num_classes), fold)

@@ -94,11 +94,24 @@ def split_files(
     folds: Sequence[Sequence[str]] = (),
     fold: int = -1,
     names: Sequence[str] = SPLITS,
+    optional: Sequence[str] = (),
 ) -> dict[str, list[str]]:
-    """The files of each split in `names`. With `fold` k of a dataset converted into `folds` (the
+    """The files of each split in `names`; a split in `optional` without files is left out (the test
+    split of data converted without --test). With `fold` k of a dataset converted into `folds` (the
     file names of each fold, from its description): val is fold k's files and train the others';
     with fold -1, the data's own train/val split."""
+
+    def has_files(split: str) -> bool:
+        return bool(storage.list_folder(split_folder(data_root, image_size, split), "*.tfrec"))
+
+    names = [name for name in names if name not in optional or has_files(name)]
     if fold == -1:
+        if folds and "val" in names and not has_files("val"):
+            raise ParameterError(
+                f"FOLD=-1, but this data was converted into {len(folds)} folds, without a val split: set FOLD to a "
+                f"fold from 0 to {len(folds) - 1} to validate on it and train on the others (one run per fold; "
+                "`python -m nbkit oof` scores the runs together)."
+            )
         return {name: find_files(data_root, image_size, name) for name in names}
     if not folds:
         raise ParameterError(

@@ -30,6 +30,15 @@ def _grid(count: int, row_height: float) -> tuple[Any, list[Any]]:
     return figure, list(axes.flat)[:count]
 
 
+def _epochs_axis(axis: Any, count: int, label: str = "epoch") -> None:
+    """An x axis of whole epochs 1..count, half an epoch spare each side: one epoch is no 0.96-1.04 range."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_xlim(0.5, count + 0.5)
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    axis.set_xlabel(label)
+
+
 def _save(figure: Any, path: str | Path | None) -> Any:
     figure.tight_layout()
     if path is not None:
@@ -87,11 +96,11 @@ def training_curves(history: dict[str, list[float]], path: str | Path | None = N
     figure, axes = _figure(1, len(metrics), (5 * len(metrics), 3.5))
     for axis, name in zip(axes.flat, metrics):
         epochs = range(1, len(history[name]) + 1)
-        axis.plot(epochs, history[name], label="training")
+        axis.plot(epochs, history[name], marker="o", label="training")  # markers: one epoch is a point
         if f"val_{name}" in history:
-            axis.plot(epochs, history[f"val_{name}"], label="validation")
+            axis.plot(epochs, history[f"val_{name}"], marker="o", label="validation")
         axis.set_title(name)
-        axis.set_xlabel("epoch")
+        _epochs_axis(axis, len(epochs))
         axis.legend()
     return _save(figure, path)
 
@@ -102,7 +111,7 @@ def learning_rate(rates: Sequence[float], path: str | Path | None = None) -> Any
     axis = axes[0, 0]
     axis.plot(range(1, len(rates) + 1), rates, marker="o")
     axis.set_title(f"learning rate: start {rates[0]:.2g}, max {max(rates):.2g}, end {rates[-1]:.2g}")
-    axis.set_xlabel("epoch")
+    _epochs_axis(axis, len(rates))
     return _save(figure, path)
 
 
@@ -144,7 +153,7 @@ def input_wait(epochs: Sequence[Any], data_bound_share: float = 0.25, path: str 
     axis.axhline(100 * data_bound_share, color="tab:red", linestyle="--", label="data-bound above")
     axis.set_ylim(0, 100)
     axis.set_ylabel("% of epoch waiting for input")
-    axis.set_xlabel("epoch (the first includes warm-up)")
+    _epochs_axis(axis, max([wait.epoch for wait in epochs], default=1), "epoch (the first includes warm-up)")
     axis.set_title("input wait per epoch")
     axis.legend()
     return _save(figure, path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from nbkit.publish.scan import known_secrets, redact
 _GRACE_S = 10  # a stopped process's time to end on SIGTERM before SIGKILL
 _SETTLE_S = 5  # after a first failure, time for the others to end on their own (a dead host is named first)
 _TAIL_LINES = 20
+_SET_BY_LAUNCH = ("BACKEND", "SIMULATE_DEVICES")  # parameters every launched notebook must take
 _DEAD_KERNEL = ("DeadKernelError", "Kernel died")  # what papermill (nbclient) says when a kernel vanishes
 
 
@@ -62,8 +64,15 @@ def launch(
     papermill `parameters` (name, value) for all; return them once all ended well (RunError else)."""
     source = _executable_notebook(notebook)
     arguments = _papermill_parameters(parameters or [], processes, devices_per_process)
+    if not timeout_s > 0:
+        raise ParameterError(f"--timeout {timeout_s:g}: give the seconds the run may take, more than 0 (default 3600).")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ParameterError(
+            f"--out {out}: no folder for the executed notebooks there ({error.strerror}); give another."
+        ) from None
     address = f"127.0.0.1:{coordinator_port()}"
     stream = stream or sys.stdout
     printing = threading.Lock()
@@ -101,6 +110,16 @@ def _executable_notebook(notebook: str | Path) -> Path:
         path = path.with_suffix(".ipynb")
     if not path.is_file():
         raise ParameterError(f"No notebook {path}: give notebooks/NN_name.py (with its .ipynb beside it) or a .ipynb.")
+    import nbformat
+
+    cells = nbformat.read(path, as_version=4).cells
+    code = "\n".join(c.source for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    missing = [name for name in _SET_BY_LAUNCH if not re.search(rf"^{name}\s*[:=]", code, re.MULTILINE)]
+    if missing:
+        raise ParameterError(
+            f"{path.name} cannot run as several processes: it has no {' or '.join(missing)} parameter, which launch "
+            "sets (notebooks that train on a pod slice take both: 01, 02, 05). Run it alone, with papermill."
+        )
     return path
 
 
