@@ -78,7 +78,7 @@ def test_ensure_sample_writes_once_and_never_half(tmp_path, monkeypatch):
         raise KeyboardInterrupt  # killed half way
 
     monkeypatch.setattr(sample, "make_sample", failing)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt):  # raised by the stand-in above: it has no message
         sample.ensure_sample(folder, 3)
     assert not folder.exists() and list(tmp_path.iterdir()) == []  # nothing half written stays
     monkeypatch.setattr(sample, "make_sample", lambda root, *a, **k: calls.append(root) or (root / "done").touch())
