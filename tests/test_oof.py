@@ -43,7 +43,8 @@ def test_the_folds_gather_into_one_score_of_every_labeled_picture(tmp_path):
     ]
     gathered = oof.gather([first, second], DATASET, classes={"z": 2, "y": 1, "x": 0})
     assert gathered.ids == ["x", "y", "z"] and gathered.folds.tolist() == [0, 0, 1]
-    assert gathered.labels.tolist() == [0, 1, 2]
+    assert gathered.labels.tolist() == [0, 1, 2]  # read back as written: labels, and probabilities to 6 digits
+    np.testing.assert_allclose(gathered.probabilities, np.eye(3)[[0, 2, 2]] * 0.8 + 0.2 / 3, rtol=1e-6)
     scores = gathered.scores("qwk")  # confusion [[1,0,0],[0,0,1],[0,0,1]]: kappa 1 - 0.25 / 1.25 by hand
     assert scores["accuracy"] == pytest.approx(2 / 3) and scores["qwk"] == pytest.approx(0.8)
 
