@@ -203,3 +203,5 @@ def test_the_command_refuses_what_would_score_or_write_wrong(folded, folds_writt
 def test_the_command_says_unfolded_data_has_no_folds(folded, folds_written, tmp_path, capsys):
     code, said = run_oof(capsys, *folds_written[0], "--data", folded[1], "--out", tmp_path / "out")
     assert code == 1 and "this data has no folds (one train/val split)" in said and "--folds K" in said
+    code, said = run_oof(capsys, *folds_written[0], "--data", tmp_path / "nowhere", "--out", tmp_path / "out")
+    assert code == 1 and "nowhere does not exist: set DATA_ROOT" in said and "no folds" not in said

@@ -107,6 +107,7 @@ def _oof(args: argparse.Namespace) -> str:
     from nbkit.images import checks, layout, metrics, oof
 
     dataset = flowers.load_description(args.data)  # converted data's own, else the flowers competition's
+    size = layout.choose_size(args.data, args.size)  # first: it says when --data holds no data at all
     if not dataset.folds:
         raise DataError(
             f"--data {args.data}: this data has no folds (one train/val split), so there are no out-of-fold "
@@ -123,7 +124,6 @@ def _oof(args: argparse.Namespace) -> str:
             else f"{next(f for f in files if not storage.exists(f))}: no such file or folder. Give each fold's oof.csv, or the "
             "OUTPUT_DIR of the run that wrote it (02 or 05 with FOLD=k)."
         )
-    size = layout.choose_size(args.data, args.size)
     train = checks.check_splits(layout.split_files(args.data, size, names=["train"]), size, dataset.num_classes)
     gathered = oof.gather(files, dataset, classes=train["train"].classes)
     scores = gathered.scores(dataset.metric)
