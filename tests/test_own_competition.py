@@ -66,11 +66,22 @@ def rows(path):
         return list(csv.reader(f))
 
 
-def record_ids(output, split, names=None):
-    """The ids of a split's records (of the files `names`, else all), in file order, read from the records."""
+def read_records(output, split, names=None):
+    """(ids, JPEG bytes) of a split's records (of the files `names`, else all), in file order."""
     folder = output / "tfrecords-jpeg-64x64" / split
     files = [folder / name for name in names] if names is not None else sorted(folder.glob("*.tfrec"))
-    return [tfrecord.decode_example(raw)["id"][0].decode() for f in files for raw in tfrecord.read_records(f)]
+    found = [tfrecord.decode_example(raw) for f in files for raw in tfrecord.read_records(f)]
+    return [r["id"][0].decode() for r in found], [r["image"][0] for r in found]
+
+
+def record_ids(output, split, names=None):
+    return read_records(output, split, names)[0]
+
+
+def clear_choices(probabilities, chosen):
+    """The rows' `chosen` classes where the most likely class leads the next by more than rounding."""
+    top = np.sort(probabilities, axis=1)
+    return [str(c) for c, clear in zip(chosen, top[:, -1] - top[:, -2] > 5e-3) if clear]
 
 
 def qwk(labels, predicted):
@@ -110,7 +121,7 @@ def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_i
             **SMALL_RUN,
         )
     )
-    held_out = record_ids(output, "train", dataset.folds[0])  # fold 0's pictures, read from its files
+    held_out, val_jpegs = read_records(output, "train", dataset.folds[0])  # fold 0's pictures, from its files
     held_out_count = len(held_out)
     assert "Cassava Bacterial Blight (CBB)" in out
     assert f"64x64 images: train {100 - held_out_count}, val {held_out_count}, test 15 images" in out
@@ -121,7 +132,14 @@ def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_i
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["metric"] == "qwk" and -1 <= metrics["qwk"] <= 1 and metrics["image_size"] == 64
     assert (metrics["fold"], metrics["tta"]) == (0, 2)
-    check_oof(tmp_path / "run" / "oof.csv", 0, held_out, source, metrics)  # its scores are those of its rows
+    table = check_oof(tmp_path / "run" / "oof.csv", 0, held_out, source, metrics)  # its scores are its rows'
+    by_hand = predict_by_hand(tmp_path / "run", val_jpegs)
+    np.testing.assert_allclose([[float(p) for p in r[3:]] for r in table], by_hand, atol=2e-3)  # the model's
+    test_ids, jpegs = read_records(output, "test")
+    test_probabilities = predict_by_hand(tmp_path / "run", jpegs)
+    assert [r[0] for r in submission[1:]] == test_ids  # in the test files' order
+    chosen = [r[1] for r in submission[1:]]
+    assert clear_choices(test_probabilities, chosen) == clear_choices(test_probabilities, test_probabilities.argmax(1))
 
 
 def test_each_fold_validates_on_its_own_pictures_and_the_oof_score_covers_every_one(converted, folds_trained, tmp_path):
@@ -185,25 +203,19 @@ def test_notebook_06_averages_the_fold_models_and_submits_what_each_predicted(co
     )
     saved = np.load(tmp_path / "run" / "test_probabilities.npz")
     assert saved["members"].shape == (3, 15, 5)
-    test_files = sorted((output / "tfrecords-jpeg-64x64" / "test").glob("*.tfrec"))
-    records = [tfrecord.decode_example(raw) for f in test_files for raw in tfrecord.read_records(f)]
-    ids = [r["id"][0].decode() for r in records]
+    ids, jpegs = read_records(output, "test")
     assert saved["ids"].tolist() == ids  # the test files' order
-    by_hand = np.stack(
-        [predict_by_hand(run / "model-package", [r["image"][0] for r in records]) for run in folds_trained]
-    )
+    by_hand = np.stack([predict_by_hand(run / "model-package", jpegs) for run in folds_trained])
     np.testing.assert_allclose(saved["members"], by_hand, atol=2e-3)  # JPEG decoders differ by a level or so
     np.testing.assert_allclose(saved["ensemble"], by_hand.mean(axis=0), atol=2e-3)
     np.testing.assert_allclose(saved["ensemble"].sum(axis=1), 1, atol=1e-5)
-    clear = np.sort(by_hand.mean(axis=0), axis=1)[:, -1] - np.sort(by_hand.mean(axis=0), axis=1)[:, -2] > 5e-3
     submission = rows(tmp_path / "run" / "submission.csv")
     assert submission[0] == ["image_id", "label"] and [r[0] for r in submission[1:]] == ids
-    chosen = by_hand.mean(axis=0).argmax(axis=1)
-    assert [r[1] for r, c in zip(submission[1:], clear) if c] == [str(k) for k, c in zip(chosen, clear) if c]
+    ensemble = by_hand.mean(axis=0)
+    assert clear_choices(ensemble, [r[1] for r in submission[1:]]) == clear_choices(ensemble, ensemble.argmax(1))
     for member, run in zip(by_hand, folds_trained):  # 05's submission is its model's most likely class too
         labels = dict(rows(run / "submission.csv")[1:])
-        margin = np.sort(member, axis=1)[:, -1] - np.sort(member, axis=1)[:, -2] > 5e-3
-        assert [labels[i] for i, m in zip(ids, margin) if m] == [str(k) for k, m in zip(member.argmax(1), margin) if m]
+        assert clear_choices(member, [labels[i] for i in ids]) == clear_choices(member, member.argmax(1))
 
 
 def test_a_data_root_that_holds_no_data_is_an_error_not_the_sample(tmp_path):
