@@ -222,7 +222,7 @@ def make_accelerator(**overrides):
 def test_global_batch_and_its_validation():
     acc = make_accelerator()
     assert acc.global_batch(16) == 128
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterError, match="per_replica_batch=0"):
         acc.global_batch(0)
 
 

@@ -19,7 +19,7 @@ from nbkit.errors import ParameterError
 
 def test_replacing_keeps_the_old_file_when_the_write_fails(tmp_path):
     target = atomic.write_text(tmp_path / "a" / "metrics.json", "old")
-    with pytest.raises(RuntimeError), atomic.replacing(target) as partial:
+    with pytest.raises(RuntimeError, match="killed"), atomic.replacing(target) as partial:
         partial.write_text("half")
         raise RuntimeError("killed")
     assert target.read_text() == "old" and sorted(p.name for p in target.parent.iterdir()) == ["metrics.json"]

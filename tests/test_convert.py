@@ -80,15 +80,10 @@ def test_layout_names_and_counts(converted):
     description = descriptions._read(converted)
     for split_name, count in {"train": 50, "val": 10, "test": 6}.items():
         files = layout.find_files(converted, SIZE, split_name)
-        assert [Path(f).name for f in files] == [
-            layout.file_name(i, SIZE, layout.count_in_name(f)) for i, f in enumerate(files)
-        ]
-        assert (
-            layout.count_items(files)
-            == count
-            == description.counts[split_name]
-            == len(read_split(converted, split_name))
-        )
+        records = read_split(converted, split_name)
+        in_file = [sum(r["file"] == Path(f).name for r in records) for f in files]  # records read back
+        assert [Path(f).name for f in files] == [f"{i:02d}-32x32-{n}.tfrec" for i, n in enumerate(in_file)]
+        assert sum(in_file) == count == description.counts[split_name] == len(records)
         assert len(files) == min(count, writer._MIN_SHARDS)  # the seeds' rule: 16 files when there are enough records
 
 
@@ -150,9 +145,32 @@ def test_description_and_dataset_metadata(converted):
     description = descriptions._read(converted)
     assert description.image_sizes == (SIZE,) and description.metric == "accuracy" and description.folds == ()
     assert description.converted_with["labels"] == "train.csv" and description.converted_with["skipped"] == []
+    saved = json.loads(text)  # read with json, against what the example holds
+    assert (saved["classes"], saved["label_values"]) == (list(example._DISEASES), [0, 1, 2, 3, 4])
+    assert saved["submission"] == {"id_column": "image_id", "label_column": "label"} and saved["metric"] == "accuracy"
+    assert saved["counts"] == {"train": 50, "val": 10, "test": 6} and saved["image_sizes"] == [SIZE]
+    assert saved["sample_submission"] == "sample_submission.csv"
     metadata = json.loads((converted / "dataset-metadata.json").read_text())
     assert metadata["id"] == "alice/cassava-tfrecords" and metadata["licenses"] == [{"name": "CC0-1.0"}]
-    assert 6 <= len(metadata["title"]) <= 50
+    assert metadata["title"] == saved["title"] and 6 <= len(metadata["title"]) <= 50
+    assert metadata["resources"][0]["path"] == descriptions.DESCRIPTION_FILE
+
+
+def test_a_description_reads_back_as_written(tmp_path):
+    written = descriptions.Description(
+        title="Mixed labels",
+        classes=("healthy", "sick", "one hundred three"),
+        label_values=("H", "S", 103),  # a str and an int label value stay what they are
+        image_sizes=(32, 64),
+        id_column="image_id",
+        label_column="diagnosis",
+        metric="qwk",
+        folds=(("00-32x32-2.tfrec",), ("01-32x32-2.tfrec",)),
+        counts={"train": 4},
+    )
+    descriptions.write(tmp_path, written)
+    assert json.loads((tmp_path / descriptions.DESCRIPTION_FILE).read_text())["label_values"] == ["H", "S", 103]
+    assert descriptions._read(tmp_path) == written
 
 
 def test_folds_are_disjoint_stratified_files(cassava, tmp_path):

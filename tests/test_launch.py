@@ -119,7 +119,7 @@ def test_bad_arguments_are_refused_before_anything_starts(tmp_path, monkeypatch,
     notebook = str(stand_in(tmp_path, "ok"))
     assert cli.main(["launch", *(a.format(nb=notebook, repo=REPO) for a in arguments)]) == 1
     assert words in capsys.readouterr().err and not (tmp_path / "out").exists()
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterError, match="No notebook .*nope.ipynb: give notebooks/NN_name.py"):
         launch.launch(tmp_path / "nope.ipynb", 2, 4)
 
 

@@ -1,3 +1,4 @@
+import csv
 import json
 
 import numpy as np
@@ -50,6 +51,9 @@ def test_submission_has_the_datasets_header_and_label_values(tmp_path):
     assert submission._read(path) == (["id", "label"], [("b", "103"), ("a", "1"), ("c", "0")])
     other = submission.write(["x.jpg", "y.jpg"], [1, 0], CASSAVA_LIKE, tmp_path / "other.csv")
     assert other.read_text() == "image_id,label\nx.jpg,S\ny.jpg,H\n"
+    odd = submission.write(["a,b.jpg", 'say "hi".jpg'], [1, 0], CASSAVA_LIKE, tmp_path / "odd.csv")  # quoted
+    with open(odd, newline="") as f:
+        assert list(csv.reader(f)) == [["image_id", "label"], ["a,b.jpg", "S"], ['say "hi".jpg', "H"]]
 
 
 def test_submission_is_checked_against_the_sample_submission(tmp_path):

@@ -19,8 +19,9 @@ import papermill
 import pytest
 from conftest import REPO, execute, text_outputs
 
+from nbkit import tfrecord
 from nbkit.convert import example
-from nbkit.images import description, layout, oof
+from nbkit.images import description
 
 SMALL_RUN = {"EPOCHS": 2, "STEPS_PER_EPOCH": 2, "TTA": 2}  # a few steps: these runs check the flow, not learning
 
@@ -69,6 +70,45 @@ def rows(path):
         return list(csv.reader(f))
 
 
+def read_records(output, split, names=None):
+    """(ids, JPEG bytes) of a split's records (of the files `names`, else all), in file order."""
+    folder = output / "tfrecords-jpeg-64x64" / split
+    files = [folder / name for name in names] if names is not None else sorted(folder.glob("*.tfrec"))
+    found = [tfrecord.decode_example(raw) for f in files for raw in tfrecord.read_records(f)]
+    return [r["id"][0].decode() for r in found], [r["image"][0] for r in found]
+
+
+def record_ids(output, split, names=None):
+    return read_records(output, split, names)[0]
+
+
+def clear_choices(probabilities, chosen):
+    """The rows' `chosen` classes where the most likely class leads the next by more than rounding."""
+    top = np.sort(probabilities, axis=1)
+    return [str(c) for c, clear in zip(chosen, top[:, -1] - top[:, -2] > 5e-3) if clear]
+
+
+def qwk(labels, predicted):
+    """Quadratic weighted kappa in plain NumPy: 1 - mean squared miss / mean squared miss of every pairing."""
+    labels, predicted = np.asarray(labels, float), np.asarray(predicted, float)
+    return 1 - np.mean((labels - predicted) ** 2) / np.mean((labels[:, None] - predicted[None, :]) ** 2)
+
+
+def check_oof(path, fold, ids, source, scores):
+    """An oof.csv, read with csv: one row per id of `ids` (in order), the labels of train.csv, its fold,
+    probabilities in [0, 1] summing to 1, whose qwk and accuracy are `scores`' (the run's metrics.json)."""
+    header, *table = rows(path)
+    assert header == ["id", "label", "fold", "p:0", "p:1", "p:2", "p:3", "p:4"]
+    label_of = dict(rows(source / "train.csv")[1:])
+    assert [(r[0], r[1], r[2]) for r in table] == [(i, label_of[i], str(fold)) for i in ids]
+    probabilities = np.array([[float(p) for p in r[3:]] for r in table])
+    assert (probabilities >= 0).all() and np.allclose(probabilities.sum(axis=1), 1, atol=1e-5)
+    labels, predicted = [int(r[1]) for r in table], probabilities.argmax(axis=1)
+    assert scores["qwk"] == pytest.approx(qwk(labels, predicted), abs=1e-9)
+    assert scores["accuracy"] == pytest.approx(np.mean(predicted == labels), abs=1e-9)
+    return table
+
+
 def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_in_its_form(converted, tmp_path):
     source, output = converted
     dataset = description.load(output)
@@ -85,7 +125,8 @@ def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_i
             **SMALL_RUN,
         )
     )
-    held_out_count = layout.count_items(dataset.folds[0])  # the records in fold 0's files, by their names
+    held_out, val_jpegs = read_records(output, "train", dataset.folds[0])  # fold 0's pictures, from its files
+    held_out_count = len(held_out)
     assert "Cassava Bacterial Blight (CBB)" in out
     assert f"64x64 images: train {100 - held_out_count}, val {held_out_count}, test 15 images" in out
     submission, sample = rows(tmp_path / "run" / "submission.csv"), rows(source / "sample_submission.csv")
@@ -95,16 +136,30 @@ def test_notebook_02_trains_on_a_fold_of_the_converted_competition_and_submits_i
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["metric"] == "qwk" and -1 <= metrics["qwk"] <= 1 and metrics["image_size"] == 64
     assert (metrics["fold"], metrics["tta"]) == (0, 2)
-    held_out = oof._read(tmp_path / "run" / "oof.csv", dataset)
-    assert set(held_out.folds.tolist()) == {0} and len(set(held_out.ids)) == len(held_out.ids) == held_out_count
+    table = check_oof(tmp_path / "run" / "oof.csv", 0, held_out, source, metrics)  # its scores are its rows'
+    by_hand = predict_by_hand(tmp_path / "run", val_jpegs)
+    np.testing.assert_allclose([[float(p) for p in r[3:]] for r in table], by_hand, atol=2e-3)  # the model's
+    test_ids, jpegs = read_records(output, "test")
+    test_probabilities = predict_by_hand(tmp_path / "run", jpegs)
+    assert [r[0] for r in submission[1:]] == test_ids  # in the test files' order
+    chosen = [r[1] for r in submission[1:]]
+    assert clear_choices(test_probabilities, chosen) == clear_choices(test_probabilities, test_probabilities.argmax(1))
 
 
 def test_each_fold_validates_on_its_own_pictures_and_the_oof_score_covers_every_one(converted, folds_trained, tmp_path):
     source, output = converted
     dataset = description.load(output)
-    held_out = [oof._read(run / "oof.csv", dataset).ids for run in folds_trained]
     labeled = [r[0] for r in rows(source / "train.csv")[1:]]  # ids as the CSV writes them
-    assert sorted(sum(held_out, [])) == sorted(labeled)  # every picture validates in exactly one fold
+    tables = []
+    for fold, run in enumerate(folds_trained):
+        manifest = json.loads((run / "model-package" / "manifest.json").read_text())  # 05's scores are there
+        ids = record_ids(output, "train", dataset.folds[fold])
+        tables += check_oof(run / "oof.csv", fold, ids, source, manifest["metrics"])
+        assert manifest["training"]["fold"] == fold and manifest["metrics"]["metric"] == "qwk"
+        assert manifest["dataset"]["label_values"] == [0, 1, 2, 3, 4]
+        package_id = json.loads((run / "model-package" / "dataset-metadata.json").read_text())["id"]
+        assert package_id.endswith(f"-fold{fold}-model"), package_id  # each fold's package its own dataset
+    assert sorted(r[0] for r in tables) == sorted(labeled)  # every picture validates in exactly one fold
     done = subprocess.run(
         [sys.executable, "-m", "nbkit", "oof", *map(str, folds_trained), "--data", str(output), "--out", str(tmp_path)],
         cwd=REPO,
@@ -112,11 +167,31 @@ def test_each_fold_validates_on_its_own_pictures_and_the_oof_score_covers_every_
         text=True,
     )
     assert done.returncode == 0, done.stderr
+    assert rows(tmp_path / "oof.csv")[1:] == tables  # the folds' rows, each with its own fold
     gathered = json.loads((tmp_path / "metrics.json").read_text())
-    expected = oof.gather([run / "oof.csv" for run in folds_trained], dataset).scores("qwk")
-    assert gathered["qwk"] == pytest.approx(expected["qwk"]) and (gathered["folds"], gathered["pictures"]) == (3, 100)
+    labels = [int(r[1]) for r in tables]
+    predicted = np.array([[float(p) for p in r[3:]] for r in tables]).argmax(axis=1)
+    assert gathered["qwk"] == pytest.approx(qwk(labels, predicted), abs=1e-9)
+    assert (gathered["folds"], gathered["pictures"]) == (3, 100)
     assert "out of fold, 3 folds, 100 pictures" in done.stdout
-    assert len(rows(tmp_path / "oof.csv")) == 101
+
+
+def predict_by_hand(package, jpegs):
+    """Class probabilities of a package's model.keras over 2 views (as is, flipped left to right), with the
+    test pictures decoded by Pillow and the softmax in NumPy: not 06's code path."""
+    import io
+
+    import keras
+    from PIL import Image
+
+    model = keras.models.load_model(package / "model.keras")
+    images = np.stack([np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB")) for jpeg in jpegs])
+    views = []
+    for view in (images, images[:, :, ::-1]):
+        logits = np.asarray(model.predict(view, verbose=0), np.float64)
+        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+        views.append(exp / exp.sum(axis=1, keepdims=True))
+    return np.mean(views, axis=0)
 
 
 def test_05_without_a_test_split_writes_scores_oof_and_the_package_but_no_submission(folds_trained):
@@ -143,16 +218,20 @@ def test_notebook_06_averages_the_fold_models_and_submits_what_each_predicted(co
     assert all(f"from {run / 'model-package'}, checked" in out for run in folds_trained)  # each package named
     saved = np.load(tmp_path / "run" / "test_probabilities.npz")
     assert saved["members"].shape == (3, 15, 5)
-    np.testing.assert_allclose(saved["ensemble"], saved["members"].mean(axis=0))
-    # Each model predicts here what it did in 05 (fold 2 trained without the test split: it submitted nothing).
-    for member, run in zip(saved["members"][:2], folds_trained):
-        labels = {r[0]: int(r[1]) for r in rows(run / "submission.csv")[1:]}
-        chosen = member[np.arange(len(member)), [labels[i] for i in saved["ids"]]]
-        # 05's class is 06's most likely one (up to rounding between batch sizes: these models barely trained)
-        np.testing.assert_allclose(chosen, member.max(axis=1), atol=1e-5)
-    submission = {r[0]: r[1] for r in rows(tmp_path / "run" / "submission.csv")[1:]}
-    assert [submission[i] for i in saved["ids"]] == [str(p) for p in saved["ensemble"].argmax(axis=1)]
-    assert rows(tmp_path / "run" / "submission.csv")[0] == ["image_id", "label"]
+    ids, jpegs = read_records(output, "test")
+    assert saved["ids"].tolist() == ids  # the test files' order
+    by_hand = np.stack([predict_by_hand(run / "model-package", jpegs) for run in folds_trained])
+    np.testing.assert_allclose(saved["members"], by_hand, atol=2e-3)  # JPEG decoders differ by a level or so
+    np.testing.assert_allclose(saved["ensemble"], by_hand.mean(axis=0), atol=2e-3)
+    np.testing.assert_allclose(saved["ensemble"].sum(axis=1), 1, atol=1e-5)
+    submission = rows(tmp_path / "run" / "submission.csv")
+    assert submission[0] == ["image_id", "label"] and [r[0] for r in submission[1:]] == ids
+    ensemble = by_hand.mean(axis=0)
+    assert clear_choices(ensemble, [r[1] for r in submission[1:]]) == clear_choices(ensemble, ensemble.argmax(1))
+    # 05's submission is its model's most likely class too (fold 2 trained without the test split: none)
+    for member, run in zip(by_hand[:2], folds_trained[:2]):
+        labels = dict(rows(run / "submission.csv")[1:])
+        assert clear_choices(member, [labels[i] for i in ids]) == clear_choices(member, member.argmax(1))
 
 
 def test_a_data_root_that_holds_no_data_is_an_error_not_the_sample(tmp_path):

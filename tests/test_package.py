@@ -92,7 +92,7 @@ def test_valid_dataset_ids(dataset_id):
     "dataset_id", ["flowers-model", "alice/short", "alice/Upper-Case", "alice/a b c d e", "/flowers"]
 )
 def test_invalid_dataset_ids(dataset_id):
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterError, match=f"DATASET_ID={dataset_id!r} must be written owner/slug"):
         package._dataset_metadata(dataset_id, "Flowers model")
 
 

@@ -139,7 +139,11 @@ def test_a_parameter_of_the_wrong_type_says_how_to_pass_it(name, value, words):
 
 
 def test_an_int_is_a_float_and_types_are_read_from_the_cells_not_annotations():
-    params.check_parameters(kernel_namespace(RATE=1, FLAG=True, DATA_ROOT="~/data", EPOCHS=3))
+    injected = kernel_namespace(RATE=1, FLAG=True, DATA_ROOT="~/data", EPOCHS=3)
+    annotated = {**injected, "__annotations__": {"RATE": str, "EPOCHS": str}}  # the cells say float and int
+    assert params.check_parameters(annotated) is None  # accepted: RATE=1 is a float, the annotations are not read
+    with pytest.raises(ParameterError, match="RATE='x' is a str, not a float"):
+        params.check_parameters({**kernel_namespace(RATE="x"), "__annotations__": {"RATE": str}})
 
 
 def test_a_plain_script_checks_the_types_of_its_annotations_and_without_them_warns():

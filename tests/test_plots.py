@@ -40,14 +40,27 @@ def test_curves_schedule_and_confusion(tmp_path):
     }
     figure = plots.training_curves(history, tmp_path / "curves.png")
     assert [a.get_title() for a in figure.axes] == ["loss", "accuracy"]
-    assert [len(a.lines) for a in figure.axes] == [2, 2]
+    drawn = [
+        [(line.get_label(), list(line.get_xdata()), list(line.get_ydata())) for line in a.lines] for a in figure.axes
+    ]
+    assert drawn == [
+        [("training", [1, 2], [2.0, 1.0]), ("validation", [1, 2], [2.1, 1.2])],
+        [("training", [1, 2], [0.1, 0.5]), ("validation", [1, 2], [0.1, 0.4])],
+    ]
     figure = plots.learning_rate([1e-5, 4e-4, 3e-4], tmp_path / "lr.png")
     assert "max 0.0004" in figure.axes[0].get_title()
-    counts = metrics._confusion_matrix([0, 1, 2], [0, 2, 2], 3)
+    assert list(figure.axes[0].lines[0].get_ydata()) == [1e-5, 4e-4, 3e-4]
+    counts = np.array([[1, 0, 0], [0, 0, 1], [0, 0, 2]])  # true 0,1,2,2 predicted 0,2,2,2: counts[true, predicted]
     figure = plots.confusion(counts, NAMES, metrics._scores(counts, "qwk"), tmp_path / "cm.png")
+    shown = figure.axes[0].images[0].get_array()  # rows normalized: each true class's share of predictions
+    np.testing.assert_allclose(shown, [[1, 0, 0], [0, 0, 1], [0, 0, 1]])
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == NAMES  # rows: the true class
+    assert figure.axes[0].get_ylabel() == "true" and figure.axes[0].get_xlabel() == "predicted"
     first, second = figure.get_suptitle().splitlines()  # over the figure, so long class names cannot cut it
-    assert first.startswith("qwk ") and first.endswith("(the competition's metric)   accuracy 0.667")
-    assert second.startswith("macro F1 0.556")
+    # by hand: kappa 1 - mean((y - p)^2) / mean over pairs (y_i - p_j)^2 = 1 - 0.25 / 1.5; accuracy 3/4;
+    # F1 per class 1, 0, 0.8
+    assert first == "qwk 0.833 (the competition's metric)   accuracy 0.750"
+    assert second.startswith("macro F1 0.600")
     assert all((tmp_path / name).exists() for name in ("curves.png", "lr.png", "cm.png"))
 
 

@@ -161,7 +161,7 @@ def test_kaggle_cli_still_ignores_the_test_environment(logged_in, monkeypatch, b
     stub, _ = logged_in
     monkeypatch.setenv("KAGGLE_API_ENVIRONMENT", "TEST")  # kagglesdk maps it to http://localhost:7777 ...
     monkeypatch.setenv("HTTPS_PROXY", stub.url)  # ... but the CLI goes to api.kaggle.com (caught here, never sent)
-    with pytest.raises(RunError):
+    with pytest.raises(RunError, match="is kept; fix the problem and push again"):
         push.push(bundled)
     assert [(r.method, r.path) for r in stub.requests] == [("CONNECT", "api.kaggle.com:443")], (
         "the kaggle CLI now honours KAGGLE_API_ENVIRONMENT=TEST: test against localhost:7777 directly"

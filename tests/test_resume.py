@@ -100,9 +100,16 @@ def test_a_finished_run_is_not_trained_again(tmp_path):
 
 
 def test_more_epochs_continue_a_finished_run(tmp_path):
-    train(tmp_path, 2)
-    run, _, history = train(tmp_path, 3)
-    assert run.epochs_done == 3 and len(history["loss"]) == 3
+    _, trained, first = train(tmp_path, 2)
+    first = {key: list(values) for key, values in first.items()}  # as it was after 2 epochs
+    run = resume.TrainingRun(tmp_path, SETTINGS)
+    model = new_model()
+    run.restore(model)
+    assert int(model.optimizer.iterations.numpy()) == 2 * STEPS  # the first run's state, not a fresh start
+    assert all(np.array_equal(a, b) for a, b in zip(weights(model), weights(trained)))
+    history = fit(run, model, data_for_epochs()(run.epochs_done), 3, steps_per_epoch=STEPS, verbose=0)
+    assert run.epochs_done == 3 and int(model.optimizer.iterations.numpy()) == 3 * STEPS  # one more epoch only
+    assert len(history["loss"]) == 3 and history["loss"][:2] == first["loss"]  # the first run's two epochs
 
 
 def test_other_settings_are_refused_with_the_difference(tmp_path):

@@ -31,6 +31,7 @@ class Split:
     count: int
     ids: list[str]  # every record's id, in file order: its `id` feature, or file:index where it has none
     items: list[tuple[bytes, Any]] | None = None  # (JPEG bytes, class or id), in file order
+    classes: dict[str, int] | None = None  # id -> class of every record of a labeled split
 
     @property
     def labeled(self) -> bool:
@@ -107,11 +108,11 @@ def _check_file(
     image_size: int,
     labeled: bool,
     num_classes: int,
-    seen: dict[str, str],
+    seen: dict[str, tuple[str, Any]],
     items: list[tuple[bytes, Any]] | None,
 ) -> int:
     """Read one file: every record's checksums and features, image and label or id (`seen` holds the
-    split's ids so far, with where each was), and the count in its name. Adds the ids to `seen` and
+    split's ids so far, with where each was and its class or id), and the count in its name. Adds the ids to `seen` and
     the records to `items` when given; returns the record count."""
     count = 0
     for index, raw in enumerate(tfrecord.read_records(name)):
@@ -129,9 +130,9 @@ def _check_file(
         if record_id in seen:
             why = "submission.csv needs each id once" if not labeled else "out-of-fold scores need each id once"
             raise DataError(
-                f"{where} repeats the {'test ' * (not labeled)}id {record_id!r} of {seen[record_id]}: {why}."
+                f"{where} repeats the {'test ' * (not labeled)}id {record_id!r} of {seen[record_id][0]}: {why}."
             )
-        seen[record_id] = where
+        seen[record_id] = (where, key)
         if items is not None:
             items.append((jpeg, key))
         count += 1
@@ -153,14 +154,15 @@ def check_splits(
 
 def _check_split(split: str, files: list[str], image_size: int, num_classes: int, keep_items: bool) -> Split:
     items: list[tuple[bytes, Any]] | None = [] if keep_items else None
-    seen: dict[str, str] = {}  # id -> where; in file order
+    seen: dict[str, tuple[str, Any]] = {}  # id -> (where, class or id); in file order
     count = sum(_check_file(name, image_size, split != "test", num_classes, seen, items) for name in files)
     if count == 0:
         folder = files[0].rsplit("/", 1)[0]
         raise DataError(
             f"The {split} split ({len(files)} files in {folder}) holds no records: re-download or regenerate it."
         )
-    return Split(split, files, count, list(seen), items)
+    classes = {record_id: key for record_id, (_, key) in seen.items()} if split != "test" else None
+    return Split(split, files, count, list(seen), items, classes)
 
 
 def _compression(files: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,16 +44,26 @@ def _columns(dataset: Any) -> list[str]:
 
 
 def write(
-    ids: Sequence[str], labels: Sequence[int], probabilities: np.ndarray, fold: int, dataset: Any, path: Any
+    ids: Sequence[str],
+    labels: Sequence[int],
+    probabilities: np.ndarray,
+    fold: int | Sequence[int],
+    dataset: Any,
+    path: Any,
 ) -> Path:
-    """`oof.csv` of one fold's validation predictions (labels as the dataset's label values)."""
-    if not len(ids) == len(labels) == len(probabilities):
-        raise DataError(f"{len(ids)} ids, {len(labels)} labels and {len(probabilities)} predictions: they must match.")
+    """`oof.csv` of validation predictions (labels as the dataset's label values); `fold`: the fold of
+    every row, or one fold per row (a gathered table)."""
+    folds = [fold] * len(ids) if isinstance(fold, int) else [int(f) for f in fold]
+    if not len(ids) == len(labels) == len(probabilities) == len(folds):
+        raise DataError(
+            f"{len(ids)} ids, {len(labels)} labels, {len(probabilities)} predictions and {len(folds)} folds: "
+            "they must match."
+        )
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(_columns(dataset))
-    for record_id, label, row in zip(ids, labels, np.asarray(probabilities, np.float64)):
-        writer.writerow([record_id, dataset.label_values[int(label)], fold, *(f"{p:.6g}" for p in row)])
+    for record_id, label, row_fold, row in zip(ids, labels, folds, np.asarray(probabilities, np.float64)):
+        writer.writerow([record_id, dataset.label_values[int(label)], row_fold, *(f"{p:.6g}" for p in row)])
     return atomic.write_text(path, out.getvalue())
 
 
@@ -68,7 +78,7 @@ def _read(path: str | Path, dataset: Any) -> _OutOfFold:
         )
     label_of = {str(value): index for index, value in enumerate(dataset.label_values)}
     try:
-        return _OutOfFold(
+        found = _OutOfFold(
             ids=[row[0] for row in rows],
             labels=np.array([label_of[row[1]] for row in rows], np.int64),
             folds=np.array([int(row[2]) for row in rows], np.int64),
@@ -76,11 +86,20 @@ def _read(path: str | Path, dataset: Any) -> _OutOfFold:
         )
     except (KeyError, ValueError, IndexError) as error:
         raise DataError(f"{path}: a row is damaged ({type(error).__name__}: {error}); write it again.") from None
+    p = found.probabilities
+    bad = ~(np.isfinite(p).all(axis=1) & (p >= 0).all(axis=1) & (np.abs(p.sum(axis=1) - 1) < 1e-3))
+    if bad.any():
+        raise DataError(
+            f"{path}: {bad.sum()} rows hold no probabilities (each row's p: columns must be numbers from 0 to 1 "
+            f"summing to 1), e.g. id {found.ids[int(bad.argmax())]!r}: its model diverged (NaN) or the file was "
+            "edited; train that fold again."
+        )
+    return found
 
 
-def gather(paths: Sequence[str | Path], dataset: Any, labeled_ids: Sequence[str] | None = None) -> _OutOfFold:
+def gather(paths: Sequence[str | Path], dataset: Any, classes: Mapping[str, int] | None = None) -> _OutOfFold:
     """The folds' OOF predictions as one, checked: each fold of the dataset once, no id twice, and
-    (given `labeled_ids`, every labeled record's id) every labeled id present."""
+    (given `classes`, every labeled record's id -> class) every labeled id present with the data's label."""
     parts = [_read(path, dataset) for path in paths]
     folds = [sorted(set(part.folds.tolist())) for part in parts]
     every = sorted(f for found in folds for f in found)
@@ -103,10 +122,18 @@ def gather(paths: Sequence[str | Path], dataset: Any, labeled_ids: Sequence[str]
                 f"Id {record_id!r} is predicted in fold {seen[record_id]} and in fold {fold}: folds overlap."
             )
         seen[record_id] = fold
-    if labeled_ids is not None and set(labeled_ids) != set(seen):
-        missing, extra = sorted(set(labeled_ids) - set(seen)), sorted(set(seen) - set(labeled_ids))
+    if classes is not None and set(classes) != set(seen):
+        missing, extra = sorted(set(classes) - set(seen)), sorted(set(seen) - set(classes))
         raise DataError(
             f"The OOF predictions miss {len(missing)} labeled ids (e.g. {missing[:3]}) and hold {len(extra)} that "
             f"are not labeled here (e.g. {extra[:3]}): they are of other data, or a fold's run did not finish."
+        )
+    wrong = [(i, label) for i, label in zip(joined.ids, joined.labels.tolist()) if classes and classes[i] != label]
+    if wrong:
+        (record_id, label), values = wrong[0], dataset.label_values
+        raise DataError(
+            f"{len(wrong)} OOF rows give another label than the data, e.g. id {record_id!r}: label "
+            f"{values[label]!r} in its oof.csv, {values[classes[record_id]]!r} in the data: the oof.csv files are of "
+            "other data or were edited; run those folds again on this data."
         )
     return joined

@@ -49,5 +49,8 @@ def write(ids: Sequence[str], labels: Sequence[int], dataset: Any, path: str | P
     header = [dataset.id_column, dataset.label_column]
     if dataset.sample_submission:
         _check_against_sample(header, ids, dataset.sample_submission)
-    lines = [",".join(header)] + [f"{i},{dataset.label_values[int(label)]}" for i, label in zip(ids, labels)]
-    return atomic.write_text(path, "\n".join(lines) + "\n")
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(
+        [header, *([i, dataset.label_values[int(k)]] for i, k in zip(ids, labels))]
+    )
+    return atomic.write_text(path, out.getvalue())

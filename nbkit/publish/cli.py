@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nbkit.errors import NbkitError, ParameterError
+from nbkit.errors import DataError, NbkitError, ParameterError
 from nbkit.params import check_handle
 from nbkit.publish import kernel_metadata, scan
 from nbkit.publish.kernel_metadata import CURRENT, RETIRED
@@ -107,14 +107,30 @@ def _oof(args: argparse.Namespace) -> str:
     from nbkit.images import checks, layout, metrics, oof
 
     dataset = flowers.load_description(args.data)  # converted data's own, else the flowers competition's
-    size = layout.choose_size(args.data, args.size)
-    train = checks.check_splits(layout.split_files(args.data, size, names=["train"]), size, dataset.num_classes)
-    files = [str(Path(p) / "oof.csv") if Path(p).is_dir() else p for p in map(storage.user_path, args.files)]
-    gathered = oof.gather(files, dataset, labeled_ids=train["train"].ids)
-    scores = gathered.scores(dataset.metric)
+    size = layout.choose_size(args.data, args.size)  # first: it says when --data holds no data at all
+    if not dataset.folds:
+        raise DataError(
+            f"--data {args.data}: this data has no folds (one train/val split), so there are no out-of-fold "
+            "predictions to gather: convert it with --folds K and train each fold (FOLD=0 .. K-1) first."
+        )
     out = Path(storage.user_path(args.out))
-    oof.write(gathered.ids, gathered.labels, gathered.probabilities, gathered.folds.tolist(), dataset, out / "oof.csv")
-    metrics.write({**scores, "folds": len(files), "pictures": len(gathered.ids)}, out / "metrics.json")
+    files = [storage.join(p, "oof.csv") if storage.is_dir(p) else p for p in map(storage.user_path, args.files)]
+    in_the_way = [p for p in (out, *out.parents) if p.exists() and not p.is_dir()]
+    in_the_way += [out / name for name in ("oof.csv", "metrics.json") if (out / name).is_dir()]
+    if in_the_way or not all(map(storage.exists, files)):
+        raise ParameterError(
+            f"--out {args.out}: {in_the_way[0]} is in the way of oof.csv and metrics.json; give another --out folder."
+            if in_the_way
+            else f"{next(f for f in files if not storage.exists(f))}: no such file or folder. Give each fold's oof.csv, or the "
+            "OUTPUT_DIR of the run that wrote it (02 or 05 with FOLD=k)."
+        )
+    train = checks.check_splits(layout.split_files(args.data, size, names=["train"]), size, dataset.num_classes)
+    gathered = oof.gather(files, dataset, classes=train["train"].classes)
+    scores = gathered.scores(dataset.metric)
+    oof.write(gathered.ids, gathered.labels, gathered.probabilities, gathered.folds, dataset, out / "oof.csv")
+    metrics.write(
+        {**scores, "folds": len(set(gathered.folds.tolist())), "pictures": len(gathered.ids)}, out / "metrics.json"
+    )
     return (
         f"out of fold, {len(set(gathered.folds.tolist()))} folds, {len(gathered.ids):,} pictures: "
         f"{metrics.describe(scores, 'OOF')}\nwrote {out / 'oof.csv'} and {out / 'metrics.json'}"
