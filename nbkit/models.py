@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from nbkit.env import installed_versions
+from nbkit import env
 from nbkit.errors import AcceleratorError, DataError, ParameterError
 
 # How keras.applications names its no-top ImageNet files: efficientnetb0_notop.h5,
@@ -65,8 +65,6 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
     """keras.applications' `name`, no top, average pooled. `weights`: "none" (random), "imagenet" (a copy
     under `search`, by default the Kaggle inputs, else downloaded), or a file or folder holding it."""
     import keras
-
-    from nbkit import env
 
     search = [env.detect(probe_internet=lambda: False).input_dir] if search is None else search
     constructor = getattr(keras.applications, check_name(name, others=()))
@@ -306,7 +304,7 @@ def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: in
     errors = np.abs(distributed - alone).max(axis=1)
     if errors.max() > tolerance:
         row = picks[int(errors.argmax())]
-        found = installed_versions(("keras", "jax", "jaxlib", "tensorflow", "tensorflow-cpu"))
+        found = env.installed_versions(("keras", "jax", "jaxlib", "tensorflow", "tensorflow-cpu"))
         versions = " + ".join(f"{name} {version}" for name, version in found.items())
         raise AcceleratorError(
             f"Row {row} of the distributed predictions differs from the same image predicted alone "
