@@ -1,7 +1,5 @@
-"""Where the notebook runs (Kaggle, Colab or a local machine), its folders, and hints about TPUs.
-
-Only the standard library is used here: this module runs before any heavy import.
-"""
+"""Where the notebook runs (Kaggle, Colab or a local machine), its folders, and hints about TPUs;
+standard library only, as it runs before any heavy import."""
 
 from __future__ import annotations
 
@@ -15,8 +13,6 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class _Environment:
-    """The facts about the running notebook that the rest of nbkit needs."""
-
     platform: str  # "kaggle", "colab" or "local"
     input_dir: Path  # where attached datasets live (read-only on Kaggle)
     working_dir: Path  # where outputs go (kept by Kaggle after a commit)
@@ -25,14 +21,12 @@ class _Environment:
     internet: bool  # whether internet access is likely on
 
     def describe(self) -> str:
-        """One line for the notebook."""
         tpu = "TPU VM" if self.tpu_vm else ("remote TPU advertised" if self.tpu_address else "no TPU advertised")
         net = "internet likely on" if self.internet else "internet likely off"
         return f"platform={self.platform}; input={self.input_dir}; working={self.working_dir}; {tpu}; {net}"
 
 
 def platform(environ: Mapping[str, str] | None = None) -> str:
-    """ "kaggle", "colab" or "local"."""
     environ = os.environ if environ is None else environ
     if "KAGGLE_KERNEL_RUN_TYPE" in environ or "KAGGLE_URL_BASE" in environ:
         return "kaggle"
@@ -53,7 +47,6 @@ def is_tpu_vm(environ: Mapping[str, str] | None = None, dev: Path = Path("/dev")
 
 
 def tpu_address(environ: Mapping[str, str] | None = None) -> str | None:
-    """The address of a remote TPU advertised by the environment, if any."""
     environ = os.environ if environ is None else environ
     if environ.get("COLAB_TPU_ADDR"):  # legacy Colab TPU Node
         return "grpc://" + environ["COLAB_TPU_ADDR"]
@@ -63,7 +56,6 @@ def tpu_address(environ: Mapping[str, str] | None = None) -> str | None:
 
 
 def _internet_likely(host: str = "www.kaggle.com", port: int = 443, timeout: float = 2.0) -> bool:
-    """Try one TCP connection; True if it opens within `timeout` seconds."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
@@ -76,30 +68,19 @@ def detect(
     probe_internet: Callable[[], bool] = _internet_likely,
     dev: Path = Path("/dev"),
 ) -> _Environment:
-    """Describe the running environment.
-
-    Internet is probed only on Kaggle, where notebooks often run with it switched off;
-    Colab and local machines are assumed online. NBKIT_INPUT_DIR / NBKIT_WORKING_DIR
-    override the folders anywhere.
-    """
+    """The running environment. Internet is probed only on Kaggle, where notebooks often run without it.
+    NBKIT_INPUT_DIR / NBKIT_WORKING_DIR override the folders anywhere."""
     environ = os.environ if environ is None else environ
     where = platform(environ)
-    if where == "kaggle":
-        input_dir, working_dir = Path("/kaggle/input"), Path("/kaggle/working")
-        internet = probe_internet()
-    elif where == "colab":
-        input_dir = working_dir = Path("/content")
-        internet = True
-    else:
-        input_dir, working_dir = Path("data"), Path("out")  # under the current folder
-        internet = True
+    folders = {"kaggle": ("/kaggle/input", "/kaggle/working"), "colab": ("/content", "/content")}
+    input_dir, working_dir = folders.get(where, ("data", "out"))  # locally: under the current folder
     return _Environment(
         platform=where,
         input_dir=Path(environ.get("NBKIT_INPUT_DIR", input_dir)),
         working_dir=Path(environ.get("NBKIT_WORKING_DIR", working_dir)),
         tpu_vm=is_tpu_vm(environ, dev),
         tpu_address=tpu_address(environ),
-        internet=internet,
+        internet=probe_internet() if where == "kaggle" else True,
     )
 
 

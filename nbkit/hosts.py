@@ -1,12 +1,7 @@
-"""Which host of a pod slice this process is. On a Cloud TPU pod slice (several TPU VMs) one copy of
-the notebook runs on every host, all joined by JAX's distributed runtime: each host feeds only its own
-devices, every host runs the same computations in the same order, and only process 0 writes outputs.
-
-The slice is told by the variables `keras.distribution.initialize` reads (KERAS_DISTRIBUTION_JOB_ADDRESSES,
-..._NUM_PROCESSES, ..._PROCESS_ID: what `python -m nbkit launch` sets for local processes), or by a TPU
-VM whose TPU_WORKER_HOSTNAMES names several hosts (JAX then finds the rest itself). Read from the
-environment alone, so `staging` knows before anything starts JAX whether this process writes.
-"""
+"""Which host of a pod slice this process is: one copy of the notebook runs on every host, joined by JAX's
+distributed runtime; each feeds its own devices and only process 0 writes outputs. Told by the variables
+`keras.distribution.initialize` reads (what `nbkit launch` sets) or a TPU VM's TPU_WORKER_HOSTNAMES: the
+environment alone, so `staging` knows whether this process writes before anything starts JAX."""
 
 from __future__ import annotations
 
@@ -36,23 +31,19 @@ class Hosts:
 
     @property
     def joins_runtime(self) -> bool:
-        """Whether this process joins JAX's distributed runtime: on several hosts, or when the
-        variables name a coordinator (`nbkit launch --processes 1`: one host, Gloo's collectives)."""
+        """On several hosts, or where a coordinator is named (`nbkit launch --processes 1`)."""
         return self.several or bool(self.coordinator)
 
     @property
     def writes_outputs(self) -> bool:
-        """Only process 0 writes plots, checkpoints, packages, metrics and submissions."""
         return self.index == 0
 
     def describe(self) -> str:
-        """`process 1 of 2`, or `one process`."""
         return f"process {self.index} of {self.count}" if self.joins_runtime else "one process"
 
 
 def from_environment(environ: Mapping[str, str] | None = None) -> Hosts:
-    """The processes the environment describes (one, where it describes none); a malformed value
-    is an AcceleratorError naming the variable."""
+    """The processes the environment describes (one, where it describes none)."""
     environ = os.environ if environ is None else environ
     if NUM_PROCESSES in environ or PROCESS_ID in environ or ADDRESSES in environ:
         missing = [name for name in (ADDRESSES, NUM_PROCESSES, PROCESS_ID) if not environ.get(name)]
@@ -87,7 +78,7 @@ def _whole(environ: Mapping[str, str], name: str, minimum: int) -> int:
 
 
 def start_runtime(hosts: Hosts) -> None:
-    """Join JAX's distributed runtime (before anything asks JAX for devices); every process must."""
+    """Join JAX's distributed runtime, before anything asks JAX for devices; every process must."""
     import keras
 
     if hosts.coordinator:
@@ -97,14 +88,14 @@ def start_runtime(hosts: Hosts) -> None:
 
 
 def every_process(value: Any) -> Any:
-    """`value` (a NumPy array, the same shape everywhere) from every process, stacked in process order."""
+    """`value` (an array of one shape everywhere) from every process, stacked in process order."""
     from jax.experimental import multihost_utils
 
     return multihost_utils.process_allgather(value)
 
 
 def wait_for_all(name: str) -> None:
-    """A barrier: return once every process has reached the same `name` (JAX's runtime joined)."""
+    """A barrier: return once every process has reached `name`."""
     from jax.experimental import multihost_utils
 
     multihost_utils.sync_global_devices(name)

@@ -22,11 +22,8 @@ _HARMLESS_NATIVE_LOGS = re.compile(
 
 @contextlib.contextmanager
 def quiet_native_logs() -> Iterator[None]:
-    """Drop TensorFlow's known-harmless C++ start-up lines (no CUDA driver, ...) and pass on the rest.
-
-    They are written by C++ straight to file descriptor 2, before TF_CPP_MIN_LOG_LEVEL applies,
-    so only a redirect of the descriptor itself catches them.
-    """
+    """Drop TensorFlow's known-harmless C++ start-up lines, written straight to file descriptor 2 before
+    TF_CPP_MIN_LOG_LEVEL applies (so only a redirect of the descriptor catches them); pass on the rest."""
     sys.stderr.flush()
     try:
         saved = os.dup(2)

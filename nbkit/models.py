@@ -1,8 +1,6 @@
-"""Keras plumbing around the notebook's own model: keras.applications backbones with ImageNet weights
-also offline (a local copy put into Keras' own cache folder with its `get_file`, so the backbone is built
-exactly as online), the input monitor (how long training waited for data), and predictions in the
-dataset's order on one host or a pod slice, checked against one-device predictions: keras 3.8 + jax
-0.4.35 on 8 devices returned rows of other images (docs/limits.md), a silently wrong submission."""
+"""Keras plumbing around the notebook's model: keras.applications backbones with ImageNet weights offline
+too, the input monitor, and predictions in the dataset's order, checked against one-device predictions
+(keras 3.8 + jax 0.4.35 on 8 devices returned rows of other images: docs/limits.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from nbkit.env import installed_versions
+from nbkit import env
 from nbkit.errors import AcceleratorError, DataError, ParameterError
 
 # How keras.applications names its no-top ImageNet files: efficientnetb0_notop.h5,
@@ -27,8 +25,7 @@ _URL_FILE = re.compile(r"/([^/\s:]+\.h5)\b")
 
 
 def _local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
-    """The weights files to offer Keras: `roots[0]` itself when it is a file the user named (`explicit`),
-    else the no-top ImageNet files under the folders (the first of each name)."""
+    """A file the user named (`explicit`), else the no-top ImageNet files under `roots` (first of each name)."""
     found: dict[str, Path] = {}
     for root in map(Path, roots):
         if root.is_file():
@@ -41,8 +38,8 @@ def _local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
 
 
 def _copy_into_cache(files: Sequence[Path], replace: bool) -> Path | None:
-    """Put each file into Keras' cache folder with Keras' own `get_file` (from a file:// origin); a
-    file of that name already there is kept unless `replace` (a file the user named). The folder."""
+    """Put `files` into Keras' cache with its own `get_file` (a file:// origin), so the backbone is built
+    exactly as online; a file already there is kept unless `replace`. Returns the cache folder."""
     import keras
 
     targets = [
@@ -65,13 +62,9 @@ def check_name(name: str, others: Sequence[str] = ("small_cnn",)) -> str:
 
 
 def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequence[Path] | None = None) -> Any:
-    """keras.applications' `name` without its top, average pooled: with random weights (`weights`
-    "none"), or ImageNet's ("imagenet": a local copy under one of the `search` folders, by default the
-    attached Kaggle inputs, else downloaded once into Keras' cache; or that file, or a folder holding it,
-    for running with the internet off)."""
+    """keras.applications' `name`, no top, average pooled. `weights`: "none" (random), "imagenet" (a copy
+    under `search`, by default the Kaggle inputs, else downloaded), or a file or folder holding it."""
     import keras
-
-    from nbkit import env
 
     search = [env.detect(probe_internet=lambda: False).input_dir] if search is None else search
     constructor = getattr(keras.applications, check_name(name, others=()))
@@ -130,7 +123,7 @@ def _weights_error(name: str, weights: str, offered: list[str], error: Exception
     return DataError(f"WEIGHTS={weights!r} ({file}) is {what}: {first_line}")
 
 
-# ---- the input monitor: `model.fit(monitor.watch(dataset), ..., callbacks=[monitor])`, `monitor.epochs` ----
+# ---- the input monitor: `model.fit(monitor.watch(dataset), ..., callbacks=[monitor])` ----
 
 _DATA_BOUND_SHARE = 0.25  # above this, speeding up the input pays more than speeding up the model
 _ADVICE = (
@@ -142,8 +135,6 @@ _ADVICE = (
 
 @dataclass(frozen=True)
 class _EpochWait:
-    """One epoch's training time and the part of it spent waiting for input."""
-
     epoch: int  # 1-based, as Keras prints it
     seconds: float
     waited: float
@@ -153,9 +144,9 @@ class _EpochWait:
         return self.waited / self.seconds if self.seconds > 0 else 0.0
 
 
-def input_monitor(data_bound_share: float = _DATA_BOUND_SHARE, verbose: bool = True) -> Any:
-    """A Keras callback that reports input waiting per epoch; feed `fit` with its `watch(dataset)`."""
-    return _callback_class()(data_bound_share, verbose)
+def input_monitor() -> Any:
+    """A Keras callback that prints input waiting per epoch (kept in `.epochs`); feed `fit` its `watch(dataset)`."""
+    return _callback_class()()
 
 
 @functools.cache
@@ -163,21 +154,15 @@ def _callback_class() -> type:
     import keras  # only here: importing nbkit.models must not choose the Keras backend
 
     class InputMonitor(keras.callbacks.Callback):
-        """Times the waits of `watch`'s batches; one line per epoch; `epochs` keeps the figures."""
-
-        def __init__(self, data_bound_share: float, verbose: bool) -> None:
+        def __init__(self) -> None:
             super().__init__()
-            self.data_bound_share = data_bound_share
-            self.verbose = verbose
             self.epochs: list[_EpochWait] = []
-            self._waited = 0.0
-            self._started = 0.0
+            self._waited = self._started = self._waited_in_training = 0.0
             self._training_ended: float | None = None
-            self._waited_in_training = 0.0
 
         def watch(self, dataset: Iterable[Any]) -> Iterable[Any]:
-            """The batches of `dataset` (tf.data: as NumPy), timing how long each `next()` blocks. On a pod
-            slice, `dataset` itself: Keras shards only a tf.data dataset over the processes (no timing)."""
+            """`dataset`'s batches (tf.data: as NumPy), timing each `next()`; untimed on a pod slice, where
+            Keras shards only a tf.data dataset over the processes."""
             if _process_count() > 1:
                 print("input monitor: off on a pod slice (Keras shards the tf.data dataset over the hosts itself)")
                 return dataset
@@ -207,23 +192,21 @@ def _callback_class() -> type:
             if self._training_ended is None:
                 self.on_test_begin()
             seconds = self._training_ended - self._started
-            # TensorFlow pulls the batches from a thread a few ahead, so a wait can start before
-            # the epoch does; never more than the epoch.
+            # TensorFlow pulls batches a few ahead, so a wait can start before the epoch: cap it.
             wait = _EpochWait(epoch + 1, seconds, min(self._waited_in_training, seconds))
             self.epochs.append(wait)
-            if self.verbose:
-                print(_describe(wait, self.data_bound_share), flush=True)
+            print(_describe(wait), flush=True)
 
     return InputMonitor
 
 
-def _describe(wait: _EpochWait, data_bound_share: float = _DATA_BOUND_SHARE) -> str:
+def _describe(wait: _EpochWait) -> str:
     """`input wait, epoch 3: 4% of 2.8 s` (+ a warning when data-bound after the first epoch)."""
     line = f"input wait, epoch {wait.epoch}: {wait.share:.0%} of {wait.seconds:.1f} s"
     if wait.epoch == 1:
         return line + " (first epoch: includes filling the shuffle buffer and compiling)"
-    if wait.share > data_bound_share:
-        return line + f"\nWARNING: data-bound (waited more than {data_bound_share:.0%}): " + _ADVICE
+    if wait.share > _DATA_BOUND_SHARE:
+        return line + f"\nWARNING: data-bound (waited more than {_DATA_BOUND_SHARE:.0%}): " + _ADVICE
     return line
 
 
@@ -233,10 +216,8 @@ _CHECKED_ROWS = 8
 
 
 def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np.ndarray]:
-    """(logits as float64, keys) of every (image, key) item of `dataset` (a tf.data dataset, not batched),
-    in its order. Batched here by `global_batch`, the last batch padded so every replica gets a full one
-    (the padding's rows cut); on a pod slice each process feeds its rows of each batch and gets every row.
-    The first batch's rows are checked against the same images predicted alone (`check_rows`)."""
+    """(float64 logits, keys) of the (image, key) items of an unbatched tf.data `dataset`, in its order.
+    The last batch is padded so every replica gets a full one; the first batch is checked (`check_rows`)."""
     import tensorflow as tf
 
     first, stop, _ = process_rows(global_batch).indices(global_batch)
@@ -260,9 +241,8 @@ def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np
 
 
 def global_logits(model: Any, batches: Any) -> np.ndarray:
-    """The model's logits for every row of `batches` (a dataset of batches, or one batch as an array),
-    as float64 NumPy. With several JAX processes (a pod slice) each process feeds its own rows of each
-    batch and gets back every process's rows."""
+    """float64 logits for every row of `batches` (batches, or one array); on a pod slice each process feeds
+    its own rows and gets every process's rows."""
     one_batch = isinstance(batches, np.ndarray)
     if _process_count() == 1:
         size = {"batch_size": len(batches)} if one_batch else {}
@@ -291,18 +271,16 @@ def global_logits(model: Any, batches: Any) -> np.ndarray:
 
 
 def process_rows(count: int) -> slice:
-    """This process's rows of a batch of `count` that every process holds whole (all rows on one host)."""
-    processes = _process_count()
-    if processes == 1:
+    """This process's rows of a batch of `count` (all of them on one host)."""
+    if _process_count() == 1:
         return slice(None)
     import jax
 
-    share = count // processes
+    share = count // jax.process_count()
     return slice(jax.process_index() * share, (jax.process_index() + 1) * share)
 
 
 def _process_count() -> int:
-    """How many JAX processes share the devices (1 off JAX, or on one host)."""
     import keras
 
     if keras.backend.backend() != "jax":
@@ -313,33 +291,24 @@ def _process_count() -> int:
 
 
 def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: int = _CHECKED_ROWS) -> None:
-    """Predict `rows` images of the first batch (one per replica's share, and the last) one at a time,
-    without distribution, and stop with an AcceleratorError if their distributed logits differ
-    (`logits` starts at the first batch's first row)."""
+    """An AcceleratorError if `rows` images of the first batch, predicted alone, differ from their
+    distributed `logits` (which start at the batch's first row)."""
     count = min(len(logits), len(first_batch))
     picks = sorted({int(i) for i in np.linspace(0, count - 1, min(rows, count))})
     alone = np.stack([np.asarray(model(first_batch[i : i + 1], training=False), np.float64)[0] for i in picks])
     distributed = np.asarray(logits[picks], np.float64)
     # Measured between batched and one-row predictions of the same model: < 3e-7 in float32, ~1e-5 in
     # bfloat16. Rows of other images differ by far more (0.058 on an untrained CNN in keras 3.8).
-    tolerance = (1e-2 if _computes_in_16_bits(model) else 1e-3) * max(1.0, float(np.abs(alone).max()))
+    in_16_bits = getattr(getattr(model, "dtype_policy", None), "compute_dtype", "") in ("bfloat16", "float16")
+    tolerance = (1e-2 if in_16_bits else 1e-3) * max(1.0, float(np.abs(alone).max()))
     errors = np.abs(distributed - alone).max(axis=1)
     if errors.max() > tolerance:
         row = picks[int(errors.argmax())]
+        found = env.installed_versions(("keras", "jax", "jaxlib", "tensorflow", "tensorflow-cpu"))
+        versions = " + ".join(f"{name} {version}" for name, version in found.items())
         raise AcceleratorError(
             f"Row {row} of the distributed predictions differs from the same image predicted alone "
-            f"(by {errors.max():.3g}; tolerance {tolerance:.3g}): this {_versions()} returns predictions that do "
+            f"(by {errors.max():.3g}; tolerance {tolerance:.3g}): this {versions} returns predictions that do "
             "not belong to their images. Nothing was written. Use the versions the README tests, or predict on "
             "one device."
         )
-
-
-def _computes_in_16_bits(model: Any) -> bool:
-    policy = getattr(getattr(model, "dtype_policy", None), "compute_dtype", "float32")
-    return policy in ("bfloat16", "float16")
-
-
-def _versions() -> str:
-    """keras 3.8.0 + jax 0.4.35 (+ tensorflow ...): what computed the predictions."""
-    found = installed_versions(("keras", "jax", "jaxlib", "tensorflow", "tensorflow-cpu"))
-    return " + ".join(f"{name} {version}" for name, version in found.items())

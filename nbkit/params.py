@@ -19,7 +19,7 @@ _HANDLE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # one part of owner/
 
 
 def check_choice(name: str, value: object, allowed: Iterable[object]) -> object:
-    """Return `value` if it is one of `allowed`, else raise a ParameterError naming them."""
+    """`value` if it is one of `allowed`, else a ParameterError naming them."""
     allowed = tuple(allowed)
     if value not in allowed:
         options = ", ".join(repr(a) for a in allowed)
@@ -31,7 +31,7 @@ def check_choice(name: str, value: object, allowed: Iterable[object]) -> object:
 
 
 def check_int(name: str, value: object, minimum: int = 0) -> int:
-    """Return `value` if it is an int >= `minimum`, else raise a ParameterError."""
+    """`value` if it is an int >= `minimum`, else a ParameterError."""
     # bool is an int subclass; a papermill `-p EPOCHS True` is a mistake, not 1.
     if isinstance(value, bool) or not isinstance(value, int):
         raise ParameterError(
@@ -49,9 +49,8 @@ def check_handle(
     example: str = "alice/flowers-model",
     slug: re.Pattern[str] | None = None,
 ) -> str:
-    """Return `value` if it is a Kaggle handle written as `form` (e.g. "owner/slug", "user",
-    "owner/model/framework/variation[/version]"), each piece as in its kaggle.com URL, and its
-    second piece matches `slug` when given; else a ParameterError that shows the form and an example."""
+    """`value` if it is a Kaggle handle written as `form` ("owner/slug", "owner/model/framework/variation[/version]"),
+    each piece as in its kaggle.com URL (the second matching `slug`); else a ParameterError with an example."""
     pieces = value.split("/") if isinstance(value, str) else []
     low, high = form.split("[")[0].count("/") + 1, form.count("/") + 1
     valid = low <= len(pieces) <= high and all(_HANDLE_PART.match(p) for p in pieces)
@@ -64,11 +63,9 @@ def check_handle(
 
 
 def resolve_profile(profile: str, accelerator_kind: str) -> str:
-    """Turn PROFILE into "smoke" or "full": "auto" is smoke on CPU, full on a TPU or GPU."""
+    """PROFILE as "smoke" or "full": "auto" is smoke on CPU, full on a TPU or GPU."""
     check_choice("PROFILE", profile, _PROFILES)
-    if profile != "auto":
-        return profile
-    return "smoke" if accelerator_kind == "cpu" else "full"
+    return profile if profile != "auto" else "smoke" if accelerator_kind == "cpu" else "full"
 
 
 def check_run(
@@ -101,11 +98,10 @@ _HOW = {  # declared type -> (what to pass, papermill option, an example value)
 
 @dataclass
 class _Declared:
-    """What the executed cells declare: every name they assign, the parameters (the cell papermill
-    injects after, else the annotated names), declared types with defaults, and the injected names."""
+    """What the executed cells declare."""
 
-    names: set[str] = field(default_factory=set)
-    parameters: list[str] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)  # every name they assign
+    parameters: list[str] = field(default_factory=list)  # the cell papermill injects after, else the annotated names
     types: dict[str, tuple[str, object]] = field(default_factory=dict)  # name -> (type name, default or None)
     injected: set[str] = field(default_factory=set)
 
@@ -132,7 +128,7 @@ def _assigned(tree: ast.Module) -> list[str]:
 
 
 def _annotated(tree: ast.Module) -> dict[str, tuple[str, object]]:
-    """`NAME: type = value` of a cell, for the types _TYPES knows: name -> (type name, default or None)."""
+    """A cell's `NAME: type = value` lines of the types _TYPES knows: name -> (type name, default or None)."""
     found = {}
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
@@ -181,17 +177,11 @@ _SHARED = {"BACKEND": BACKENDS, "PROFILE": _PROFILES}
 
 
 def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[object]) -> None:
-    """Stop on a parameter the notebook does not have (`papermill -p EPOCH 3`, naming the closest one),
-    of the wrong type (`-p EPOCHS 2.5`, a list for a str), or of a value not `allowed`: NAME=n means a
-    whole number >= n, NAME=(a, b, ...) or a range one of those values; int parameters not named are
-    >= 0, BACKEND and PROFILE are checked by name (_SHARED). Call it in the first cell, with `globals()`.
-
-    In a kernel the notebook's own cells are read from IPython's input history (`In`): a name that
-    only papermill's injected cell (`# Parameters`) assigns is unknown; the types are those declared
-    `NAME: type = value` (str, int, float, bool; an int is a float, a bool is not an int), checked for
-    upper-case names and injected ones. A plain script has no injected names, so only the types of its
-    `__annotations__` are checked; with neither, a warning.
-    """
+    """Stop on a parameter the notebook does not have (`-p EPOCH 3`, naming the closest), of another type
+    than declared (`NAME: int = 3`), or of a value not `allowed` (NAME=n: a whole number >= n; NAME=(a, b)
+    or a range: one of those; other ints >= 0). Call it in the first cell with `globals()`: the cells are
+    read from IPython's history `In` (a name only papermill's `# Parameters` cell assigns is unknown); a
+    plain script's `__annotations__` give the types only."""
     history = namespace.get("In")
     if isinstance(history, list) and len(history) > 1:  # IPython: In[0] is "", the cells follow
         declared = _declared_in(cell for cell in history[1:] if isinstance(cell, str))
@@ -228,7 +218,7 @@ def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[
 
 
 def _check_type(name: str, value: object, kind: str, default: object = None) -> object:
-    """Return `value` if it is of the declared `kind` ("str", "int", "float" or "bool"), else raise a
+    """`value` if it is of the declared `kind` (an int is a float, a bool not an int), else a
     ParameterError that says how to pass one with papermill (`default`, when known, as the example)."""
     wanted = _TYPES[kind]
     ok = isinstance(value, wanted) and not (isinstance(value, bool) and wanted is not bool)

@@ -1,10 +1,6 @@
-"""Files on a local disk or in Google Cloud Storage (gs://, read through TensorFlow's gfile).
-
-Local paths use the standard library only; a gs:// URL imports TensorFlow when first used (a remote
-TPU reads its data from GCS, with the credential `nbkit.inputs.datasets` sets up). gfile's errors
-for gs:// become DataErrors that say which: no such bucket or path, no permission, no network
-(gfile's `isdir` and `walk` hide them all as "not there", so those are asked through `stat`).
-"""
+"""Files on a local disk or in Google Cloud Storage (gs://, through TensorFlow's gfile, imported on first
+use). gfile's errors become DataErrors that say which: no such bucket or path, no permission, no network
+(gfile's `isdir` and `walk` hide them all as "not there", so those are asked through `stat`)."""
 
 from __future__ import annotations
 
@@ -18,12 +14,11 @@ from nbkit.errors import DataError
 
 
 def is_remote(path: str | Path) -> bool:
-    """True for a gs:// URL."""
     return str(path).startswith("gs://")
 
 
 def user_path(path: str | Path) -> str:
-    """A path the user gave, with a leading `~` expanded (gs:// URLs and Kaggle handles are left as they are)."""
+    """A path the user gave, `~` expanded (gs:// URLs and Kaggle handles as they are)."""
     return str(path) if is_remote(path) else os.path.expanduser(str(path))
 
 
@@ -46,7 +41,7 @@ _ACCESS = (
 
 
 def _gcs_error(path: str | Path, error: Exception) -> Exception:
-    """The DataError for gfile's `error` on `path`; other exceptions are returned as they are."""
+    """The DataError for gfile's `error` on `path`; other exceptions as they are."""
     kinds = {cls.__name__ for cls in type(error).__mro__}
     if "OpError" not in kinds:  # TensorFlow's base class of gfile's errors
         return error
@@ -68,7 +63,7 @@ def _gcs_error(path: str | Path, error: Exception) -> Exception:
 
 
 def _remote(path: str | Path, call: Callable[[Any], Any]) -> Any:
-    """`call(gfile)`, its errors for `path` in words (see `_gcs_error`)."""
+    """`call(gfile)`, its errors for `path` in words."""
     try:
         return call(_gfile())
     except Exception as error:
@@ -76,8 +71,7 @@ def _remote(path: str | Path, call: Callable[[Any], Any]) -> Any:
 
 
 def _remote_stat(path: str | Path) -> Any | None:
-    """gfile's stat of a gs:// path, or None where nothing is there; a DataError for a bucket that
-    does not exist, no permission or no network."""
+    """gfile's stat of a gs:// path, or None where nothing is there (a DataError for any other problem)."""
     try:
         return _gfile().stat(str(path))
     except Exception as error:
@@ -89,7 +83,6 @@ def _remote_stat(path: str | Path) -> Any | None:
 
 
 def _not_there(path: str | Path) -> DataError:
-    """The DataError for a folder or file that is not there."""
     if is_remote(path):
         where = "no such bucket or path in Google Cloud Storage"
     else:
@@ -101,7 +94,6 @@ def _not_there(path: str | Path) -> DataError:
 
 
 def is_dir(path: str | Path) -> bool:
-    """Whether the folder exists."""
     if not is_remote(path):
         return Path(path).is_dir()
     found = _remote_stat(path)
@@ -109,7 +101,6 @@ def is_dir(path: str | Path) -> bool:
 
 
 def exists(path: str | Path) -> bool:
-    """Whether the file or folder exists."""
     return _remote_stat(path) is not None if is_remote(path) else Path(path).exists()
 
 
@@ -119,8 +110,8 @@ def join(folder: str | Path, *names: str) -> str:
 
 
 def list_folder(folder: str | Path, pattern: str = "*") -> list[str]:
-    """The visible files in `folder` whose names match `pattern`, sorted (hidden files, such as the
-    partial files of an interrupted write, are left out); none when the folder is not there."""
+    """The visible files in `folder` matching `pattern`, sorted (not the hidden partial files of an
+    interrupted write); none when the folder is not there."""
     if not is_dir(folder):
         return []
     if is_remote(folder):
@@ -135,8 +126,7 @@ def _raise(error: Exception) -> None:
 
 
 def walk_files(root: str | Path, suffix: str) -> list[str]:
-    """Every visible file under `root` whose name ends with `suffix`, sorted; a DataError when `root`
-    is not a folder."""
+    """Every visible file under the folder `root` whose name ends with `suffix`, sorted."""
     if not is_dir(root):
         raise _not_there(root)
     if is_remote(root):
@@ -152,7 +142,6 @@ def walk_files(root: str | Path, suffix: str) -> list[str]:
 
 
 def open_binary(path: str | Path) -> IO[bytes]:
-    """The file opened for reading bytes."""
     if not is_remote(path):
         return open(path, "rb")
     if _remote_stat(path) is None:  # gfile opens lazily: ask now, so the error names the problem
@@ -161,5 +150,4 @@ def open_binary(path: str | Path) -> IO[bytes]:
 
 
 def size(path: str | Path) -> int:
-    """The file's size in bytes."""
     return _remote(path, lambda gfile: gfile.stat(str(path)).length) if is_remote(path) else Path(path).stat().st_size

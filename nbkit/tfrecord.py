@@ -1,10 +1,6 @@
-"""TFRecord files read without TensorFlow: framing, checksums, GZIP and ZLIB compression,
-`tf.train.Example`. The image notebooks of both stacks (tf.data and PyTorch) check their files
-through this reader, notebook 03 peeks into any dataset with it; `nbkit.images.writer` writes such files.
-
-A TFRecord file is a series of `uint64 length | uint32 masked crc32c(length) | data | uint32 masked
-crc32c(data)`, little-endian; each `data` is a serialized `tf.train.Example`.
-"""
+"""TFRecord files read without TensorFlow (plain, GZIP or ZLIB), and `tf.train.Example` decoded: the
+notebooks of both stacks check their files with it. A file is a series of `uint64 length | uint32 masked
+crc32c(length) | data | uint32 masked crc32c(data)`, little-endian."""
 
 from __future__ import annotations
 
@@ -35,19 +31,12 @@ def _crc32c_python(payload: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def _crc32c_function() -> Any:
-    """A C implementation where one is installed (google-crc32c ships with Google Cloud clients), else Python."""
-    try:
-        import google_crc32c
+try:  # a C implementation where one is installed (google-crc32c ships with Google Cloud clients)
+    import google_crc32c
 
-        if google_crc32c.implementation == "c":
-            return google_crc32c.value
-    except ImportError:
-        pass
-    return _crc32c_python
-
-
-_crc32c = _crc32c_function()
+    _crc32c = google_crc32c.value if google_crc32c.implementation == "c" else _crc32c_python
+except ImportError:
+    _crc32c = _crc32c_python
 
 
 def masked_crc(payload: bytes) -> int:
@@ -60,8 +49,8 @@ def masked_crc(payload: bytes) -> int:
 
 
 def _compression_of(head: bytes) -> str:
-    """The compression ("", "GZIP" or "ZLIB") of a file that starts with `head` (12 bytes): a plain file
-    starts with a length its masked crc follows, gzip with 1f 8b, zlib with a deflate header (a multiple of 31)."""
+    """ "", "GZIP" or "ZLIB" for a file starting with `head` (12 bytes): a plain file starts with a length and
+    its masked crc, gzip with 1f 8b, zlib with a deflate header (a multiple of 31)."""
     if len(head) == 12 and masked_crc(head[:8]) == struct.unpack("<I", head[8:])[0]:
         return ""
     if head[:2] == b"\x1f\x8b":
@@ -72,8 +61,7 @@ def _compression_of(head: bytes) -> str:
 
 
 def compression(path: str | Path) -> str:
-    """The compression of a TFRecord file, as tf.data's `TFRecordDataset(compression_type=...)` takes it:
-    "" (none), "GZIP" or "ZLIB"."""
+    """A TFRecord file's compression as `TFRecordDataset(compression_type=...)` takes it: "", "GZIP" or "ZLIB"."""
     with storage.open_binary(path) as f:
         return _compression_of(f.read(12))
 
@@ -95,8 +83,7 @@ class _Inflated:
 
 
 def read_records(path: str | Path, check_crc: bool = True) -> Iterator[bytes]:
-    """The raw records of one TFRecord file (local or gs://; plain, GZIP or ZLIB); a DataError names
-    the file and record when it is truncated or corrupt."""
+    """The raw records of one TFRecord file (local or gs://); a DataError names a truncated or corrupt record."""
     with storage.open_binary(path) as raw:
         kind = _compression_of(raw.read(12))
         raw.seek(0)
@@ -142,30 +129,32 @@ def _read_record(f: BinaryIO, header: bytes, check_crc: bool) -> bytes | str:
 BYTES_LIST, FLOAT_LIST, INT64_LIST = 1, 2, 3  # the field numbers of Feature's oneof: bytes_list, float_list, int64_list
 
 
+def _varint(view: memoryview, position: int) -> tuple[int, int]:
+    """The varint at `position`, and the position after it."""
+    result = shift = 0
+    while True:
+        if position >= len(view) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = view[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return result, position
+
+
 def _fields(buffer: bytes) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) of one message; length-delimited values as memoryviews."""
     view, position = memoryview(buffer), 0
-
-    def varint() -> int:
-        nonlocal position
-        result = shift = 0
-        while True:
-            if position >= len(view) or shift > 63:
-                raise ValueError("truncated varint")
-            byte = view[position]
-            position += 1
-            result |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return result
-
     while position < len(view):
-        key = varint()
+        key, position = _varint(view, position)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value: Any = varint()
+            value, position = _varint(view, position)
         elif wire in (1, 2, 5):  # fixed 64 bits, length-delimited, fixed 32 bits
-            length = {1: 8, 5: 4}.get(wire) or varint()
+            length = {1: 8, 5: 4}.get(wire, 0)
+            if not length:
+                length, position = _varint(view, position)
             if position + length > len(view):
                 raise ValueError("truncated field")
             value = view[position : position + length]
@@ -195,15 +184,10 @@ def _feature_values(feature: memoryview) -> list[Any]:
 
 
 def _packed_varints(payload: memoryview) -> list[int]:
-    values, result, shift = [], 0, 0
-    for byte in bytes(payload):
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            values.append(result)
-            result = shift = 0
-    if shift:
-        raise ValueError("truncated packed varint")
+    values, position = [], 0
+    while position < len(payload):
+        value, position = _varint(payload, position)
+        values.append(value)
     return values
 
 

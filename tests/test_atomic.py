@@ -23,7 +23,7 @@ def test_replacing_keeps_the_old_file_when_the_write_fails(tmp_path):
         partial.write_text("half")
         raise RuntimeError("killed")
     assert target.read_text() == "old" and sorted(p.name for p in target.parent.iterdir()) == ["metrics.json"]
-    assert atomic._partial_path(target).name == ".partial-metrics.json"  # hidden, suffix kept
+    assert partial.name == ".partial-metrics.json"  # hidden, suffix kept
 
 
 def snapshot(folder):

@@ -1,5 +1,4 @@
-"""The Accelerator `setup()` returns: what was found, and the few operations notebooks need on
-either Keras backend (scope, global batch, steps per execution, placement, replicated runs)."""
+"""The Accelerator `setup()` returns: what was found, and what notebooks do with it on either backend."""
 
 from __future__ import annotations
 
@@ -58,7 +57,6 @@ class Accelerator:
 
     @property
     def distribution_name(self) -> str:
-        """The name of what spreads the work over the replicas."""
         if self.strategy is not None:
             return type(self.strategy).__name__
         if self.distribution is not None:
@@ -66,7 +64,7 @@ class Accelerator:
         return "a single device"
 
     def scope(self) -> contextlib.AbstractContextManager[Any]:
-        """Create models and optimizers inside `with acc.scope():` on either backend."""
+        """Create models and optimizers inside `with acc.scope():`."""
         if self.strategy is not None:
             return self.strategy.scope()
         if self.distribution is not None:
@@ -95,9 +93,7 @@ class Accelerator:
         return ", ".join(str(d) for d in tensor.devices())
 
     def set_precision(self, requested: str = "auto") -> str:
-        """Set the Keras dtype policy for PRECISION=`requested` ("auto": this hardware's) before the
-        model is built; returns a line saying which and why. A policy the hardware cannot do is a
-        ParameterError (see `nbkit.accel.precision`)."""
+        """Set the Keras dtype policy for PRECISION=`requested` before the model is built; a line saying which and why."""
         import keras
 
         policy, why = precision.choose(requested, self.kind, self.compute_capability)
@@ -106,7 +102,7 @@ class Accelerator:
         return f"precision {policy} ({why}): {precision.EXPLAINED[policy]}"
 
     def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
-        """Run `fn(*args)` once on every replica (compiled) and return each replica's result as NumPy."""
+        """`fn(*args)` run (compiled) on every replica: each replica's result as NumPy."""
         import numpy as np
 
         if self.backend == "tensorflow":
@@ -138,7 +134,6 @@ class Accelerator:
         return list(np.asarray(stacked))
 
     def describe(self) -> str:
-        """A readable paragraph about what was found and what follows from it."""
         device = {"tpu": "TPU", "gpu": "GPU", "cpu": "CPU"}[self.kind]
         if self.tpu is not None:
             device = self.tpu.describe()

@@ -29,16 +29,10 @@ def setup(
     compile_cache: str | Path | None = None,
     precision: str | None = None,
 ) -> Accelerator:
-    """Find the best accelerator, pick the Keras backend and return an `Accelerator`.
-
-    backend: "auto" (TensorFlow, or JAX on a TPU only JAX can see), "tensorflow" or "jax".
-    tpu: a TPU name or address for TPUClusterResolver (default: what the environment advertises).
-    simulate_devices: on a CPU only, split it into this many replicas (0 or 1: no split).
-    compile_cache: a folder for JAX's persistent compilation cache (`nbkit.accel.compile_cache`),
-    so a later session loads what this one compiled; None or "none": no cache.
-    precision: a notebook's PRECISION ("auto": the hardware's policy): set before any model is built,
-    and then setup prints what it set (backend, replicas, why, compile cache, precision).
-    """
+    """Pick the Keras backend ("auto": TensorFlow, or JAX on a TPU only JAX sees), find the devices.
+    tpu: a TPUClusterResolver name or address; simulate_devices: split a CPU into that many replicas;
+    compile_cache: a folder for JAX's persistent compilation cache ("none": none); precision: PRECISION,
+    set now, and then setup prints what it set."""
     check_choice("backend", backend, BACKENDS)
     check_int("simulate_devices", simulate_devices, minimum=0)
     acc = _find(backend, tpu, simulate_devices)
@@ -103,7 +97,6 @@ def _find(backend: str, tpu: str | None, simulate_devices: int) -> Accelerator:
 
 
 def _loaded_keras_backend() -> str | None:
-    """The backend of an already-imported Keras, or None if Keras is not imported yet."""
     import sys
 
     keras = sys.modules.get("keras")

@@ -1,10 +1,6 @@
-"""JAX's persistent compilation cache in a folder a later session gets back (a run's output folder),
-so a resumed run or the next fold loads its compiled training step instead of compiling it again.
-
-Entries go to one subfolder per runtime, `jax-<version>-<device kind>-x<devices>`: JAX's own cache key
-already refuses what another jaxlib or device compiled, and a folder of another runtime's entries is
-never read, only reported. A damaged entry is JAX's warning and a fresh compile, never a wrong result.
-"""
+"""JAX's persistent compilation cache in a folder a later session gets back, so a resumed run loads its
+compiled step. One subfolder per runtime (`jax-<version>-<device kind>-x<devices>`): another runtime's
+entries are only reported; a damaged entry is JAX's warning and a fresh compile, never a wrong result."""
 
 from __future__ import annotations
 
@@ -28,8 +24,7 @@ _MIN_COMPILE_SECONDS = 0.0
 
 @dataclass
 class CompileCache:
-    """The cache folder this process uses (None: no cache, and `off_reason` says why), what it held
-    at the start, and what it served since."""
+    """The cache folder this process uses (None: none, `off_reason` says why), what it held, what it served."""
 
     folder: Path | None = None  # the subfolder for this runtime
     off_reason: str = ""
@@ -40,11 +35,10 @@ class CompileCache:
 
     @property
     def asked(self) -> bool:
-        """Whether a cache was asked for, or explicitly not (then `describe()` has something to say)."""
+        """Whether a cache was asked for, or explicitly not (then `describe()` says so)."""
         return self.folder is not None or bool(self.off_reason)
 
     def describe(self) -> str:
-        """One line: where the cache is and whether this run can use what is in it."""
         if self.folder is None:
             return f"compile cache: off ({self.off_reason or 'not asked for'})"
         if self.entries_found:
@@ -56,7 +50,6 @@ class CompileCache:
         return text
 
     def report(self) -> str:
-        """One line: what the cache saved this process so far."""
         if self.folder is None:
             return self.describe()
         if not self.hits:
@@ -64,8 +57,7 @@ class CompileCache:
         return f"compile cache: {self.hits} compiled program(s) loaded, {self.seconds_saved:.0f} s of compiling saved"
 
     def copy_from(self, earlier: str | Path) -> str:
-        """Add the entries for this runtime from an earlier run's cache folder (e.g. the output of the
-        session being resumed); call it before the model is built. Returns what was done, in one line."""
+        """Add this runtime's entries from an earlier run's cache folder, before the model is built; one line."""
         if self.folder is None:
             return self.describe()
         source = Path(user_path(earlier)) / self.folder.name
@@ -93,7 +85,6 @@ class CompileCache:
 
 
 def _runtime_name(jax_version: str, device_kind: str, device_count: int) -> str:
-    """The subfolder name of one runtime, e.g. "jax-0.7.2-tpu-v5-lite-x8"."""
     kind = re.sub(r"[^a-z0-9.]+", "-", device_kind.lower()).strip("-") or "unknown"
     return f"jax-{jax_version}-{kind}-x{device_count}"
 
@@ -105,8 +96,7 @@ def use(folder: str | Path, devices: list[Any]) -> CompileCache:
 
     root = Path(user_path(folder))
     name = _runtime_name(jax.__version__, devices[0].device_kind, len(devices))
-    # JAX makes the folder when it first compiles (after the data checks): a run stopped before that
-    # leaves nothing in its output folder. Whether it can be made is checked now.
+    # JAX makes the folder when it first compiles (after the data checks); whether it can is checked now.
     existing = root
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

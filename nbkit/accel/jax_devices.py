@@ -1,5 +1,4 @@
-"""What JAX finds: its default platform's devices (TPU cores, GPUs, or N simulated CPU devices),
-with Keras' DataParallel over them when there are several."""
+"""What JAX finds (TPU cores, GPUs, or N simulated CPU devices), with Keras' DataParallel over several."""
 
 from __future__ import annotations
 
@@ -21,26 +20,18 @@ _KINDS = {"tpu": "tpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu"}  # JAX platf
 
 
 def _request_cpu_devices(count: int, processes: int = 1) -> None:
-    """Ask XLA for `count` host devices, and enough threads to run them; read when JAX starts its backends.
-    With several `processes` (simulated pod hosts) each gets the threads of one process holding all
-    their devices: XLA:CPU splits an operation's work by its pool's size, and so its sums (measured: 2 x 4
-    with 8 threads each drifted from 1 x 8 with 16 in the 4th epoch; with 16 each, equal bit for bit)."""
+    """Ask XLA for `count` host devices (read when JAX starts its backends), and enough threads to run them."""
     flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", os.environ.get("XLA_FLAGS", ""))
     os.environ["XLA_FLAGS"] = f"{flags.strip()} --xla_force_host_platform_device_count={count}".strip()
-    # Workaround, jaxlib 0.4.35-0.12 (XLA:CPU): its PjRt pool has max(cores, devices) threads. A multi-device
-    # launch holds one per device while that device has 32 computations queued (Keras' JAX fit dispatches
-    # ahead), and queued computations need pool threads to finish: with 8 devices on fewer than 16 cores,
-    # all-reduces deadlocked ("only 7 of them arrived"; 37 of 50 runs on 2 cores). Twice the device count
-    # leaves room (0 of 50). jaxlib reads PJRT_NPROC when it creates the CPU client. Whether it is still
-    # needed is measured by bench/jax_deadlock.py (a race: no test can show it every time);
-    # tests/test_accel_real.py (the 8-device JAX test) checks the knob still works.
+    # Workaround, jaxlib 0.4.35-0.12: XLA:CPU's pool of max(cores, devices) threads deadlocked 8-device
+    # all-reduces on small machines; twice the devices of all `processes` (so every simulated host sums as one
+    # process holding all the devices) leaves room. docs/limits.md; bench/jax_deadlock.py measures it.
     os.environ["PJRT_NPROC"] = str(max(os.cpu_count() or 1, 2 * count * processes))
 
 
 def find_accelerator(simulate_devices: int, reason: str, hosts: nbhosts.Hosts | None = None) -> Accelerator:
-    """JAX's devices as an Accelerator, DataParallel set when there are several. With several
-    processes (`hosts`: a pod slice) it joins JAX's distributed runtime first, and the replicas are
-    every process's devices."""
+    """JAX's devices as an Accelerator; on a pod slice (`hosts`) it joins JAX's distributed runtime first,
+    and the replicas are every process's devices."""
     hosts = hosts or nbhosts.Hosts()
     if simulate_devices > 1:
         _request_cpu_devices(simulate_devices, hosts.count)
@@ -91,8 +82,7 @@ def find_accelerator(simulate_devices: int, reason: str, hosts: nbhosts.Hosts | 
 
 
 def _devices(hosts: nbhosts.Hosts) -> tuple[list[Any], nbhosts.Hosts]:
-    """Every process's devices of JAX's default platform (TPU, else GPU, else CPU), joining its
-    distributed runtime first where `hosts` says so; and `hosts` as JAX numbered them (a TPU VM's)."""
+    """Every process's devices, and `hosts` as JAX numbered them (a TPU VM's)."""
     with quiet_native_logs():
         if hosts.joins_runtime:
             nbhosts.start_runtime(hosts)
@@ -116,10 +106,7 @@ def _parse_capability(value: Any) -> tuple[int, int] | None:
 
 
 def _prepare_tensorflow_for_input() -> None:
-    """On the JAX backend tf.data still reads the input: start TensorFlow now, with no GPU.
-
-    A GPU build of TensorFlow would otherwise take GPU memory that JAX needs.
-    """
+    """tf.data still reads the input on JAX: start TensorFlow now without the GPU, whose memory JAX needs."""
     if importlib.util.find_spec("tensorflow") is None:
         return
     import tensorflow as tf

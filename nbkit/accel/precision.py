@@ -1,9 +1,5 @@
-"""The precision a run computes in: Keras' dtype policies, chosen for the hardware or asked for.
-
-Mixed precision computes in 16 bits and keeps variables (and nbkit's logits and loss) in float32:
-bfloat16 on TPUs, float16 on GPUs with tensor cores. A policy the hardware cannot do well is refused
-with what to ask for instead, never switched silently.
-"""
+"""Keras' dtype policy for the hardware, or the one asked for: a policy the hardware cannot do well is
+refused with what to ask for instead, never switched silently."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What TensorFlow finds, by device kind: a TPU (TPUStrategy), GPUs (Mirrored or default strategy),
-or the CPU (split into logical devices when simulating replicas).
-
-Each function takes the `tensorflow` module, so tests can hand in a fake one with TPUs or GPUs.
-"""
+"""What TensorFlow finds: a TPU, GPUs or the CPU (split when simulating replicas). Each function takes
+the `tensorflow` module, so tests can hand in a fake one with TPUs or GPUs."""
 
 from __future__ import annotations
 
@@ -26,10 +23,15 @@ def find_accelerator(tf: Any, addresses: list[str], *, explicit_tpu: bool, simul
 
 
 def _tpu_accelerator(tf: Any, addresses: list[str], explicit_tpu: bool, notes: list[str]) -> Accelerator | None:
-    """TPUStrategy on the first address that connects (None if none does; an error if one was named)."""
+    """TPUStrategy on the first address that connects (None if none does; an error if one was named), as
+    the TPU guide does it: resolve, connect (a remote TPU only), initialize."""
     for address in addresses:
         try:
-            strategy = _connect_tpu(tf, address)
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
+            if address != "local":
+                tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+            strategy = tf.distribute.TPUStrategy(resolver)
         except Exception as error:  # resolvers raise ValueError, initialization NotFound/InvalidArgument...
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
             summary = f"{type(error).__name__}: {first_line}"
@@ -54,15 +56,6 @@ def _tpu_accelerator(tf: Any, addresses: list[str], explicit_tpu: bool, notes: l
             notes=notes,
         )
     return None
-
-
-def _connect_tpu(tf: Any, address: str) -> Any:
-    """The TPU guide's steps: resolve, connect (remote TPUs only), initialize, TPUStrategy."""
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
-    if address != "local":  # a remote TPU (Node / Colab / named): the TPU guide's connect step
-        tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
-    return tf.distribute.TPUStrategy(resolver)
 
 
 def _gpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Accelerator | None:
@@ -90,34 +83,24 @@ def _gpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Accele
 
 def _cpu_accelerator(tf: Any, simulate_devices: int, notes: list[str]) -> Accelerator:
     """The CPU: one replica, or `simulate_devices` logical CPUs under MirroredStrategy."""
-    if simulate_devices > 1:
-        names = _split_cpu(tf, simulate_devices)
-        return Accelerator(
-            kind="cpu",
-            backend="tensorflow",
-            num_replicas=len(names),
-            device_names=names,
-            hardware="cpu",
-            strategy=tf.distribute.MirroredStrategy(names),
-            max_steps_per_execution=1,
-            simulated=True,
-            reason=f"no TPU or GPU is visible; simulate_devices={simulate_devices} split the CPU",
-            notes=notes,
-        )
+    simulated = simulate_devices > 1
+    names = _split_cpu(tf, simulate_devices) if simulated else [tf.config.list_logical_devices("CPU")[0].name]
     return Accelerator(
         kind="cpu",
         backend="tensorflow",
-        num_replicas=1,
-        device_names=[d.name for d in tf.config.list_logical_devices("CPU")][:1],
+        num_replicas=len(names),
+        device_names=names,
         hardware="cpu",
-        strategy=tf.distribute.get_strategy(),
-        reason="no TPU or GPU is visible",
+        strategy=tf.distribute.MirroredStrategy(names) if simulated else tf.distribute.get_strategy(),
+        max_steps_per_execution=1 if simulated else None,
+        simulated=simulated,
+        reason="no TPU or GPU is visible"
+        + (f"; simulate_devices={simulate_devices} split the CPU" if simulated else ""),
         notes=notes,
     )
 
 
 def _split_cpu(tf: Any, count: int) -> list[str]:
-    """Split the first CPU into `count` logical devices and return their names."""
     cpu = tf.config.list_physical_devices("CPU")[0]
     try:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)

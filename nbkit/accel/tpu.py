@@ -1,5 +1,4 @@
-"""Which TPU this is: generation, chips, cores per chip, memory per core. From JAX's `device_kind`
-or, where only TensorFlow runs, the TPU VM's TPU_ACCELERATOR_TYPE (TensorFlow cannot name it)."""
+"""Which TPU this is, from JAX's `device_kind` or (TensorFlow cannot name it) TPU_ACCELERATOR_TYPE."""
 
 from __future__ import annotations
 
@@ -38,7 +37,7 @@ class TpuInfo:
 
 
 def from_device_kind(device_kind: str, devices: int) -> TpuInfo | None:
-    """The slice `devices` JAX devices of `device_kind` make up (None for a kind this table lacks)."""
+    """The slice `devices` JAX devices of `device_kind` make up (None for an unknown kind)."""
     if device_kind not in _GENERATIONS:
         return None
     generation, cores, per_chip, gib = _GENERATIONS[device_kind]

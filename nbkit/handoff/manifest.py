@@ -1,6 +1,5 @@
-"""The manifest of a model package (`manifest.json`): one schema for everything notebook 06 reads,
-checked whenever a package is read, so a damaged or foreign manifest stops with the key that is
-wrong, never with a raw KeyError halfway through predicting."""
+"""A model package's `manifest.json`: one schema for what notebook 06 reads, checked on every read, so a
+damaged or foreign manifest stops naming the wrong key, never with a KeyError halfway through predicting."""
 
 from __future__ import annotations
 
@@ -43,7 +42,6 @@ _SCHEMA: dict[str, Any] = {
 
 
 def dataset_fields(dataset: Description) -> dict[str, Any]:
-    """The part of a dataset's description a model package keeps: what its predictions mean."""
     return {
         "title": dataset.title,
         "competition": dataset.competition,
@@ -56,7 +54,6 @@ def dataset_fields(dataset: Description) -> dict[str, Any]:
 
 
 def _dataset_of(manifest: Mapping[str, Any]) -> Description:
-    """The dataset description a package was trained on (without its sizes and folds)."""
     fields = manifest["dataset"]
     return Description(
         title=fields["title"],
@@ -71,7 +68,6 @@ def _dataset_of(manifest: Mapping[str, Any]) -> Description:
 
 
 def _wrong(values: Any, schema: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """What in `values` does not fit `schema`: missing keys, and values of another type."""
     problems = []
     for key, kind in schema.items():
         name = prefix + key
@@ -85,7 +81,7 @@ def _wrong(values: Any, schema: Mapping[str, Any], prefix: str = "") -> list[str
 
 
 def check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
-    """`manifest` if it holds everything SCHEMA lists (and its validation score in the dataset's metric)."""
+    """`manifest` if it holds everything _SCHEMA lists, and its score in the dataset's metric."""
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{path} is not an nbkit model manifest (format should be {FORMAT!r}).")
     if manifest.get("format_version") != FORMAT_VERSION:
@@ -106,7 +102,7 @@ def check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
 
 
 def read(folder: str | Path) -> dict[str, Any]:
-    """The manifest of the package in `folder`, checked against SCHEMA, and its model file present."""
+    """The checked manifest of the package in `folder`, whose model file must be there."""
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(f"No model package at {folder}: give the folder holding {MANIFEST_FILE} and {MODEL_FILE}.")
@@ -126,8 +122,7 @@ def read(folder: str | Path) -> dict[str, Any]:
 
 
 def check_compatible(manifest: Mapping[str, Any], image_size: int, dataset: Description, name: str = "") -> None:
-    """Stop with a clear message if the package does not fit the data it is about to predict: its
-    image size, classes, label values and submission columns."""
+    """A DataError if the package does not fit the data: image size, classes, label values, columns."""
     model = f"The model{f' {name}' if name else ''}"
     trained = _dataset_of(manifest)
     if manifest["image_size"] != image_size:

@@ -1,13 +1,6 @@
-"""Training that survives an interrupted session: a checkpoint after every epoch, and a re-run
-that continues from the last completed epoch (weights, optimizer state, schedule position).
-
-Kaggle ends a session after 9 hours. Run the notebook again with the same working folder (or its
-output attached as input and copied back) and `TrainingRun.fit` picks up where it stopped.
-
-Why not `keras.callbacks.BackupAndRestore`: it rewrites one weights file in place (a kill during
-the write leaves no usable checkpoint), records the epoch in a second, separate write, deletes
-everything when training ends (so a finished notebook run again retrains), and keeps no history.
-"""
+"""Training that survives a cut session: a checkpoint after every epoch, and a re-run that continues from
+the last completed one. Not `keras.callbacks.BackupAndRestore`: it rewrites one file in place (a kill then
+leaves no checkpoint), records the epoch in a separate write, deletes all at the end, keeps no history."""
 
 from __future__ import annotations
 
@@ -31,15 +24,9 @@ def _weights_name(epochs_done: int) -> str:
 
 
 class TrainingRun:
-    """The training state kept in `folder`: settings, epochs done, history, newest checkpoint.
-
-    settings: what must not change between an interrupted run and its continuation (model,
-    image size, global batch, seed, data fingerprint...). The number of epochs may grow: a
-    finished run given more epochs continues from where it ended.
-    restart: ignore what is in `folder` and start over (its files are replaced as epochs finish).
-    hosts: on a pod slice (`acc.hosts`) every process reads the same checkpoint, which only process 0
-    writes: `folder` must be one every host sees.
-    """
+    """The training state kept in `folder`. `settings`: what must not change between a cut run and its
+    continuation (EPOCHS may grow). `restart`: start over. On a pod slice (`hosts`) every process reads
+    the checkpoint process 0 writes, so `folder` must be one every host sees."""
 
     def __init__(
         self, folder: str | Path, settings: dict[str, Any], restart: bool = False, hosts: nbhosts.Hosts | None = None
@@ -103,7 +90,6 @@ class TrainingRun:
         self.epochs_done, self.history, self.weights_file = epochs_done, history, weights_file
 
     def describe(self, epochs: int) -> str:
-        """One line: starting, resuming after epoch k, or already finished."""
         if self.epochs_done == 0:
             again = " (RESUME='restart': the earlier checkpoint is replaced)" if self.restarted else ""
             return f"training from scratch for {epochs} epochs, checkpoints in {self.folder}{again}"
@@ -115,8 +101,7 @@ class TrainingRun:
         return f"resuming after epoch {self.epochs_done} of {epochs} from {self.folder / self.weights_file}"
 
     def restore(self, model: Any, acc: Any = None) -> None:
-        """Load the newest checkpoint's weights and optimizer state into a compiled `model` (built
-        in `acc`'s scope). Does nothing when starting from scratch."""
+        """Load the newest checkpoint (weights, optimizer state) into a compiled `model` built in `acc`'s scope."""
         import contextlib
 
         if self.weights_file is None:
@@ -130,8 +115,7 @@ class TrainingRun:
             raise DataError(f"{self.weights_file} holds no optimizer state. Set RESUME='restart'.")
 
     def checkpoint(self) -> Any:
-        """A Keras callback for `model.fit(..., initial_epoch=run.epochs_done)`: the checkpoint of each
-        epoch, written as it ends (`save`); `history` then holds every epoch, the earlier runs' included."""
+        """A Keras callback for `fit(..., initial_epoch=run.epochs_done)` that saves each epoch as it ends."""
         import keras
 
         run = self
@@ -143,8 +127,7 @@ class TrainingRun:
         return EpochCheckpoint()
 
     def save(self, model: Any, epochs_done: int, logs: dict[str, Any]) -> None:
-        """Write the checkpoint of `epochs_done`, then the state that points at it, then drop older
-        checkpoints. A kill at any moment leaves a state file pointing at a complete checkpoint."""
+        """The checkpoint, then the state pointing at it, then drop older ones: a kill never breaks the pair."""
         name = _weights_name(epochs_done)
         for key, value in logs.items():
             value = float(value)
@@ -173,8 +156,7 @@ class TrainingRun:
 
 
 def copy_checkpoint(source: str | Path, folder: str | Path) -> str:
-    """Bring an earlier session's checkpoint into `folder` (on Kaggle: the last version's output,
-    attached as input) unless `folder` has its own. Returns what was done, in one line."""
+    """Copy an earlier session's checkpoint into `folder` unless it has its own; one line saying what was done."""
     source, folder = Path(source), Path(folder)
     if (folder / _STATE_FILE).exists():
         return f"{folder} has its own checkpoint; {source} is not used"

@@ -1,6 +1,5 @@
-"""The Kaggle account of this machine: kaggle.json and the user name (never the key in a message),
-and the `dataset-metadata.json` that `kaggle datasets create -p FOLDER` reads (model packages and
-converted datasets both write one)."""
+"""The Kaggle account of this machine (never the key in a message), and the `dataset-metadata.json` that
+`kaggle datasets create -p FOLDER` reads."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def dataset_metadata(
     license_name: str = "CC0-1.0",
     example: str = "alice/flowers-model",
 ) -> dict[str, Any]:
-    """The `dataset-metadata.json` contents, checked the way `kaggle datasets create` checks them;
-    `resources` describe files ({"path": ..., "description": ...})."""
+    """The `dataset-metadata.json` contents, checked as `kaggle datasets create` checks them."""
     check_handle("DATASET_ID", dataset_id, example=example, slug=DATASET_SLUG)
     if not 6 <= len(title) <= 50:
         raise ParameterError(f"The dataset title {title!r} has {len(title)} characters; Kaggle wants 6 to 50.")

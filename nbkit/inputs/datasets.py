@@ -1,13 +1,6 @@
-"""Where a Kaggle dataset's or competition's files are read from, and why there: one resolver for
-every notebook.
-
-    DATA_ROOT given            that folder or gs:// URL
-    on Kaggle                  the attached input /kaggle/input/<slug> (TPU VMs, GPU/CPU kernels; works
-                               with the internet off), else kagglehub attaches it; its GCS copy where
-                               a remote TPU reads files itself (or when asked)
-    elsewhere                  kagglehub (Colab mounts; elsewhere it downloads with the user's Kaggle
-                               credentials), else the notebook's stand-in (e.g. the generated sample)
-"""
+"""Where a Kaggle dataset's or competition's files are read from, and why: DATA_ROOT when given; on Kaggle
+the attached input (else kagglehub attaches it), or its GCS copy where a remote TPU reads files itself;
+elsewhere kagglehub, else the notebook's stand-in (e.g. the generated sample)."""
 
 from __future__ import annotations
 
@@ -27,8 +20,6 @@ GCS_CHOICES = ("auto", "yes", "no")
 
 @dataclass(frozen=True)
 class DataSource:
-    """Where data is read from (a local folder or a gs:// URL) and why that place was chosen."""
-
     path: str
     reason: str
     credentials: bool = False  # the GCS credential flow ran
@@ -47,14 +38,9 @@ def locate(
     fallback: Callable[[Any], DataSource] | None = None,
     environment: Any = None,
 ) -> DataSource:
-    """Where to read `handle` ("owner/slug" of a dataset, or a competition's slug) from.
-
-    data_root: "auto", or a folder / gs:// URL used as is.
-    use_gcs: "yes" reads the GCS copy; "auto" does so only for a `remote_tpu` (it reads files itself,
-    so /kaggle/input is useless to it; None: one the environment advertises). A private dataset's GCS
-    copy needs this kernel's Google Cloud `credential` flow (`nbkit.inputs.secrets.use_gcloud_credential`).
-    fallback: called with the Environment outside Kaggle; without one, outside Kaggle is an error.
-    """
+    """Where to read `handle` (a dataset's "owner/slug", or a competition's slug) from. `use_gcs`: "yes", or
+    "auto" for a `remote_tpu` (None: one the environment advertises); a private dataset's GCS copy needs
+    the `credential` flow. `fallback(environment)` gives the stand-in outside Kaggle (else an error)."""
     check_choice("USE_GCS", use_gcs, GCS_CHOICES)
     if data_root != "auto":
         path = storage.user_path(data_root)
@@ -94,8 +80,7 @@ def _through_kagglehub(handle: str, platform: str) -> tuple[str | None, str]:
 
 
 def _attached_path(input_dir: Path, handle: str) -> Path | None:
-    """Where an attached dataset or competition is: /kaggle/input/<slug>, or the newer mounts
-    /kaggle/input/competitions/<slug> and /kaggle/input/datasets/<owner>/<slug>."""
+    """/kaggle/input/<slug>, or the newer competitions/<slug> and datasets/<owner>/<slug>, where attached."""
     slug = handle.split("/")[-1]
     nested = f"datasets/{handle}" if "/" in handle else f"competitions/{slug}"
     return next((p for p in (input_dir / slug, input_dir / nested) if p.is_dir()), None)
@@ -124,7 +109,6 @@ def _on_kaggle(
 
 
 def _gcs_path(slug: str) -> str:
-    """The gs:// path of a Kaggle dataset or competition (Kaggle's own client, inside Kaggle only)."""
     from kaggle_datasets import KaggleDatasets
 
     return KaggleDatasets().get_gcs_path(slug)

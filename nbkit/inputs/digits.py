@@ -1,6 +1,5 @@
-"""MNIST-shaped digits made up on the spot, for runs that cannot download MNIST (tests, internet off):
-each class a fixed pattern of strokes, shifted by up to 3 pixels, dimmed and noisy; deterministic and
-learnable. Returned as `keras.datasets.mnist.load_data()` returns MNIST."""
+"""MNIST-shaped digits made up on the spot for runs that cannot download MNIST: each class a fixed pattern
+of strokes, shifted, dimmed and noisy; deterministic, learnable, shaped as `keras.datasets.mnist.load_data()`."""
 
 from __future__ import annotations
 

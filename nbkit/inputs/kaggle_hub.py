@@ -1,12 +1,6 @@
-"""Kaggle competitions, datasets, models and notebook outputs through kagglehub (Kaggle's library, 1.0.x).
-
-In a Kaggle notebook kagglehub attaches the source through Kaggle's data proxy (internet on or off)
-and returns its /kaggle/input path; in Colab it mounts datasets and models; elsewhere it downloads
-into its cache (KAGGLEHUB_CACHE, default ~/.cache/kagglehub) with the user's Kaggle credentials.
-Its errors come back as one DataError that says what to do: accept the rules, log in, fix the handle.
-NBKIT_KAGGLEHUB=off keeps nbkit from using it (`make test` sets it, so a machine with Kaggle
-credentials downloads nothing and prints what CI prints).
-"""
+"""Kaggle competitions, datasets, models and notebook outputs through kagglehub (attached on Kaggle, even
+offline; mounted in Colab; downloaded elsewhere), its errors as a DataError that says what to do.
+NBKIT_KAGGLEHUB=off keeps nbkit from using it (`make test` sets it, so CI and a logged-in machine agree)."""
 
 from __future__ import annotations
 
@@ -49,7 +43,6 @@ def unavailable(platform: str) -> str | None:
 
 
 def _why(kind: str, handle: str, error: Exception, doing: str = "get") -> str:
-    """What went wrong, in words that say what to do."""
     name = type(error).__name__
     code = getattr(getattr(error, "response", None), "status_code", None)
     if name == "UnauthenticatedError":
@@ -69,8 +62,7 @@ def _why(kind: str, handle: str, error: Exception, doing: str = "get") -> str:
 
 
 def fetch(kind: str, handle: str) -> str:
-    """The local folder of a Kaggle `kind` (see KINDS) with this handle: attached, mounted or downloaded
-    by kagglehub. A ParameterError for a handle of another form, a DataError when Kaggle refuses."""
+    """The local folder of a Kaggle `kind` (see _KINDS) with this handle, from kagglehub."""
     function, form = _KINDS[kind]
     if kind == "competition":
         check_handle("competition", handle, form, "flower-classification-with-tpus")
@@ -87,8 +79,8 @@ def fetch(kind: str, handle: str) -> str:
 
 
 def notebook_output(location: str, inside: str) -> str:
-    """`location` if it is a folder here; else a Kaggle notebook's output handle (owner/slug or
-    owner/slug/versions/N), fetched by kagglehub, and the folder `inside` it."""
+    """`location` if it is a folder here, else a Kaggle notebook's output (owner/slug[/versions/N]) fetched by
+    kagglehub: the folder `inside` it."""
     local = storage.user_path(location)
     if Path(local).exists() or not _NOTEBOOK_OUTPUT.match(location):
         return local
@@ -99,8 +91,7 @@ def notebook_output(location: str, inside: str) -> str:
 
 
 def upload_model(handle: str, folder: str | Path, version_notes: str = "", ignore: Any = None) -> str:
-    """Publish `folder` as a Kaggle Models variation (owner/model/framework/variation; a new version when it
-    exists, a private model when it does not); the model's URL."""
+    """Publish `folder` as a Kaggle Models variation (a new version, or a private model); the model's URL."""
     check_handle("model", handle, "owner/model/framework/variation", "alice/flowers-model/keras/default")
     import kagglehub
 

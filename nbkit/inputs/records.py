@@ -1,5 +1,4 @@
-"""Look into any TFRecord dataset, local or on GCS: list its files, show a few records' features.
-Read with nbkit.tfrecord, so no TensorFlow is needed for local files."""
+"""Look into any TFRecord dataset, local or on GCS: its files, a few records' features (no TensorFlow)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from nbkit.errors import DataError
 
 
 def list_files(root: str, suffix: str = ".tfrec") -> list[str]:
-    """Every file under `root` (a folder or a gs:// URL) whose name ends with `suffix`, sorted."""
     found = storage.walk_files(root, suffix)
     if not found:
         raise DataError(f"No *{suffix} files under {root}: is it the right dataset, or another file type?")
@@ -28,8 +26,7 @@ def _describe(values: list[Any]) -> str:
 
 
 def peek(files: Sequence[str], count: int = 3) -> list[dict[str, str]]:
-    """The first `count` records of `files`, each as feature name -> short description
-    (long byte strings, e.g. JPEGs, by length only). Works for any tf.train.Example records."""
+    """The first `count` records of `files`, feature name -> short description (long bytes by length only)."""
     found = []
     for name in files:
         for index, raw in enumerate(tfrecord.read_records(name)):

@@ -1,10 +1,5 @@
-"""Secrets in a notebook: the same call on Kaggle, Colab or a laptop, and a memory of the values
-read, so what is published can be scanned for them (`nbkit.publish.scan`).
-
-`kaggle_secrets` exists only inside Kaggle's image and `google.colab` only in Colab, so they are
-imported inside the functions that need them. Secret values are kept out of `repr`, messages and
-outputs; read them with `.value`.
-"""
+"""Secrets in a notebook: one call on Kaggle, Colab or a laptop, and a memory of the values read so what is
+published can be scanned for them. Values stay out of `repr`, messages and outputs; read `.value`."""
 
 from __future__ import annotations
 
@@ -33,8 +28,6 @@ _known: dict[str, str] = {}  # value -> a name to report it by
 
 @dataclass(frozen=True)
 class _Secret:
-    """A secret looked up by name: where it was looked for and, if found, its value (hidden from repr)."""
-
     name: str
     source: str  # where it was looked for: Kaggle user secrets, Colab secrets, environment/.env
     value: str | None = field(default=None, repr=False)
@@ -45,15 +38,14 @@ class _Secret:
         return self.value is not None
 
     def describe(self) -> str:
-        """One line for the notebook, without the value."""
         if self.found:
             return f"{self.name}: found in {self.source} ({len(self.value)} characters, value hidden)"
         return f"{self.name}: not found in {self.source}; to add it, {self.hint}"
 
 
 def secret(name: str, required: bool = True, platform: str | None = None, dotenv: str | Path = ".env") -> _Secret:
-    """Look up secret `name` where this notebook runs: Kaggle user secrets, Colab secrets, or the
-    environment / a .env file. Missing and `required`: a SecretError saying where to add it."""
+    """Secret `name` from Kaggle user secrets, Colab secrets, or the environment / .env; missing and
+    `required`: a SecretError saying where to add it."""
     if not name:
         raise ParameterError("A secret name is needed (e.g. 'WANDB_API_KEY').")
     platform = platform or nbenv.platform()
@@ -103,8 +95,8 @@ def _from_colab(name: str) -> str | None:
 
 
 def use_gcloud_credential() -> None:
-    """The credential flow of Kaggle's TPU docs for private data on GCS: this kernel's Google Cloud
-    credential (Add-ons -> Google Cloud Services), set for TensorFlow and the TPU to read gs:// with."""
+    """Kaggle's TPU docs' flow for private data on GCS: this kernel's Google Cloud credential, set for
+    TensorFlow and the TPU to read gs:// with."""
     from kaggle_secrets import UserSecretsClient  # only inside Kaggle
 
     client = UserSecretsClient()
@@ -120,8 +112,7 @@ def use_gcloud_credential() -> None:
 
 
 def dotenv_values(path: str | Path = ".env") -> dict[str, str]:
-    """The NAME=value lines of a .env file ({} if there is none), read by python-dotenv's rules:
-    `export`, spaces around `=`, quotes, and `#` comments after a space in unquoted values."""
+    """The NAME=value lines of a .env file ({} if none), by python-dotenv's rules (`export`, quotes, ` #`)."""
     path = Path(path)
     if not path.is_file():
         return {}
@@ -136,8 +127,7 @@ def dotenv_values(path: str | Path = ".env") -> dict[str, str]:
 
 
 def _dotenv_value(text: str) -> str:
-    """A value as python-dotenv reads it: quoted up to the closing quote (backslash escapes in
-    double quotes), else up to a ` #` comment."""
+    """Quoted up to the closing quote (escapes in double quotes), else up to a ` #` comment."""
     if text[:1] in ("'", '"'):
         quote, value, index = text[0], [], 1
         while index < len(text) and text[index] != quote:
@@ -154,7 +144,6 @@ def _dotenv_value(text: str) -> str:
 
 
 def _remember(name: str, value: str) -> None:
-    """Record a secret value read in this session, so scans and `redact` know it."""
     if value and len(value) >= MIN_LENGTH:
         _known[value] = name
 

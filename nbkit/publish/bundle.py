@@ -1,11 +1,6 @@
-"""Self-contained Kaggle kernel bundles: `build/kernels/<slug>/` with the notebook and its
-kernel-metadata.json, ready for `kaggle kernels push -p` or Kaggle's File -> Import Notebook.
-
-Competition kernels often run with the internet off, so `pip install` of nbkit is not an option: the
-nbkit modules the notebook imports (followed through nbkit's own imports, lazy ones included) travel
-inside it, in one code cell placed after the parameters. The cell writes them to a temporary folder
-and puts it first on `sys.path`; its code is hidden in Kaggle's editor and in JupyterLab.
-"""
+"""Kaggle kernel bundles, `build/kernels/<slug>/`: the notebook and its kernel-metadata.json. Kernels often
+run offline, so the nbkit modules the notebook imports (followed through nbkit's own imports) travel in
+one hidden cell after the parameters, which writes them to a temporary folder first on `sys.path`."""
 
 from __future__ import annotations
 
@@ -29,23 +24,18 @@ _LEFT_OUT = ("images/sample", "convert/example")
 
 
 def module_file(name: str) -> Path:
-    """`images/layout` -> nbkit/images/layout.py."""
     return _PACKAGE / f"{name}.py"
 
 
 def _modules_of(dotted: str) -> set[str]:
-    """The nbkit module files importing `dotted` (nbkit.a.b...) runs: each package's __init__ on the
-    way, then the module or package itself; attributes (`from nbkit.x import Class`) add nothing."""
-    parts = dotted.split(".")[1:]
-    found = {"__init__"}
-    for depth in range(1, len(parts) + 1):
-        name = "/".join(parts[:depth])
-        if (_PACKAGE / name / "__init__.py").is_file():
-            found.add(f"{name}/__init__")
-        elif module_file(name).is_file():
-            found.add(name)
+    """The nbkit module files importing `dotted` runs: each package's __init__ on the way, then the module."""
+    parts, found = dotted.split("."), {"__init__"}
+    for depth in range(2, len(parts) + 1):
+        path = _module_path(".".join(parts[:depth]))
+        if path is None:
             break
-        else:
+        found.add(path.relative_to(_PACKAGE).with_suffix("").as_posix())
+        if path.name != "__init__.py":
             break
     return found
 
@@ -67,8 +57,7 @@ def _imported_modules(code: str) -> set[str]:
 
 
 def _modules_needed(cells: Iterable[str]) -> list[str]:
-    """Every nbkit module file the code cells need, following nbkit's own imports (into LEFT_OUT
-    only from the cells or from LEFT_OUT itself), sorted."""
+    """Every nbkit module file the code cells need, sorted (_LEFT_OUT only where a cell imports it)."""
     needed: set[str] = set()
     todo = set().union(*(_imported_modules(cell) for cell in cells))
     while todo:
@@ -127,8 +116,8 @@ def _missing(node: ast.Import | ast.ImportFrom) -> str | None:
 
 
 def _check_imports(code: str, where: str) -> None:
-    """A ParameterError naming the line of `code` (a cell, at `where`) that imports from nbkit a module
-    or name it does not have: on Kaggle that would be an ImportError. Read statically, nothing is imported."""
+    """A ParameterError naming the line of `code` that imports from nbkit a module or name it lacks (read
+    statically): on Kaggle that would be an ImportError."""
     for node in ast.walk(ast.parse(code)):
         nbkit_from = (
             isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "nbkit"
@@ -141,7 +130,6 @@ def _check_imports(code: str, where: str) -> None:
 
 
 def _python(source: str) -> str:
-    """A cell's source as plain Python (IPython magics and shell lines translated)."""
     from IPython.core.inputtransformer2 import TransformerManager
 
     return TransformerManager().transform_cell(source)
@@ -177,8 +165,7 @@ def _bundle_cell(modules: list[str]) -> Any:
 
 
 def bundled_notebook(source: str | Path) -> tuple[Any, list[str]]:
-    """The notebook `source` (.py or .ipynb) without outputs, with its nbkit modules inside it, and
-    the modules. The bundle cell comes right after the parameters cell (or before the first code cell)."""
+    """(the notebook `source` without outputs and with its nbkit modules inside, the modules)."""
     import jupytext
 
     notebook = jupytext.read(source)
@@ -210,14 +197,9 @@ def write(
     title: str | None = None,
     **options: Any,
 ) -> Path:
-    """Write `out_dir/<slug>/` (notebook + kernel-metadata.json) for `source`, and return it.
-
-    No Kaggle login is needed: without an owner the kernel id is INSERT_USERNAME_HERE/<slug>, and only
-    `push` asks for the real one. Everything is checked first (metadata, leaks in the source and in the
-    result, the nbkit modules and names the notebook imports); the bundle is written to a temporary
-    folder and renamed into place, so a failure leaves any old bundle as it was.
-    `options` are those of `nbkit.publish.kernel_metadata.build` (accelerator_name, competitions, ...).
-    """
+    """Write `out_dir/<slug>/` for `source`, all checked first (metadata, leaks, imports), all or nothing.
+    Without an owner the id is INSERT_USERNAME_HERE/<slug>: only `push` needs the real one. `options` go
+    to `kernel_metadata.build`."""
     import nbformat
 
     from nbkit import atomic

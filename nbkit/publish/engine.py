@@ -1,15 +1,7 @@
-"""papermill's engine with the kernel reached through socket files instead of TCP ports.
-
-jupyter_client gives a kernel five TCP ports by binding port 0 and letting go, and the kernel binds them
-a second later; on a busy machine (processes started together, JAX's Gloo opening sockets) another
-process can take one in between, and the kernel dies with "ZMQError: Address already in use". Socket
-files in a folder of the run's own cannot be taken.
-
-Importing this module registers the engine as `socket-files` (`papermill.execute_notebook(...,
-engine_name="socket-files")`); `python -m nbkit.publish.engine` is papermill's command line with it
-as the default engine, what `python -m nbkit launch` runs. It imports nothing of nbkit, so it runs
-as a plain script where nbkit is not installed.
-"""
+"""papermill's engine `socket-files`: the kernel on socket files, not TCP ports, which jupyter_client picks
+by binding port 0 and letting go, so on a busy machine another process can take one ("ZMQError: Address
+already in use"). `python -m nbkit.publish.engine` is papermill's command line with it (what `nbkit launch`
+runs); it imports nothing of nbkit."""
 
 from __future__ import annotations
 
@@ -24,8 +16,6 @@ _ENGINE_NAME = "socket-files"
 
 
 class _SocketFilesEngine(NBClientEngine):
-    """papermill's nbclient engine, its kernel on socket files in a temporary folder of the run's own."""
-
     @classmethod
     def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
         with tempfile.TemporaryDirectory(prefix="nbkit-kernel-") as folder:

@@ -1,9 +1,5 @@
-"""Kaggle's kernel-metadata.json: the documented fields, checked before anything is written.
-
-No `docker_image` is pinned unless asked: a pinned image (e.g. from `kaggle kernels pull -m`)
-once made TPU pushes silently run on the CPU image. Without a Kaggle user name the id's owner is a
-placeholder: the notebook imports into Kaggle as it is, and only a push needs the owner.
-"""
+"""Kaggle's kernel-metadata.json, checked before anything is written. No `docker_image` unless asked: a
+pinned image (e.g. from `kaggle kernels pull -m`) once made TPU pushes silently run on the CPU image."""
 
 from __future__ import annotations
 
@@ -34,12 +30,10 @@ SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
 def slugify(title: str) -> str:
-    """Kaggle's kernel slug for a title: lower case, runs of other characters become one dash."""
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
 def _accelerator(name: str) -> tuple[bool, bool, str | None]:
-    """(enable_gpu, enable_tpu, machine_shape) for a known accelerator name or machine shape."""
     if name in ACCELERATORS:
         return ACCELERATORS[name]
     for gpu, tpu, shape in ACCELERATORS.values():
@@ -51,7 +45,7 @@ def _accelerator(name: str) -> tuple[bool, bool, str | None]:
 
 
 def retired(name_or_shape: str | None) -> str | None:
-    """The warning for an accelerator (name or machine shape) Kaggle retired, naming what runs instead; else None."""
+    """The warning for an accelerator (name or machine shape) Kaggle retired, else None."""
     shape = ACCELERATORS[name_or_shape][2] if name_or_shape in ACCELERATORS else name_or_shape
     shape = next((known for known in RETIRED if shape and shape.lower() == known.lower()), None)
     if shape is None:
@@ -83,8 +77,7 @@ def build(
     models: Sequence[str] = (),
     docker_image: str | None = None,
 ) -> dict[str, Any]:
-    """A checked kernel-metadata.json dict; a ParameterError says which option is wrong and how to fix it.
-    Without an owner the id is INSERT_USERNAME_HERE/<slug> (as `kaggle kernels init` writes it)."""
+    """A checked kernel-metadata.json dict; without an owner the id is INSERT_USERNAME_HERE/<slug>."""
     low, high = _TITLE_LENGTH
     if not low <= len(title.strip()) <= high:
         raise ParameterError(
@@ -125,5 +118,5 @@ def build(
         ),
     }
     if docker_image:
-        metadata["docker_image"] = docker_image  # only when asked: see the module docstring
+        metadata["docker_image"] = docker_image
     return metadata

@@ -1,12 +1,6 @@
-"""Push a kernel bundle with the real kaggle CLI (`kaggle kernels push -p`, `kaggle kernels status`).
-
-The CLI runs as a subprocess of this interpreter (`python -m kaggle`): importing `kaggle` in-process
-prints a login help text, or exits, when no credentials are set up. Its output is passed on with
-every known secret value redacted, every line of it: what nbkit does not recognise reaches the user
-as it was printed. The CLI exits 0 when Kaggle refuses a push ("Kernel push error: ...") or drops a
-source ("The following are not valid competition sources ..."); nbkit reports both as errors. The
-bundle on disk is never changed.
-"""
+"""Push a kernel bundle with the kaggle CLI, run as `python -m kaggle` (imported, it prints a login help or
+exits without credentials); its output passed on redacted. It exits 0 when Kaggle refuses a push or drops
+a source: nbkit reports both as errors. The bundle on disk is never changed."""
 
 from __future__ import annotations
 
@@ -34,8 +28,6 @@ FINISHED = ("complete", "error", "cancel_requested", "cancel_acknowledged")
 
 @dataclass(frozen=True)
 class _Pushed:
-    """What the server answered to a push, and every other line the CLI printed."""
-
     kernel: str  # owner/slug
     url: str
     version: int | None
@@ -50,7 +42,7 @@ class _Pushed:
 
 
 def run_kaggle(*args: str) -> str:
-    """Run `kaggle <args>`; its stdout+stderr, redacted. A RunError if it fails or is not logged in."""
+    """`kaggle <args>`'s output, redacted; a RunError if it fails or is not logged in."""
     command = [sys.executable, "-m", "kaggle", *args]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_S)
@@ -67,7 +59,6 @@ def run_kaggle(*args: str) -> str:
 
 
 def read_metadata(folder: str | Path) -> dict:
-    """The bundle's kernel-metadata.json, or a RunError saying how to make one."""
     if not Path(folder).is_dir():
         raise RunError(
             f"{folder} is not a folder: give a bundle folder, which `python -m nbkit bundle <notebook>` writes as "
@@ -84,8 +75,7 @@ def read_metadata(folder: str | Path) -> dict:
 
 
 def session_status(kernel: str) -> tuple[str, str | None, list[str]]:
-    """(state, failure message, other lines the CLI printed) of the kernel's latest session; states:
-    queued, running, complete, error, cancel_requested, cancel_acknowledged."""
+    """(state, failure message, other lines the CLI printed) of the kernel's latest session."""
     output = run_kaggle("kernels", "status", kernel)
     found = re.search(r'has status "([^"]*)"', output)
     if not found:
@@ -97,8 +87,7 @@ def session_status(kernel: str) -> tuple[str, str | None, list[str]]:
 
 
 def status(kernel: str) -> str:
-    """The status of the kernel's latest session as one phrase (e.g. "running", "error: <message>"),
-    then any other line the CLI printed."""
+    """The latest session's status ("running", "error: <message>"), then the CLI's other lines."""
     state, failure, others = session_status(kernel)
     return "\n".join([f"{state}: {failure}" if failure else state, *others])
 
@@ -116,8 +105,7 @@ def _check_owner(metadata: dict, folder: Path, command: str) -> str:
 
 
 def _read_push_output(output: str) -> tuple[str, int | None, list[str]]:
-    """(kernel URL, version, other lines) from what `kaggle kernels push` printed; a RunError when
-    Kaggle refused the push or dropped a source (the CLI exits 0 for both)."""
+    """(kernel URL, version, other lines) of `kaggle kernels push`; a RunError when Kaggle refused or dropped."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     rejected = [found.groups() for found in map(_REJECTED.match, lines) if found]
     pushed = next((found for found in map(_PUSHED.search, lines) if found), None)
@@ -135,8 +123,7 @@ def _read_push_output(output: str) -> tuple[str, int | None, list[str]]:
 
 
 def push(folder: str | Path, check_status: bool = True, command: str = "bundle") -> _Pushed:
-    """Scan the bundle for leaks, push it, and report the kernel's URL and status (or the server's error).
-    `command`: the nbkit command that made the bundle and takes --owner (bundle, or run), for the advice."""
+    """Scan the bundle for leaks, push it, report the URL and status. `command` (bundle, run) is for advice."""
     folder = Path(folder)
     metadata = read_metadata(folder)
     kernel = _check_owner(metadata, folder, command)

@@ -1,10 +1,6 @@
-"""A notebook run on Kaggle from this machine: bundle -> push -> follow the session -> fetch its outputs.
-
-All through the real kaggle CLI: `kernels status` (polled), `kernels logs --follow` (log lines as
-they come), `kernels output` (files and the session's log). A session that fails, is cancelled or
-runs past the time limit, and an expected output that is missing, are RunErrors that end with the
-log's last lines; the local bundle is always kept.
-"""
+"""A notebook run on Kaggle through the kaggle CLI: bundle, push, follow (status polled, log lines as they
+come), fetch the outputs. A failed, cancelled or timed-out session, or a missing expected output, is a
+RunError ending with the log's last lines; the local bundle is always kept."""
 
 from __future__ import annotations
 
@@ -35,9 +31,7 @@ def _echo_line(line: str) -> None:
 
 @dataclass(frozen=True)
 class _Session:
-    """How a followed session ended: state (complete, error, ..., or "timed out"), and the log's tail."""
-
-    state: str
+    state: str  # complete, error, ..., or "timed out"
     failure: str | None
     tail: tuple[str, ...]
 
@@ -64,7 +58,6 @@ class _LogStream:
             echo(line)
 
     def stop(self, wait_s: float) -> None:
-        """Let the stream end by itself for up to `wait_s` seconds, then end it."""
         self.thread.join(wait_s)
         if self.process.poll() is None:
             self.process.terminate()
@@ -73,8 +66,7 @@ class _LogStream:
 
 
 def _follow(kernel: str, timeout_s: float, interval_s: float = 30, echo: _Echo = _echo_line) -> _Session:
-    """Poll the session's status every `interval_s` seconds until it ends or `timeout_s` pass; print
-    each new status and, once it runs, its log lines as they come."""
+    """Poll the status until the session ends or `timeout_s` pass; echo each new status and its log lines."""
     deadline = time.monotonic() + timeout_s
     stream, last, said = None, None, set()
     try:
@@ -103,8 +95,7 @@ def _follow(kernel: str, timeout_s: float, interval_s: float = 30, echo: _Echo =
 
 
 def _log_tail(folder: Path, lines: int = _TAIL_LINES) -> list[str]:
-    """The last lines of the session log `kaggle kernels output` saved (<slug>.log: a JSON list of
-    {"stream_name", "time", "data"}; read as plain text when it is not)."""
+    """The last lines of <slug>.log, which `kaggle kernels output` saves (a JSON list of {"data", ...}, or text)."""
     logs = sorted(folder.glob("*.log"))
     if not logs:
         return []
@@ -117,8 +108,7 @@ def _log_tail(folder: Path, lines: int = _TAIL_LINES) -> list[str]:
 
 
 def _fetch(kernel: str, folder: str | Path, echo: _Echo = _echo_line) -> Path:
-    """Download the session's output files and log into `folder`, replacing what an earlier fetch left
-    there only once the download is complete."""
+    """Download the session's outputs and log into `folder`, replacing an earlier fetch only once complete."""
     from nbkit import atomic
 
     folder = Path(folder)
@@ -130,7 +120,6 @@ def _fetch(kernel: str, folder: str | Path, echo: _Echo = _echo_line) -> Path:
 
 
 def _metrics(folder: Path) -> dict[str, Any]:
-    """Every metrics.json among the outputs, by its path inside `folder`."""
     found = {}
     for path in sorted(folder.rglob("metrics.json")):
         try:
@@ -145,7 +134,6 @@ def _tail_text(lines: Sequence[str]) -> str:
 
 
 def _check_outputs(session: _Session, folder: Path, expect: Sequence[str], kernel: str) -> None:
-    """A RunError (with the log's tail) unless the session completed and every expected file came back."""
     tail = _log_tail(folder) or list(session.tail)
     if session.state != "complete":
         why = f": {session.failure}" if session.failure else ""
@@ -169,7 +157,7 @@ def follow_and_fetch(
     interval_s: float = 30,
     echo: _Echo = _echo_line,
 ) -> Path:
-    """Follow `kernel`'s session to its end, download its outputs into outputs_dir/<slug>/, and check them."""
+    """Follow `kernel`'s session, download its outputs into outputs_dir/<slug>/ and check them."""
     try:
         session = _follow(kernel, timeout_s, interval_s, echo)
     except RunError as error:  # e.g. the connection dropped: the session itself goes on
@@ -201,9 +189,8 @@ def run(
     kernels_dir: str | Path = "build/kernels",
     **follow_options: Any,
 ) -> Path:
-    """Bundle `notebook` into kernels_dir, push it, follow its session, fetch its outputs, print its
-    metrics.json. `bundle_options` go to `bundle.write` (owner, accelerator_name, competitions, ...),
-    `follow_options` to `follow_and_fetch` (outputs_dir, expect, timeout_s, interval_s, echo)."""
+    """Bundle, push, follow and fetch `notebook`; `bundle_options` go to `bundle.write`, `follow_options` to
+    `follow_and_fetch`."""
     from nbkit.publish import bundle
 
     echo = follow_options.get("echo", _echo_line)

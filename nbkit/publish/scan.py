@@ -1,6 +1,5 @@
-"""Scan notebooks and kernel bundles for the secret values this session knows and for
-credential-shaped strings, and redact known values from what the command line prints. A finding
-names the file, the cell and the kind of secret, never the value."""
+"""Scan notebooks and bundles for the secret values this session knows and credential-shaped strings (a
+finding names the file, the cell and the kind, never the value); redact known values from output."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ _PATTERNS = {
 
 
 def _dotenv_files(paths: Iterable[str | Path] = ()) -> list[Path]:
-    """The .env files whose values a scan of `paths` looks for: the current folder's, and the one in
-    each scanned folder (a file's folder) and in its parent (e.g. the project root of notebooks/)."""
+    """The .env files a scan of `paths` reads: the current folder's, each scanned folder's and its parent's."""
     folders = [Path.cwd()]
     for path in map(Path, paths):
         folder = path if path.is_dir() else path.parent
@@ -42,9 +40,8 @@ def _dotenv_files(paths: Iterable[str | Path] = ()) -> list[Path]:
 def known_secrets(
     environ: Mapping[str, str] | None = None, dotenv: str | Path | Iterable[str | Path] | None = None
 ) -> dict[str, str]:
-    """Secret values this session knows, value -> name: read through nbkit, in secret-named
-    environment variables (`*KEY*`, `*TOKEN*`, `*SECRET*`, ...), in the `dotenv` files (default:
-    ./.env), and the kaggle.json key."""
+    """Secret values this session knows, value -> name: read through nbkit, in secret-named environment
+    variables, in the `dotenv` files (default ./.env), and the kaggle.json key."""
     environ = os.environ if environ is None else environ
     files = [dotenv] if isinstance(dotenv, (str, Path)) else dotenv or [".env"]
     found = {v: n for file in files for n, v in dotenv_values(file).items()}
@@ -66,8 +63,6 @@ def redact(text: str, secrets: Iterable[str] | None = None) -> str:
 
 @dataclass(frozen=True)
 class _Finding:
-    """One leak: where it is and what kind of secret it looks like (never the value)."""
-
     file: str
     where: str  # e.g. "cell 4 (code) output", "notebook metadata"
     kind: str
@@ -77,7 +72,6 @@ class _Finding:
 
 
 def _scan_text(text: str, secrets: Mapping[str, str]) -> list[str]:
-    """The kinds of secret found in `text`: known values by name, then credential shapes."""
     kinds = [f"the value of secret {name}" for value, name in secrets.items() if value in text]
     return kinds + [kind for kind, pattern in _PATTERNS.items() if pattern.search(text)]
 
@@ -91,7 +85,6 @@ def _strings(value: object) -> str:
 
 
 def _notebook_parts(notebook: Mapping) -> Iterator[tuple[str, str]]:
-    """(where, text) for each cell's source and outputs, and the notebook's metadata."""
     for index, cell in enumerate(notebook.get("cells", []), start=1):
         label = f"cell {index} ({cell.get('cell_type', '?')})"
         source = cell.get("source", "")
@@ -105,7 +98,6 @@ def _notebook_parts(notebook: Mapping) -> Iterator[tuple[str, str]]:
 
 
 def _scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> list[_Finding]:
-    """Findings in one file: per cell for a notebook, the whole text for anything else."""
     path = Path(path)
     secrets = known_secrets(dotenv=_dotenv_files([path])) if secrets is None else secrets
     try:
@@ -122,9 +114,7 @@ def _scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> li
 
 
 def _scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> list[_Finding]:
-    """Findings in every file under `paths` (files or folders: .ipynb, .py, .json, .md, .txt, ...);
-    by default for the secrets this session knows, the .env files beside `paths` included. A path
-    that does not exist is a ParameterError."""
+    """Findings in every file under `paths`, by default for the secrets this session knows."""
     paths = list(paths)
     for path in map(Path, paths):
         if not path.exists():  # else a misspelt path would pass as "no secrets found"

@@ -1,20 +1,11 @@
 """PyTorch (and PyTorch/XLA) in a notebook: the device, a launcher, batches on the device, an
-all-reducing step, the master.
-
-Every function works the same without torch_xla, on CUDA or the CPU (one replica, no collectives),
-so one notebook runs on a Kaggle TPU, a GPU or a laptop. torch and torch_xla are imported when a
-function needs them, never when nbkit is imported.
-
-Uses only APIs common to torch_xla 2.8 (Kaggle's TPU image) and 2.9: `torch_xla.device`,
-`torch_xla.launch`, `torch_xla.runtime.{world_size, global_ordinal, device_type}`,
-`xm.{optimizer_step, mesh_reduce, save}` and `MpDeviceLoader`; not the deprecated
-`xm.xla_device` / `xm.mark_step` nor the removed `xm.xrt_world_size` / `xm.get_ordinal`.
-"""
+all-reducing step, the master. Without torch_xla every function works on CUDA or the CPU (one replica),
+so one notebook runs on a Kaggle TPU, a GPU or a laptop. Only APIs common to torch_xla 2.8 (Kaggle's TPU
+image) and 2.9 are used (not `xm.xla_device`, `xm.mark_step`, `xm.xrt_world_size`, `xm.get_ordinal`)."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import pickle
 import tempfile
@@ -34,11 +25,10 @@ _XLA_KINDS = {"TPU": "tpu", "CUDA": "gpu", "GPU": "gpu"}  # torch_xla's device t
 
 @dataclass(frozen=True)
 class _TorchAccelerator:
-    """Where PyTorch trains, chosen before any process starts. `kind` is the hardware in
-    nbkit.accel's words ("tpu", "gpu", "cpu"); `runtime` is how torch drives it ("xla", "cuda", "cpu")."""
+    """Where PyTorch trains, chosen before any process starts."""
 
-    kind: str
-    runtime: str
+    kind: str  # the hardware, as nbkit.accel names it: "tpu", "gpu", "cpu"
+    runtime: str  # how torch drives it: "xla", "cuda", "cpu"
     hardware: str  # torch_xla's device type ("TPU", "CPU", ...), the GPU's name, or "cpu"
     reason: str
 
@@ -47,30 +37,23 @@ class _TorchAccelerator:
         return self.runtime == "xla"
 
     def describe(self) -> str:
-        """One line for the notebook."""
         if self.xla:
             return f"PyTorch/XLA on {self.hardware}: {self.reason}"
         where = f"CUDA ({self.hardware})" if self.runtime == "cuda" else "the CPU"
         return f"PyTorch on {where}: {self.reason}"
 
 
-def _torch_xla_available() -> bool:
-    """True if torch_xla imports (it needs exactly the torch of its own version)."""
-    try:
-        importlib.import_module("torch_xla")
-    except ImportError:
-        return False
-    return True
-
-
 def select(runtime: str = "auto") -> _TorchAccelerator:
-    """Pick the runtime: XLA when torch_xla is installed, else CUDA, else the CPU ("auto"), or the
-    one asked for. The XLA runtime is not started here: `launch` needs it untouched."""
+    """The runtime asked for, or ("auto") XLA where torch_xla imports, else CUDA, else the CPU. The XLA
+    runtime is not started here: `launch` needs it untouched."""
     check_choice("DEVICE", runtime, _RUNTIMES)
     configured = os.environ.get("PJRT_DEVICE")
-    if runtime in ("auto", "xla") and _torch_xla_available():  # importing it sets PJRT_DEVICE when unset
-        import torch_xla.runtime as xr
-
+    xr = None
+    if runtime in ("auto", "xla"):
+        # torch_xla imports only beside the torch of its own version; importing it sets PJRT_DEVICE when unset.
+        with contextlib.suppress(ImportError):
+            import torch_xla.runtime as xr
+    if xr is not None:
         device_type = xr.device_type() or "CPU"
         reason = f"torch_xla is installed, PJRT_DEVICE={device_type}" + ("" if configured else " (chosen by torch_xla)")
         return _TorchAccelerator(_XLA_KINDS.get(device_type, "cpu"), "xla", device_type, reason)
@@ -92,8 +75,7 @@ def select(runtime: str = "auto") -> _TorchAccelerator:
 
 
 def precision(acc: _TorchAccelerator, requested: str) -> tuple[str, str]:
-    """(policy, a line saying which and why) for PRECISION=`requested`: "auto" is bfloat16 on a TPU,
-    float32 elsewhere; bfloat16 on a GPU that lacks it is a ParameterError."""
+    """(policy, a line saying which and why): "auto" is bfloat16 on a TPU, float32 elsewhere."""
     check_choice("PRECISION", requested, _PRECISIONS)
     policy = ("mixed_bfloat16" if acc.kind == "tpu" else "float32") if requested == "auto" else requested
     why = (
@@ -111,8 +93,7 @@ def precision(acc: _TorchAccelerator, requested: str) -> tuple[str, str]:
 
 
 def autocast(acc: _TorchAccelerator, policy: str) -> contextlib.AbstractContextManager[Any]:
-    """`torch.autocast` to bfloat16 on this runtime for "mixed_bfloat16" (on XLA: the "xla" device
-    type, the same in torch_xla 2.8 and 2.9), nothing for "float32"."""
+    """`torch.autocast` to bfloat16 for "mixed_bfloat16", nothing for "float32"."""
     if policy != "mixed_bfloat16":
         return contextlib.nullcontext()
     import torch
@@ -136,36 +117,31 @@ def device(acc: _TorchAccelerator) -> Any:
 
 def world_size(acc: _TorchAccelerator) -> int:
     """Replicas taking part (XLA processes; 1 without XLA)."""
-    if acc.xla:
-        import torch_xla.runtime as xr
+    if not acc.xla:
+        return 1
+    import torch_xla.runtime as xr
 
-        return xr.world_size()
-    return 1
+    return xr.world_size()
 
 
 def ordinal(acc: _TorchAccelerator) -> int:
     """This replica's global index, 0 on the master."""
-    if acc.xla:
-        import torch_xla.runtime as xr
+    if not acc.xla:
+        return 0
+    import torch_xla.runtime as xr
 
-        return xr.global_ordinal()
-    return 0
-
-
-def _is_master(acc: _TorchAccelerator) -> bool:
-    return ordinal(acc) == 0
+    return xr.global_ordinal()
 
 
 def master_print(acc: _TorchAccelerator, *values: Any) -> None:
-    """print() on the master replica only (every replica runs the same code)."""
-    # Not xm.master_print: its `flush` argument is not in every torch_xla release (2.8 unverified),
-    # and a forked worker must flush or its line is lost.
-    if _is_master(acc):
+    """print() on the master replica only, flushed (a forked worker's unflushed line is lost; not
+    xm.master_print, whose `flush` not every torch_xla release has)."""
+    if ordinal(acc) == 0:
         print(*values, flush=True)
 
 
 def mesh_reduce(acc: _TorchAccelerator, tag: str, value: Any, reduce: Callable[[list[Any]], Any]) -> Any:
-    """`reduce` over every replica's `value` (any picklable Python value), returned on all of them."""
+    """`reduce` over every replica's (picklable) `value`, returned on all of them."""
     if acc.xla and world_size(acc) > 1:
         import torch_xla.core.xla_model as xm
 
@@ -174,8 +150,8 @@ def mesh_reduce(acc: _TorchAccelerator, tag: str, value: Any, reduce: Callable[[
 
 
 def device_loader(acc: _TorchAccelerator, loader: Iterable[Any], torch_device: Any) -> Iterable[Any]:
-    """Batches of `loader` on the device: `MpDeviceLoader` on XLA (uploads in the background and
-    ends each step's graph), else a plain copy of each batch."""
+    """`loader`'s batches on the device: `MpDeviceLoader` on XLA (uploads in the background, ends each
+    step's graph), else a plain copy of each batch (re-iterable)."""
     if acc.xla:
         import torch_xla.distributed.parallel_loader as pl
 
@@ -184,8 +160,6 @@ def device_loader(acc: _TorchAccelerator, loader: Iterable[Any], torch_device: A
 
 
 class _OnDevice:
-    """Re-iterable: each pass moves the tensors of every batch to the device."""
-
     def __init__(self, loader: Iterable[Any], torch_device: Any) -> None:
         self.loader, self.device = loader, torch_device
 
@@ -198,7 +172,7 @@ class _OnDevice:
 
 
 def optimizer_step(acc: _TorchAccelerator, optimizer: Any) -> None:
-    """optimizer.step(), after averaging the gradients over the replicas on XLA (`xm.optimizer_step`)."""
+    """optimizer.step(), on XLA after averaging the gradients over the replicas."""
     if acc.xla:
         import torch_xla.core.xla_model as xm
 
@@ -208,8 +182,8 @@ def optimizer_step(acc: _TorchAccelerator, optimizer: Any) -> None:
 
 
 def save(acc: _TorchAccelerator, state: Any, path: str | Path) -> Path:
-    """Save a state dict from the master (moved to the CPU first), through a partial file; every
-    replica must call it (on XLA the replicas meet there)."""
+    """Save a state dict from the master, on the CPU, through a partial file; every replica must call it
+    (on XLA the replicas meet there)."""
     path = Path(path)
     if not acc.xla:
         import torch
@@ -219,7 +193,7 @@ def save(acc: _TorchAccelerator, state: Any, path: str | Path) -> Path:
         return path
     import torch_xla.core.xla_model as xm
 
-    if not _is_master(acc):  # writes nothing: meets the master, which writes
+    if not ordinal(acc) == 0:  # writes nothing: meets the master, which writes
         xm.save(state, str(path), master_only=True, global_master=True)
         return path
     with atomic.replacing(path) as partial:
@@ -244,14 +218,14 @@ def load(path: str | Path) -> Any:
 
 
 class _MasterResult:
-    """Runs fn(index, *args) and has the master leave its return value in a file for the caller."""
+    """fn(index, *args), the master's return value left in a file for the caller."""
 
     def __init__(self, fn: Callable[..., Any], acc: _TorchAccelerator, path: Path) -> None:
         self.fn, self.acc, self.path = fn, acc, path
 
     def __call__(self, index: int, *args: Any) -> None:
         result = self.fn(index, *args)
-        if _is_master(self.acc):
+        if ordinal(self.acc) == 0:
             self.path.write_bytes(pickle.dumps(result))
 
 
@@ -262,13 +236,9 @@ def launch(
     start_method: str = "fork",
     debug_single_process: bool = False,
 ) -> Any:
-    """Run fn(index, *args) once per XLA device (`torch_xla.launch`), or once here without XLA, and
-    return the master's return value (picklable).
-
-    `start_method="fork"` lets a function defined in a notebook run: the default "spawn" would have
-    to pickle it. Do not touch the XLA device in this process before: torch_xla refuses to start
-    workers once the runtime is up.
-    """
+    """Run fn(index, *args) once per XLA device (`torch_xla.launch`; once here without XLA) and return the
+    master's (picklable) result. "fork" runs a function defined in a notebook, which "spawn" would have to
+    pickle; torch_xla refuses to start workers once this process has touched the XLA device."""
     if not acc.xla:
         return fn(0, *args)
     import torch_xla

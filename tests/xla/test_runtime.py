@@ -50,7 +50,7 @@ def worker(index, scale):
     xla.save(target, model.state_dict(), folder / "model.pt")
     xla.master_print(target, "the master prints this")
     return {"index": index, "device": str(device), "world": xla.world_size(target), "ordinal": xla.ordinal(target),
-            "master": xla._is_master(target), "indices": list(sampler), "batch_devices": batch_devices,
+            "master": xla.ordinal(target) == 0, "indices": list(sampler), "batch_devices": batch_devices,
             "reduced": xla.mesh_reduce(target, "sum", scale, sum), "trained": not torch.equal(before, model.weight.cpu())}
 
 
