@@ -759,3 +759,63 @@ def test_every_command_the_readme_shows_runs_as_written_after_make_demo():
         words = shlex.split(command.split(" && ")[-1])
         if words[:3] == [".venv/bin/python", "-m", "nbkit"] and " / " not in command:
             cli._parser().parse_args(words[3:])  # a real command with real options (exits 2 otherwise)
+
+
+def test_the_readmes_conversion_and_publish_commands_run_as_written(tmp_path, monkeypatch):
+    """The README's "your own competition" block, run word for word from a folder holding its `cassava/`
+    (the converter's example, written in Cassava's files) and this environment as `.venv`: the
+    conversion, then `kaggle datasets create` into a stub Kaggle, which receives the converted files."""
+    import re
+    import secrets
+    import shlex
+    import subprocess
+    import sys
+    import zipfile
+
+    from kaggle_stub import StubServer
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```bash\n(.*?)```", readme, re.S) if "nbkit tfrecords cassava/" in b]
+    lines = [line.split(" #")[0].strip() for line in block.replace("\\\n", " ").splitlines()]
+    commands = [line for line in lines if line.startswith((".venv/bin/python -m nbkit", ".venv/bin/kaggle"))]
+    assert [c.split()[:4] for c in commands] == [
+        [".venv/bin/python", "-m", "nbkit", "tfrecords"],
+        [".venv/bin/kaggle", "datasets", "create", "-p"],
+    ]
+    example._make_example(tmp_path / "cassava", per_class=5, test_pictures=3)
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])
+    routes = {
+        "/api/v1/blobs.BlobApiService/StartBlobUpload": lambda body, headers: (
+            200,
+            {"token": f"token-{body['name']}", "createUrl": f"http://storage.example.invalid/upload/{body['name']}"},
+        ),
+        "PUT /upload/*": lambda body, headers: (200, {}),
+        "/api/v1/datasets.DatasetApiService/CreateDataset": lambda body, headers: (
+            200,
+            {"ref": "alice/cassava", "url": "https://www.kaggle.com/datasets/alice/cassava", "status": "ok"},
+        ),
+    }
+    for name in ("KAGGLE_API_TOKEN", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / "kaggle-config"))
+    monkeypatch.setenv("KAGGLE_USERNAME", "alice")
+    monkeypatch.setenv("KAGGLE_KEY", secrets.token_hex(16))
+    with StubServer(routes) as stub:
+        monkeypatch.setenv("KAGGLE_API_ENVIRONMENT", "LOCALHOST")
+        monkeypatch.setenv("HTTP_PROXY", stub.url)
+        for command in commands:
+            done = subprocess.run(shlex.split(command), cwd=tmp_path, capture_output=True, text=True)
+            assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    uploads = {r.path.rsplit("/", 1)[1]: r.raw for r in stub.requests if r.method == "PUT"}
+    converted = tmp_path / "out" / "cassava"
+    assert uploads["nbkit-dataset.json"] == (converted / "nbkit-dataset.json").read_bytes()
+    (folder,) = [p for p in converted.iterdir() if p.name.startswith("tfrecords-jpeg-")]
+    with zipfile.ZipFile(io.BytesIO(uploads[f"{folder.name}.zip"])) as archive:
+        zipped = {name for name in archive.namelist() if not name.endswith("/")}
+    assert zipped == {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    assert uploads["sample_submission.csv"] == (converted / "sample_submission.csv").read_bytes()
+    metadata = json.loads((converted / "dataset-metadata.json").read_text())  # what the CLI sends it as
+    created = next(r for r in stub.requests if r.path.endswith("/CreateDataset")).body
+    assert f"{created['ownerSlug']}/{created['slug']}" == metadata["id"] == "alice/cassava"
+    assert sorted(f["token"] for f in created["files"]) == sorted(f"token-{name}" for name in uploads)
