@@ -272,11 +272,12 @@ def global_logits(model: Any, batches: Any) -> np.ndarray:
 
 def process_rows(count: int) -> slice:
     """This process's rows of a batch of `count` (all of them on one host)."""
-    if _process_count() == 1:
+    processes = _process_count()
+    if processes == 1:
         return slice(None)
     import jax
 
-    share = count // jax.process_count()
+    share = count // processes
     return slice(jax.process_index() * share, (jax.process_index() + 1) * share)
 
 
