@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from unittest import mock
 
 import jupytext
@@ -64,12 +65,25 @@ def test_bad_parameter_stops_at_the_first_cell(tmp_path, params, named):
     assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
 
 
-@pytest.mark.parametrize("params, message", BAD_DATA_CASES)
-def test_bad_data_stops_before_training(tmp_path, params, message):
+def test_bad_data_stops_before_training(tmp_path):
+    """A DATA_ROOT that does not exist stops a whole run before training; a size the data lacks stops
+    `layout.choose_size`, which 04 calls after locating the data and before checking every record and
+    training (the order checked in its source)."""
+    (params, message), (size_params, size_message) = BAD_DATA_CASES
     with pytest.raises(papermill.PapermillExecutionError) as error:
         execute(tmp_path, NOTEBOOK, OUTPUT_DIR=str(tmp_path / "o"), **params)
     assert error.value.ename == "DataError" and message in error.value.evalue
     assert "xla.launch" not in error.value.source
+    from nbkit.errors import DataError
+    from nbkit.images import layout, sample
+
+    made = sample.make_sample(tmp_path / "sample", 104, train_per_class=1, val_per_class=1, test_images=8)
+    with pytest.raises(DataError, match=re.escape(size_message)):
+        layout.choose_size(str(made), size_params["IMAGE_SIZE"])
+    source = (REPO / "notebooks" / "04_pytorch_xla.py").read_text()
+    calls = ["flowers.locate_data(", "layout.choose_size(", "checks.check_splits(", "runtime.launch("]
+    positions = [source.find(call) for call in calls]
+    assert -1 not in positions and positions == sorted(positions), dict(zip(calls, positions))
 
 
 def test_trains_through_torch_xla_on_an_xla_device_in_bfloat16_and_submits(tmp_path):
