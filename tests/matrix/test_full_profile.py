@@ -17,6 +17,7 @@ from nbkit.handoff import package
 from nbkit.images import sample as flower_sample
 from nbkit.images import submission
 
+SIZE = 64  # EfficientNetB0 takes 32 px and more
 FULL = {
     "PROFILE": "full",
     "BACKEND": "jax",
@@ -31,10 +32,10 @@ FULL = {
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
-    # 16 of the 104 classes, one picture each per split: one global batch of 16 each, so the bfloat16
-    # EfficientNet (emulated on a CPU) computes 3 batches, not 14; compiling is what is tested.
+    # 16 of the 104 classes, one picture each per split, 64 px: one global batch of 16 each, so the
+    # bfloat16 EfficientNet (emulated on a CPU) computes 3 small batches; compiling is what is tested.
     return flower_sample.make_sample(
-        tmp_path_factory.mktemp("flowers"), 16, train_per_class=1, val_per_class=1, test_images=16
+        tmp_path_factory.mktemp("flowers"), 16, image_sizes=(SIZE,), train_per_class=1, val_per_class=1, test_images=16
     )
 
 
@@ -66,8 +67,8 @@ def computed_in_bfloat16(model_file: Path) -> tuple[set[str], str]:
     backbone = next(layer for layer in model.layers if layer.name.startswith("efficientnet"))
     convolutions = [layer for layer in backbone.layers if isinstance(layer, keras.layers.Conv2D)]
     probe = keras.Model(backbone.inputs, [layer.output for layer in convolutions[:3] + convolutions[-2:]])
-    outputs = probe.predict(np.zeros((1, 192, 192, 3), "float32"), verbose=0)
-    logits = model.predict(np.zeros((1, 192, 192, 3), "uint8"), verbose=0)
+    outputs = probe.predict(np.zeros((1, SIZE, SIZE, 3), "float32"), verbose=0)
+    logits = model.predict(np.zeros((1, SIZE, SIZE, 3), "uint8"), verbose=0)
     return {str(o.dtype) for o in outputs}, str(logits.dtype)
 
 
@@ -81,7 +82,7 @@ def test_notebook_02_full_profile_in_bfloat16_on_eight_devices(small, notebook_0
     metrics = json.loads((tmp_path / "classifier" / "metrics.json").read_text())
     assert (metrics["precision"], metrics["model"], metrics["replicas"]) == ("mixed_bfloat16", "EfficientNetB0", 8)
     _, rows = submission._read(tmp_path / "classifier" / "submission.csv")
-    assert [i for i, _ in rows] == split_keys(small, "test")
+    assert [i for i, _ in rows] == split_keys(small, "test", SIZE)
     assert computed_in_bfloat16(tmp_path / "classifier" / "model.keras") == ({"bfloat16"}, "float32")
 
 
@@ -118,4 +119,4 @@ def test_notebook_05_full_profile_package_predicts_in_notebook_06(small, compile
     assert "checked its outputs against the manifest" in out
     submitted = submission._read(tmp_path / "submit" / "submission.csv")
     assert submitted == submission._read(tmp_path / "train" / "submission.csv")  # what 05 predicted
-    assert [i for i, _ in submitted[1]] == split_keys(small, "test")
+    assert [i for i, _ in submitted[1]] == split_keys(small, "test", SIZE)
