@@ -117,12 +117,15 @@ def _oof(args: argparse.Namespace) -> str:
     files = [storage.join(p, "oof.csv") if storage.is_dir(p) else p for p in map(storage.user_path, args.files)]
     in_the_way = [p for p in (out, *out.parents) if p.exists() and not p.is_dir()]
     in_the_way += [out / name for name in ("oof.csv", "metrics.json") if (out / name).is_dir()]
-    if in_the_way or not all(map(storage.exists, files)):
+    if in_the_way:
         raise ParameterError(
             f"--out {args.out}: {in_the_way[0]} is in the way of oof.csv and metrics.json; give another --out folder."
-            if in_the_way
-            else f"{next(f for f in files if not storage.exists(f))}: no such file or folder. Give each fold's oof.csv, or the "
-            "OUTPUT_DIR of the run that wrote it (02 or 05 with FOLD=k)."
+        )
+    missing = [f for f in files if not storage.exists(f)]
+    if missing:
+        raise ParameterError(
+            f"{missing[0]}: no such file or folder. Give each fold's oof.csv, or the OUTPUT_DIR of the run that "
+            "wrote it (02 or 05 with FOLD=k)."
         )
     train = checks.check_splits(layout.split_files(args.data, size, names=["train"]), size, dataset.num_classes)
     gathered = oof.gather(files, dataset, classes=train["train"].classes)
