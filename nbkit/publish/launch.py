@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import socket
 import subprocess
 import sys
@@ -110,11 +109,10 @@ def _executable_notebook(notebook: str | Path) -> Path:
         path = path.with_suffix(".ipynb")
     if not path.is_file():
         raise ParameterError(f"No notebook {path}: give notebooks/NN_name.py (with its .ipynb beside it) or a .ipynb.")
-    import nbformat
+    import papermill
 
-    cells = nbformat.read(path, as_version=4).cells
-    code = "\n".join(c.source for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
-    missing = [name for name in _SET_BY_LAUNCH if not re.search(rf"^{name}\s*[:=]", code, re.MULTILINE)]
+    declared = papermill.inspect_notebook(str(path))  # its parameters cell, read as papermill reads it
+    missing = [name for name in _SET_BY_LAUNCH if name not in declared]
     if missing:
         raise ParameterError(
             f"{path.name} cannot run as several processes: it has no {' or '.join(missing)} parameter, which launch "
