@@ -23,7 +23,9 @@ PYTHON_xla := 3.11
 PYTHON_kaggle-tpu := 3.12
 PYTHON_floor := 3.11
 PYTHON_colab-gpu := 3.12
-LOCK_PLATFORM := --python-platform x86_64-manylinux_2_28
+LOCK_FLAGS := --python-platform x86_64-manylinux_2_28 --override envs/overrides.txt
+# Kaggle's TPU image has tensorflow-cpu; tensorflow-text asks for tensorflow, the same code built for GPUs too.
+LOCK_FLAGS_kaggle-tpu := --no-emit-package tensorflow
 
 .PHONY: venv venv-xla demo test notebooks bench clean bundle push run bundle-sizes lock matrix
 
@@ -37,7 +39,7 @@ define make_venv
 	rm -rf $(1)
 	interpreter=$$($(PYTHON) tools/find_python.py $(3)) || { interpreter=$(PYTHON); echo "$(1): no Python $(3) here, using $(PYTHON)"; }; \
 		UV_PYTHON_DOWNLOADS=never $(UV) venv -q --python $$interpreter $(1)
-	$(UV) pip install -q --python $(1)/bin/python -r $(2)
+	$(UV) pip install -q --no-deps --python $(1)/bin/python -r $(2)  # a lock names every package: nothing to resolve
 	$(UV) pip install -q --python $(1)/bin/python --no-deps -e .
 	@echo "$(1): $$($(1)/bin/python --version), $(2)"
 	touch $(1)/.installed
@@ -55,9 +57,9 @@ venv-xla: $(XLA_STAMP)
 
 # The lock files, from requirements.txt, requirements-xla.txt and envs/*.in (for Linux x86_64).
 lock: | $(UV)
-	$(UV) pip compile -q requirements.txt --python-version $(PYTHON_main) $(LOCK_PLATFORM) -o envs/main.lock
-	$(UV) pip compile -q requirements-xla.txt --python-version $(PYTHON_xla) $(LOCK_PLATFORM) -o envs/xla.lock
-	$(foreach env,$(MATRIX),$(UV) pip compile -q envs/$(env).in --python-version $(PYTHON_$(env)) $(LOCK_PLATFORM) -o envs/$(env).lock;)
+	$(UV) pip compile -q requirements.txt --python-version $(PYTHON_main) $(LOCK_FLAGS) -o envs/main.lock
+	$(UV) pip compile -q requirements-xla.txt --python-version $(PYTHON_xla) $(LOCK_FLAGS) -o envs/xla.lock
+	$(foreach env,$(MATRIX),$(UV) pip compile -q envs/$(env).in --python-version $(PYTHON_$(env)) $(LOCK_FLAGS) $(LOCK_FLAGS_$(env)) -o envs/$(env).lock;)
 
 # The main job: the flowers notebook on a generated sample in the competition format, into out/, with
 # papermill through nbkit's engine (its kernel on socket files, as in the tests and `launch`: no TCP ports).

@@ -216,16 +216,19 @@ _CHECKED_ROWS = 8
 
 
 def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np.ndarray]:
-    """(float64 logits, keys) of the (image, key) items of an unbatched tf.data `dataset`, in its order.
-    The last batch is padded so every replica gets a full one; the first batch is checked (`check_rows`)."""
+    """(float64 logits, keys) of the (inputs, key) items of an unbatched tf.data `dataset`, in its order (inputs:
+    an image, or a dict such as a text's token ids). The last batch is padded so every replica gets a full one;
+    the first batch is checked (`check_rows`)."""
     import tensorflow as tf
 
     first, stop, _ = process_rows(global_batch).indices(global_batch)
 
-    def padded(images: Any, keys: Any) -> Any:
-        found = tf.shape(images)[0]
-        images = tf.pad(images, [[0, global_batch - found]] + [[0, 0]] * (len(images.shape) - 1))
-        return tf.ensure_shape(images[first:stop], [stop - first, *images.shape[1:]]), keys
+    def pad(tensor: Any) -> Any:
+        tensor = tf.pad(tensor, [[0, global_batch - tf.shape(tensor)[0]]] + [[0, 0]] * (len(tensor.shape) - 1))
+        return tf.ensure_shape(tensor[first:stop], [stop - first, *tensor.shape[1:]])
+
+    def padded(inputs: Any, keys: Any) -> Any:
+        return tf.nest.map_structure(pad, inputs), keys
 
     found_logits, found_keys = [], []
     for images, keys in dataset.batch(global_batch).map(padded).prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
@@ -243,9 +246,9 @@ def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np
 def global_logits(model: Any, batches: Any) -> np.ndarray:
     """float64 logits for every row of `batches` (batches, or one array); on a pod slice each process feeds
     its own rows and gets every process's rows."""
-    one_batch = isinstance(batches, np.ndarray)
+    one_batch = isinstance(batches, (np.ndarray, dict))  # a dict: one batch of a model's named inputs
     if _process_count() == 1:
-        size = {"batch_size": len(batches)} if one_batch else {}
+        size = {"batch_size": _length(batches)} if one_batch else {}
         return np.asarray(model.predict(batches, verbose=0, **size), np.float64)
     # model.predict cannot fetch an output spread over other hosts' devices ("spans non-addressable
     # devices"): the forward pass returns its output replicated to every device instead.
@@ -256,18 +259,25 @@ def global_logits(model: Any, batches: Any) -> np.ndarray:
     distribution = keras.distribution.distribution()
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
+
+    def layout(rows: Any) -> Any:  # this process's rows of one input, as part of the global batch
+        return distribution.get_data_layout((rows.shape[0] * _process_count(), *rows.shape[1:])).backend_layout
+
     forward, found = None, []
     for local in [batches] if one_batch else batches:
-        local = np.asarray(local)
-        layout = distribution.get_data_layout((local.shape[0] * _process_count(), *local.shape[1:])).backend_layout
+        local = jax.tree.map(np.asarray, local)
         if forward is None:
-            replicated = NamedSharding(layout.mesh, PartitionSpec())
+            replicated = NamedSharding(layout(jax.tree.leaves(local)[0]).mesh, PartitionSpec())
             forward = jax.jit(
                 lambda t, n, x: model.stateless_call(t, n, x, training=False)[0], out_shardings=replicated
             )
-        inputs = jax.make_array_from_process_local_data(layout, local)
+        inputs = jax.tree.map(lambda rows: jax.make_array_from_process_local_data(layout(rows), rows), local)
         found.append(np.asarray(forward(trainable, non_trainable, inputs), np.float64))
     return np.concatenate(found)
+
+
+def _length(batch: Any) -> int:
+    return len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
 
 
 def process_rows(count: int) -> slice:
@@ -294,10 +304,11 @@ def _process_count() -> int:
 def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: int = _CHECKED_ROWS) -> None:
     """An AcceleratorError if `rows` images of the first batch, predicted undistributed, differ from their
     distributed `logits` (which start at the batch's first row)."""
-    count = min(len(logits), len(first_batch))
+    count = min(len(logits), _length(first_batch))
     picks = sorted({int(i) for i in np.linspace(0, count - 1, min(rows, count))})
     # One undistributed call on the picked rows: eager, op by op, so one call costs half of eight.
-    alone = np.asarray(model(first_batch[picks], training=False), np.float64)
+    picked = {k: v[picks] for k, v in first_batch.items()} if isinstance(first_batch, dict) else first_batch[picks]
+    alone = np.asarray(model(picked, training=False), np.float64)
     distributed = np.asarray(logits[picks], np.float64)
     # Measured between distributed and undistributed predictions of the same model: < 3e-7 in float32,
     # ~1e-5 in bfloat16. Rows of other images differ by far more (0.058 on an untrained CNN in keras 3.8).

@@ -79,3 +79,42 @@ def test_05_package_predicts_the_same_in_06(made, tmp_path, trained, predicted):
     assert "checked its outputs against the manifest" in out
     submitted = submission._read(tmp_path / "submit" / "submission.csv")
     assert submitted == submission._read(tmp_path / "train" / "submission.csv")
+
+
+def test_08_text_on_eight_jax_devices_learns_the_sample_and_submits_in_its_order(tmp_path):
+    import csv
+    import json
+
+    from nbkit import text_sample
+
+    out = text_outputs(execute(tmp_path, "08_text_classifier.ipynb", OUTPUT_DIR=str(tmp_path / "text"), **JAX8))
+    assert "learned (validation accuracy above 1.5x chance): True" in out and "a tiny BERT from scratch" in out
+    assert "Keras backend jax, 8 replica(s)" in " ".join(out.split()) and "global batch 128" in out
+    assert "of the training examples are longer than 32 tokens and get cut" in out
+    folder, sample = tmp_path / "text", tmp_path / "work" / "text-sample"
+
+    def rows(path):
+        with open(path, encoding="utf-8", newline="") as f:
+            return list(csv.DictReader(f))
+
+    truth = {r["id"]: text_sample.label_of(r["hypothesis"], r["language"]) for r in rows(sample / "test.csv")}
+    submitted = rows(folder / "submission.csv")
+    assert [r["id"] for r in submitted] == [r["id"] for r in rows(sample / "sample_submission.csv")]
+    assert sum(int(r["prediction"]) == truth[r["id"]] for r in submitted) / len(submitted) > 0.9
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["replicas"] == 8 and metrics["global_batch"] == 128 and metrics["test_rows"] == len(truth)
+    per_language = metrics["accuracy_per_language"]
+    assert len(per_language) == 15
+    weighted = sum(v["accuracy"] * v["examples"] for v in per_language.values()) / sum(
+        v["examples"] for v in per_language.values()
+    )
+    assert weighted == pytest.approx(metrics["accuracy"])  # the languages' accuracies add up to the whole
+    for name in (
+        "model.keras",
+        "training_curves.png",
+        "learning_rate.png",
+        "confusion_matrix.png",
+        "accuracy_per_language.png",
+        "input_wait.png",
+    ):
+        assert (folder / name).is_file(), name

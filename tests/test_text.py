@@ -1,0 +1,265 @@
+"""Text competitions (notebook 08, nbkit.text): the CSV files checked before any training, each bad input one
+clear error naming the file, column or row; scores and submission.csv against answers worked apart; and the
+notebook bundled with nbkit hidden, on data in another form (two classes, one text column, ids out of order)."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import subprocess
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from test_bundle import ENGINE_SCRIPT, fresh_python  # noqa: F401  (a fixture)
+
+from nbkit import text, text_sample
+from nbkit.env import detect
+from nbkit.errors import DataError, ParameterError
+from nbkit.publish import bundle
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "08_text_classifier.py"
+WATSON = ("id", ("premise", "hypothesis"), "label", "language")
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+
+
+def read_csv(path: Path) -> list[list[str]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))
+
+
+@pytest.fixture(scope="module")
+def watson(tmp_path_factory) -> Path:
+    return text_sample.make(tmp_path_factory.mktemp("watson") / "data")
+
+
+def load(folder: Path, *args, **kwargs) -> text.TextData:
+    return text.load_data(str(folder), *(args or WATSON), environment=detect(probe_internet=lambda: False), **kwargs)
+
+
+def test_the_sample_is_the_competitions_form_and_follows_its_rule(watson):
+    data = load(watson)
+    assert read_csv(watson / "train.csv")[0] == ["id", "premise", "hypothesis", "lang_abv", "language", "label"]
+    assert read_csv(watson / "test.csv")[0] == ["id", "premise", "hypothesis", "lang_abv", "language"]
+    assert read_csv(watson / "sample_submission.csv")[0] == ["id", "prediction"]
+    assert data.classes == ["0", "1", "2"] and data.train.count == 1200 and data.test.count == 240
+    assert len(set(data.train.languages)) == 15 and data.sample_ids == data.test.ids
+    rule = [text_sample.label_of(h, lang) for h, lang in zip(data.train.texts[1], data.train.languages)]
+    assert rule == list(data.train.labels)  # the label is learnable from the hypothesis alone
+
+
+def edit(source: Path, target: Path, name: str, change) -> Path:
+    """A copy of the data folder with `change(rows)` applied to file `name` (rows include the header)."""
+    target.mkdir()
+    for path in source.iterdir():
+        rows = read_csv(path)
+        if path.name == name:
+            change(rows)
+        with open(target / path.name, "w", encoding="utf-8", newline="") as f:
+            csv.writer(f).writerows(rows)
+    return target
+
+
+def set_cell(row: int, column: int, value: str):
+    def change(rows):
+        rows[row][column] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "name, change, message",
+    [
+        (
+            "train.csv",
+            set_cell(0, 2, "hypotesis"),
+            r"train.csv has no column 'hypothesis' \(TEXT_COLUMNS\).*Did you mean 'hypotesis'",
+        ),
+        ("test.csv", set_cell(0, 0, "ID"), r"test.csv has no column 'id' \(ID_COLUMN\)"),
+        ("train.csv", set_cell(0, 5, "labels"), r"no column 'label' \(LABEL_COLUMN\)"),
+        ("train.csv", set_cell(7, 1, "  "), r"train.csv, line 8 \(id '[0-9a-f]+'\): column 'premise' is empty"),
+        ("train.csv", set_cell(9, 5, ""), r"line 10 .*column 'label' is empty"),
+        ("train.csv", set_cell(5, 5, "7"), r"the label '7' \(id '[0-9a-f]+'\) occurs on one row only"),
+        (
+            "train.csv",
+            lambda rows: [r.__setitem__(5, "-1") for r in rows[1:3]],
+            r"values are \[-1, 0, 1, 2\], not the classes 0..3",
+        ),
+        ("train.csv", lambda rows: [r.__setitem__(0, "x1") for r in rows[3:5]], r"id 'x1' is on line 4 and line 5"),
+        ("test.csv", set_cell(3, 0, "not-in-sample"), r"1 test ids are not in the sample \(e.g. \['not-in-sample'\]\)"),
+        (
+            "sample_submission.csv",
+            lambda rows: rows.append(list(rows[1])),
+            r"sample_submission.csv: id '[0-9a-f]+' is on more than one row",
+        ),
+        ("train.csv", lambda rows: rows[3].pop(), r"train.csv, line 4: 6 columns expected"),
+    ],
+    ids=[
+        "misspelt text column",
+        "test file without the id column",
+        "misspelt label column",
+        "empty text",
+        "empty label",
+        "a label on one row",
+        "labels outside 0..K-1",
+        "repeated id",
+        "a test id missing from the sample",
+        "a sample id twice",
+        "a short row",
+    ],
+)
+def test_bad_data_is_one_clear_error_naming_the_file_column_or_row(watson, tmp_path, name, change, message):
+    with pytest.raises(DataError, match=message):
+        load(edit(watson, tmp_path / "data", name, change))
+
+
+def test_missing_files_and_bad_parameters_are_said(watson, tmp_path):
+    with pytest.raises(DataError, match="DATA_ROOT='.*nowhere' does not exist"):
+        load(tmp_path / "nowhere")
+    only_train = tmp_path / "only-train"
+    only_train.mkdir()
+    (only_train / "train.csv").write_bytes((watson / "train.csv").read_bytes())
+    assert load(only_train).test is None  # training data alone: everything but the submission
+    (only_train / "test.csv").write_bytes((watson / "test.csv").read_bytes())
+    with pytest.raises(DataError, match="has test.csv but not sample_submission.csv"):
+        load(only_train)
+    with pytest.raises(ParameterError, match="METRIC='roc_auc' scores two classes; this data has 3"):
+        text.check_metric("roc_auc", 3)
+    with pytest.raises(ParameterError, match="METRIC='auc' is not one of accuracy, f1_macro, roc_auc"):
+        text.check_metric("auc", 2)
+
+
+def test_roc_auc_is_the_share_of_positive_negative_pairs_ranked_right():
+    rng = np.random.default_rng(3)
+    positive = rng.integers(0, 2, 300).astype(bool)
+    score = np.round(rng.random(300) + positive * 0.3, 1)  # rounded: many ties
+    pairs = [(p, n) for p, n in itertools.product(score[positive], score[~positive])]
+    by_pairs = np.mean([1.0 if p > n else 0.5 if p == n else 0.0 for p, n in pairs])
+    assert text.roc_auc(positive, score) == pytest.approx(by_pairs, abs=1e-12)
+    with pytest.raises(DataError, match="needs rows of both classes"):
+        text.roc_auc(np.ones(4, bool), np.arange(4.0))
+
+
+def test_the_submission_follows_the_sample_in_header_and_order(watson, tmp_path):
+    data = load(watson)
+    rng = np.random.default_rng(0)
+    probabilities = rng.dirichlet(np.ones(3), data.test.count)
+    order = rng.permutation(data.test.count)  # predictions in another order than the sample's
+    ids = [data.test.ids[i] for i in order]
+    path = data.write_submission(ids, probabilities[order], "accuracy", tmp_path / "submission.csv")
+    rows = read_csv(path)
+    assert rows[0] == ["id", "prediction"] and [r[0] for r in rows[1:]] == data.sample_ids
+    assert [int(r[1]) for r in rows[1:]] == list(probabilities.argmax(1))
+    with pytest.raises(DataError, match="not ids of sample_submission.csv"):
+        data.write_submission(ids[:-1] + ["other"], probabilities, "accuracy", tmp_path / "wrong.csv")
+
+
+def test_scores_match_numpy(watson):
+    data = load(watson)
+    labels = data.train.labels[:200]
+    probabilities = np.random.default_rng(1).dirichlet(np.ones(3), 200)
+    confusion, scores = data.score(labels, probabilities, "f1_macro")
+    predicted = probabilities.argmax(1)
+    assert scores["accuracy"] == pytest.approx(np.mean(predicted == labels))
+    f1 = []
+    for k in range(3):
+        tp, fp, fn = (
+            np.sum((predicted == k) & (labels == k)),
+            np.sum((predicted == k) & (labels != k)),
+            np.sum((predicted != k) & (labels == k)),
+        )
+        f1.append(2 * tp / (2 * tp + fp + fn))
+    assert scores["f1_macro"] == pytest.approx(np.mean(f1)) and scores["metric"] == "f1_macro"
+    assert confusion[labels[0], predicted[0]] >= 1 and confusion.sum() == 200
+
+
+def preset(folder: Path, missing: str = "", damaged: str = "") -> Path:
+    folder.mkdir(parents=True)
+    for name in ("config.json", "metadata.json", "tokenizer.json", "model.weights.h5"):
+        if name != missing:
+            (folder / name).write_text("{" if name == damaged else "{}")
+    return folder
+
+
+def test_a_preset_is_found_where_kaggle_attaches_it_and_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBKIT_KAGGLEHUB", "off")
+    environment = detect({"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "NBKIT_INPUT_DIR": str(tmp_path)}, lambda: False)
+    found, why = text.find_preset("bert_base_multi", environment=environment)
+    assert found is None and "keras/bert/keras/bert_base_multi/3 is not attached" in why and "--model keras/bert" in why
+    attached = preset(tmp_path / "bert" / "keras" / "bert_base_multi" / "3")
+    assert text.find_preset("bert_base_multi", environment=environment) == (
+        str(attached),
+        "keras/bert/keras/bert_base_multi/3 is attached as a Kaggle Model",
+    )
+    with pytest.raises(DataError, match=r"incomplete: tokenizer.json missing"):
+        text.find_preset(str(preset(tmp_path / "partial", missing="tokenizer.json")))
+    with pytest.raises(DataError, match=r"config.json is damaged"):
+        text.find_preset(str(preset(tmp_path / "damaged", damaged="config.json")))
+    with pytest.raises(
+        ParameterError, match=r"PRESET='bert_base_mult' is not a KerasHub preset \(close: bert_base_multi"
+    ):
+        text.find_preset("bert_base_mult", environment=environment)
+
+
+def toxic_comments(folder: Path) -> dict[str, int]:
+    """Data in another form: one text column, labels 0/1 named `toxic`, ids not in file order, a sample
+    submission in yet another order; the test rows' true labels."""
+    rng = np.random.default_rng(5)
+    calm, rude = "thanks great article helpful agree nice".split(), "idiot stupid shut awful hate dumb".split()
+
+    def rows(count):
+        found = []
+        for i in rng.permutation(count):
+            toxic = int(rng.random() < 0.4)
+            words = list(rng.choice(calm, 6)) + (list(rng.choice(rude, 2)) if toxic else [])
+            found.append([f"c{i * 7919 % 100003:05d}", " ".join(rng.permutation(words)), toxic])
+        return found
+
+    folder.mkdir()
+    train, test = rows(1000), rows(150)
+    write_csv(folder / "train.csv", ["id", "comment_text", "toxic"], train)
+    write_csv(folder / "test.csv", ["id", "comment_text"], [r[:2] for r in test])
+    write_csv(
+        folder / "sample_submission.csv", ["id", "toxic"], [[r[0], 0.5] for r in sorted(test, key=lambda r: r[1])]
+    )
+    return {r[0]: r[2] for r in test}
+
+
+def test_the_bundle_runs_with_nbkit_hidden_on_binary_data_in_another_form(tmp_path, fresh_python):
+    python, env = fresh_python
+    truth = toxic_comments(tmp_path / "toxic")
+    folder = bundle.write(NOTEBOOK, tmp_path / "kernels", owner="alice")
+    executed, out = tmp_path / "08.ipynb", tmp_path / "outputs"
+    parameters = dict(
+        DATA_ROOT=tmp_path / "toxic",
+        TEXT_COLUMNS="comment_text",
+        LABEL_COLUMN="toxic",
+        LANGUAGE_COLUMN="",
+        METRIC="roc_auc",
+        OUTPUT_DIR=out,
+        BACKEND="jax",
+        SIMULATE_DEVICES=8,
+    )
+    run = subprocess.run(
+        [python, ENGINE_SCRIPT, str(folder / "08-text-classifier.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
+         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
+        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
+    assert "nbkit 0.2.0 from this notebook's bundle: " in said and "a tiny BERT from scratch" in said
+    rows = read_csv(out / "submission.csv")
+    sample = read_csv(tmp_path / "toxic" / "sample_submission.csv")
+    assert rows[0] == ["id", "toxic"] and [r[0] for r in rows] == [r[0] for r in sample]  # the sample's order
+    scores = np.array([float(r[1]) for r in rows[1:]])
+    positive = np.array([truth[r[0]] for r in rows[1:]], bool)
+    assert ((scores >= 0) & (scores <= 1)).all() and text.roc_auc(positive, scores) > 0.9
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["metric"] == "roc_auc" and metrics["roc_auc"] > 0.9 and "accuracy_per_language" not in metrics
+    assert metrics["replicas"] == 8 and metrics["test_rows"] == 150
