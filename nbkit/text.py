@@ -25,13 +25,13 @@ from nbkit.images import metrics
 from nbkit.inputs import kaggle_hub
 from nbkit.inputs.datasets import DataSource, locate
 
-COMPETITION = "contradictory-my-dear-watson"
-METRICS = ("accuracy", "f1_macro", "roc_auc")  # roc_auc: two classes, scored on the second's probability
+_COMPETITION = "contradictory-my-dear-watson"
+_METRICS = ("accuracy", "f1_macro", "roc_auc")  # roc_auc: two classes, scored on the second's probability
 _PRESET_FILES = ("config.json", "metadata.json", "tokenizer.json")  # what every KerasHub preset folder has
 
 
 @dataclass
-class Split:
+class _Split:
     """The rows of one CSV file: ids, the text columns, and the labels (class indices) where it has them."""
 
     file: Path
@@ -46,12 +46,12 @@ class Split:
 
 
 @dataclass
-class TextData:
+class _TextData:
     """The data the notebook trains on and predicts, checked: see `load_data`."""
 
     source: DataSource
-    train: Split
-    test: Split | None
+    train: _Split
+    test: _Split | None
     classes: list[str]  # the label values as train.csv writes them, in class-index order
     sample_header: list[str]  # sample_submission.csv's header: the id column, then the prediction column
     sample_ids: list[str]  # in the sample's order: the submission's
@@ -64,12 +64,12 @@ class TextData:
         )
 
     def score(self, labels: Sequence[int], probabilities: np.ndarray, metric: str) -> tuple[np.ndarray, dict[str, Any]]:
-        """(confusion matrix, scores): accuracy, macro F1 / precision / recall, and `metric` (METRICS)."""
+        """(confusion matrix, scores): accuracy, macro F1 / precision / recall, and `metric` (_METRICS)."""
         check_metric(metric, len(self.classes))
         confusion, scores = metrics.of_predictions(labels, probabilities, "accuracy")
         scores["metric"] = metric
         if metric == "roc_auc":
-            scores["roc_auc"] = roc_auc(np.asarray(labels) == 1, np.asarray(probabilities)[:, 1])
+            scores["roc_auc"] = _roc_auc(np.asarray(labels) == 1, np.asarray(probabilities)[:, 1])
         return confusion, scores
 
     def write_submission(self, ids: Sequence[str], probabilities: np.ndarray, metric: str, path: str | Path) -> Path:
@@ -91,14 +91,14 @@ class TextData:
 
 
 def check_metric(metric: str, num_classes: int) -> str:
-    if metric not in METRICS:
-        raise ParameterError(f"METRIC={metric!r} is not one of {', '.join(METRICS)}.")
+    if metric not in _METRICS:
+        raise ParameterError(f"METRIC={metric!r} is not one of {', '.join(_METRICS)}.")
     if metric == "roc_auc" and num_classes != 2:
         raise ParameterError(f"METRIC='roc_auc' scores two classes; this data has {num_classes}: use 'accuracy'.")
     return metric
 
 
-def roc_auc(positive: np.ndarray, score: np.ndarray) -> float:
+def _roc_auc(positive: np.ndarray, score: np.ndarray) -> float:
     """The area under the ROC curve: the chance that a positive row scores above a negative one (a tie: half)."""
     positive, score = np.asarray(positive, bool), np.asarray(score, float)
     negatives = np.sort(score[~positive])
@@ -119,11 +119,11 @@ def load_data(
     label_column: str = "label",
     language_column: str = "language",
     environment: Any = None,
-) -> TextData:
+) -> _TextData:
     """The CSV files under DATA_ROOT (see the module), every row checked before any training: the columns,
     the ids (each once; the test's those of the sample submission), no empty text, the labels."""
     environment = environment or nbenv.detect(probe_internet=lambda: False)
-    source = locate(data_root, COMPETITION, fallback=_sample_source, environment=environment)
+    source = locate(data_root, _COMPETITION, fallback=_sample_source, environment=environment)
     folder = Path(source.path)
     train = _read(folder / "train.csv", id_column, text_columns, language_column, label_column)
     classes = _classes(train, label_column)
@@ -131,7 +131,7 @@ def load_data(
     train.labels = np.array([classes.index(v) for v in raw], np.int32)
     present = [(folder / name).is_file() for name in ("test.csv", "sample_submission.csv")]
     if present == [False, False]:
-        return TextData(source, train, None, classes, [], [])
+        return _TextData(source, train, None, classes, [], [])
     if present != [True, True]:
         raise DataError(
             f"{folder} has {('test.csv', 'sample_submission.csv')[present.index(True)]} but not "
@@ -147,7 +147,7 @@ def load_data(
             f"(e.g. {sorted(missing)[:3]}), {len(extra)} sample ids have no test row (e.g. {sorted(extra)[:3]}). "
             "Use the files of one version of the data."
         )
-    return TextData(source, train, test, classes, header, sample_ids)
+    return _TextData(source, train, test, classes, header, sample_ids)
 
 
 def _sample_source(environment: Any) -> DataSource:
@@ -155,7 +155,7 @@ def _sample_source(environment: Any) -> DataSource:
         from nbkit import text_sample
     except ImportError:  # a kernel bundle leaves the generator out: on Kaggle the data is attached
         raise DataError(
-            f"This notebook's bundled nbkit has no sample generator: on Kaggle, attach {COMPETITION} with "
+            f"This notebook's bundled nbkit has no sample generator: on Kaggle, attach {_COMPETITION} with "
             "'Add Input'; elsewhere set DATA_ROOT to a folder holding train.csv, test.csv, sample_submission.csv."
         ) from None
     folder = text_sample.ensure(environment.working_dir / "text-sample")
@@ -189,7 +189,7 @@ def _column(path: Path, header: list[str], name: str, parameter: str) -> str:
 
 def _read(
     path: Path, id_column: str, text_columns: Sequence[str], language_column: str, label_column: str = ""
-) -> Split:
+) -> _Split:
     header, rows = _rows(path)
     _column(path, header, id_column, "ID_COLUMN")
     for name in text_columns:
@@ -206,7 +206,7 @@ def _read(
         empty = [c for c in (*text_columns, label_column) if c and not row[c].strip()]
         if empty:
             raise DataError(f"{path.name}, line {line} (id {row[id_column]!r}): column {empty[0]!r} is empty.")
-    return Split(
+    return _Split(
         file=path,
         ids=[row[id_column] for row in rows],
         texts=[[row[c] for row in rows] for c in text_columns],
@@ -215,7 +215,7 @@ def _read(
     )
 
 
-def _classes(train: Split, label_column: str) -> list[str]:
+def _classes(train: _Split, label_column: str) -> list[str]:
     """The label values, in order: numbers by value (0..K-1 with none missing), else as text."""
     labels = [str(v) for v in train.labels]
     values = sorted(set(labels))

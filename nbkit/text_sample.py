@@ -33,7 +33,7 @@ _LANGUAGES = (
 _FILES = ("train.csv", "test.csv", "sample_submission.csv")
 
 
-def label_of(hypothesis: str, language: str) -> int:
+def _label_of(hypothesis: str, language: str) -> int:
     """The sample's rule, for a check written apart from the model: 2 with the language's "not", 1 with its "maybe"."""
     _, _, negation, maybe, _ = next(entry for entry in _LANGUAGES if entry[1] == language)
     words = hypothesis.split()

@@ -39,7 +39,7 @@ def watson(tmp_path_factory) -> Path:
     return text_sample.make(tmp_path_factory.mktemp("watson") / "data")
 
 
-def load(folder: Path, *args, **kwargs) -> text.TextData:
+def load(folder: Path, *args, **kwargs) -> text._TextData:
     return text.load_data(str(folder), *(args or WATSON), environment=detect(probe_internet=lambda: False), **kwargs)
 
 
@@ -50,7 +50,7 @@ def test_the_sample_is_the_competitions_form_and_follows_its_rule(watson):
     assert read_csv(watson / "sample_submission.csv")[0] == ["id", "prediction"]
     assert data.classes == ["0", "1", "2"] and data.train.count == 1200 and data.test.count == 240
     assert len(set(data.train.languages)) == 15 and data.sample_ids == data.test.ids
-    rule = [text_sample.label_of(h, lang) for h, lang in zip(data.train.texts[1], data.train.languages)]
+    rule = [text_sample._label_of(h, lang) for h, lang in zip(data.train.texts[1], data.train.languages)]
     assert rule == list(data.train.labels)  # the label is learnable from the hypothesis alone
 
 
@@ -141,9 +141,9 @@ def test_roc_auc_is_the_share_of_positive_negative_pairs_ranked_right():
     score = np.round(rng.random(300) + positive * 0.3, 1)  # rounded: many ties
     pairs = [(p, n) for p, n in itertools.product(score[positive], score[~positive])]
     by_pairs = np.mean([1.0 if p > n else 0.5 if p == n else 0.0 for p, n in pairs])
-    assert text.roc_auc(positive, score) == pytest.approx(by_pairs, abs=1e-12)
+    assert text._roc_auc(positive, score) == pytest.approx(by_pairs, abs=1e-12)
     with pytest.raises(DataError, match="needs rows of both classes"):
-        text.roc_auc(np.ones(4, bool), np.arange(4.0))
+        text._roc_auc(np.ones(4, bool), np.arange(4.0))
 
 
 def test_the_submission_follows_the_sample_in_header_and_order(watson, tmp_path):
@@ -259,7 +259,7 @@ def test_the_bundle_runs_with_nbkit_hidden_on_binary_data_in_another_form(tmp_pa
     assert rows[0] == ["id", "toxic"] and [r[0] for r in rows] == [r[0] for r in sample]  # the sample's order
     scores = np.array([float(r[1]) for r in rows[1:]])
     positive = np.array([truth[r[0]] for r in rows[1:]], bool)
-    assert ((scores >= 0) & (scores <= 1)).all() and text.roc_auc(positive, scores) > 0.9
+    assert ((scores >= 0) & (scores <= 1)).all() and text._roc_auc(positive, scores) > 0.9
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["metric"] == "roc_auc" and metrics["roc_auc"] > 0.9 and "accuracy_per_language" not in metrics
     assert metrics["replicas"] == 8 and metrics["test_rows"] == 150

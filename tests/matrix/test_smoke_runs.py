@@ -97,7 +97,7 @@ def test_08_text_on_eight_jax_devices_learns_the_sample_and_submits_in_its_order
         with open(path, encoding="utf-8", newline="") as f:
             return list(csv.DictReader(f))
 
-    truth = {r["id"]: text_sample.label_of(r["hypothesis"], r["language"]) for r in rows(sample / "test.csv")}
+    truth = {r["id"]: text_sample._label_of(r["hypothesis"], r["language"]) for r in rows(sample / "test.csv")}
     submitted = rows(folder / "submission.csv")
     assert [r["id"] for r in submitted] == [r["id"] for r in rows(sample / "sample_submission.csv")]
     assert sum(int(r["prediction"]) == truth[r["id"]] for r in submitted) / len(submitted) > 0.9
