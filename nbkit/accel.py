@@ -18,7 +18,7 @@ from nbkit import env
 from nbkit import hosts as nbhosts
 from nbkit.accelerator import Accelerator, CompileCache
 from nbkit.errors import AcceleratorError
-from nbkit.logs import quiet_native_logs
+from nbkit.logs import quiet_tensorflow
 from nbkit.params import BACKENDS, check_choice, check_int
 
 # Workaround, Keras 3.10-3.15: every fit() on a tf.data dataset warns that shuffle=True is ignored, though the
@@ -64,7 +64,6 @@ def setup(
         jax_installed=importlib.util.find_spec("jax") is not None,
     )
     os.environ["KERAS_BACKEND"] = chosen
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines drown notebook output
     warnings.filterwarnings("ignore", message=_SHUFFLE_WARNING)
     where = nbhosts.from_environment()
     if chosen == "jax":
@@ -75,7 +74,7 @@ def setup(
             "use backend='jax' (or 'auto'). A TPU Pod driven by one TensorFlow process is named with tpu=... instead."
         )
     else:
-        with quiet_native_logs():
+        with quiet_tensorflow():
             import tensorflow as tf
 
             tf.get_logger().setLevel(logging.WARNING)  # one INFO line per all-reduce otherwise
@@ -238,7 +237,7 @@ def _jax_accelerator(simulate_devices: int, where: nbhosts.Hosts) -> Accelerator
         # all-reduces on small machines; twice the devices of all processes (so every simulated host sums as one
         # process holding all the devices) leaves room. docs/limits.md; bench/jax_deadlock.py measures it.
         os.environ["PJRT_NPROC"] = str(max(os.cpu_count() or 1, 2 * simulate_devices * where.count))
-    with quiet_native_logs():
+    with quiet_tensorflow():
         if where.joins_runtime:
             nbhosts.start_runtime(where)
         import jax

@@ -60,15 +60,8 @@ class _RunOutputs:
             return []
         names = sorted(p.name for p in self.staging.iterdir())
         for name in names:
-            target = self.folder / name
-            if (self.staging / name).is_dir() and target.is_dir():
-                old = self.folder / f".{name}.old"
-                shutil.rmtree(old, ignore_errors=True)
-                target.rename(old)
-                (self.staging / name).rename(target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(self.staging / name, target)
+            staged, target = self.staging / name, self.folder / name
+            (atomic.replace_dir if staged.is_dir() else os.replace)(staged, target)
         self.staging.rmdir()
         _release_lock(self.folder / _LOCK, self)
         return names

@@ -234,7 +234,7 @@ def test_scope_without_distribution_is_a_plain_context():
 
 
 def test_quiet_native_logs_drops_only_known_noise(capfd):
-    with logs.quiet_native_logs():
+    with logs.quiet_tensorflow():
         os.write(
             2,
             b"I0000 00:00:1 123 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.\n",
