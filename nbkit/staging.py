@@ -76,7 +76,7 @@ def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR", 
     `.failed-run/` (saying so in `describe()`), and make the staging folder. It writes into the
     folder, so calling it in the first cell checks at once that the folder can be written."""
     if folder == "auto":
-        folder = env.detect(probe_internet=lambda: False).working_dir / default
+        folder = env.detect().working_dir / default
     path = Path(user_path(folder))
     if path.exists() and not path.is_dir():
         raise ParameterError(f"{parameter}={str(folder)!r} is a file, not a folder: give a folder for the outputs.")
