@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nbkit import atomic
 from nbkit import hosts as nbhosts
 from nbkit.errors import ParameterError
 from nbkit.params import check_choice
@@ -92,8 +93,8 @@ class CompileCache:
         self.folder.mkdir(parents=True, exist_ok=True)
         for entry in sorted(source.glob("*-cache")):
             if not (self.folder / entry.name).exists():
-                shutil.copyfile(entry, self.folder / f".{entry.name}.part")
-                (self.folder / f".{entry.name}.part").rename(self.folder / entry.name)  # never half an entry
+                with atomic.replacing(self.folder / entry.name) as partial:  # never half an entry
+                    shutil.copyfile(entry, partial)
                 copied += 1
         self.entries_found += copied
         return f"compile cache: {copied} compiled program(s) copied from {source}"
@@ -252,9 +253,6 @@ class Accelerator:
             text += f" steps_per_execution is capped at {self.max_steps_per_execution} here: {_MIRRORED_CPU_BUG}."
         text = textwrap.fill(" ".join([text, *self.notes]), width=100)
         return f"{text}\n{self.compile_cache.describe()}" if self.compile_cache.asked else text
-
-    def __str__(self) -> str:
-        return self.describe()
 
 
 def _precision(requested: str, kind: str, capability: tuple[int, int] | None) -> tuple[str, str]:
