@@ -43,13 +43,12 @@ _TPU_TYPES |= {"v5e": "TPU v5 lite", "v5p": "TPU v5", "v6e": "TPU v6 lite"}
 def setup(
     backend: str = "auto",
     *,
-    tpu: str | None = None,
     simulate_devices: int = 0,
     compile_cache: str | Path | None = None,
     precision: str | None = None,
 ) -> Accelerator:
     """Pick the Keras backend ("auto": TensorFlow, or JAX on a TPU only JAX sees), find the devices.
-    tpu: a TPUClusterResolver name or address; simulate_devices: split a CPU into that many replicas;
+    simulate_devices: split a CPU into that many replicas (no TPU or GPU found);
     compile_cache: a folder for JAX's persistent compilation cache ("none": none); precision: PRECISION,
     set now, and then setup prints what it set."""
     check_int("simulate_devices", simulate_devices, minimum=0)
@@ -71,15 +70,14 @@ def setup(
     elif where.joins_runtime:
         raise AcceleratorError(
             f"This is {where.describe()}, a multi-host run, which nbkit runs through JAX's distributed runtime: "
-            "use backend='jax' (or 'auto'). A TPU Pod driven by one TensorFlow process is named with tpu=... instead."
+            "use backend='jax' (or 'auto'). A TPU Pod driven by one TensorFlow process is named with TPU_NAME instead."
         )
     else:
         with quiet_tensorflow():
             import tensorflow as tf
 
             tf.get_logger().setLevel(logging.WARNING)  # one INFO line per all-reduce otherwise
-            addresses = _tpu_addresses(tpu, env.tpu_address(), tpu_vm, env.platform())
-            acc = _tf_accelerator(tf, addresses, explicit_tpu=tpu is not None, simulate_devices=simulate_devices)
+            acc = _tf_accelerator(tf, _tpu_addresses(env.tpu_address(), tpu_vm, env.platform()), simulate_devices)
         if tpu_vm and acc.kind != "tpu":
             acc.notes.append(
                 "This is a TPU VM but TensorFlow cannot see its TPU (Kaggle ships tensorflow-cpu): "
@@ -137,10 +135,10 @@ def _choose_backend(
     return "tensorflow", "the default backend"
 
 
-def _tpu_addresses(tpu: str | None, advertised: str | None, tpu_vm: bool, platform: str) -> list[str]:
-    """The TPUClusterResolver `tpu=` values worth trying, best first (empty: look for no TPU)."""
-    if tpu is not None or advertised:  # asked for, or a legacy Colab TPU Node (grpc://...) / named Cloud TPU
-        return [tpu if tpu is not None else advertised]
+def _tpu_addresses(advertised: str | None, tpu_vm: bool, platform: str) -> list[str]:
+    """The TPUClusterResolver `tpu=` values worth trying (empty: look for no TPU)."""
+    if advertised:  # a legacy Colab TPU Node (grpc://...) or a named Cloud TPU (TPU_NAME)
+        return [advertised]
     # Colab's resolver finds its own TPU; elsewhere it would ask the GCE metadata server: slow, and pointless.
     return ["local"] if tpu_vm else [""] if platform == "colab" else []
 
@@ -167,8 +165,8 @@ def _tpu_type(accelerator_type: str | None) -> str:
     return _tpu(kind, int(cores) // cores_per_chip * devices_per_chip)
 
 
-def _tf_accelerator(tf: Any, addresses: list[str], *, explicit_tpu: bool, simulate_devices: int) -> Accelerator:
-    """TPUStrategy on the first of `addresses` that connects (an error if one was named), as the TPU guide does it
+def _tf_accelerator(tf: Any, addresses: list[str], simulate_devices: int) -> Accelerator:
+    """TPUStrategy on the first of `addresses` that connects, as the TPU guide does it
     (resolve, connect a remote TPU, initialize); else MirroredStrategy over GPUs (one: the default strategy); else
     the CPU, split into `simulate_devices` logical CPUs under MirroredStrategy. `tf` may be a fake for tests."""
     notes: list[str] = []
@@ -181,11 +179,6 @@ def _tf_accelerator(tf: Any, addresses: list[str], *, explicit_tpu: bool, simula
             strategy = tf.distribute.TPUStrategy(resolver)
         except Exception as error:  # resolvers raise ValueError, initialization NotFound/InvalidArgument...
             summary = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
-            if explicit_tpu:
-                raise AcceleratorError(
-                    f"Could not connect to the TPU tpu={address!r} ({summary}). Check the TPU name and that "
-                    "the notebook's accelerator is a TPU, or call setup() without tpu= to use what is visible."
-                ) from error
             notes.append(f"No TPU found by TensorFlow at tpu={address!r} ({summary}).")
             continue
         names = [d.name for d in tf.config.list_logical_devices("TPU")]

@@ -48,17 +48,17 @@ def test_unknown_backend_is_a_parameter_error():
 
 
 @pytest.mark.parametrize(
-    "tpu, advertised, tpu_vm, platform, expected",
+    "advertised, tpu_vm, platform, expected",
     [
-        ("my-tpu", None, True, "local", ["my-tpu"]),  # an explicit name wins
-        (None, "grpc://10.0.0.2:8470", False, "colab", ["grpc://10.0.0.2:8470"]),  # legacy COLAB_TPU_ADDR
-        (None, None, True, "kaggle", ["local"]),  # TPU VM
-        (None, None, False, "colab", [""]),  # Colab's resolver finds its own TPU
-        (None, None, False, "local", []),  # nothing to ask
+        ("my-tpu", True, "local", ["my-tpu"]),  # a named Cloud TPU (TPU_NAME) wins
+        ("grpc://10.0.0.2:8470", False, "colab", ["grpc://10.0.0.2:8470"]),  # legacy COLAB_TPU_ADDR
+        (None, True, "kaggle", ["local"]),  # TPU VM
+        (None, False, "colab", [""]),  # Colab's resolver finds its own TPU
+        (None, False, "local", []),  # nothing to ask
     ],
 )
-def test_tpu_addresses(tpu, advertised, tpu_vm, platform, expected):
-    assert accel._tpu_addresses(tpu, advertised, tpu_vm, platform) == expected
+def test_tpu_addresses(advertised, tpu_vm, platform, expected):
+    assert accel._tpu_addresses(advertised, tpu_vm, platform) == expected
 
 
 def test_recommended_precision_policy():
@@ -166,7 +166,7 @@ def fake_tf(tpu_cores=0, gpus=(), log=None):
 def test_tpu_vm_connects_locally_with_tpu_strategy(monkeypatch):
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")
     log = []
-    acc = accel._tf_accelerator(fake_tf(tpu_cores=8, log=log), ["local"], explicit_tpu=False, simulate_devices=0)
+    acc = accel._tf_accelerator(fake_tf(tpu_cores=8, log=log), ["local"], 0)
     assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("tpu", 8, "mixed_bfloat16")
     assert acc.describe().startswith("TPU v5e-8: 8 chips x 1 core, 16 GiB of HBM per core, Keras backend tensorflow")
     assert log == [("resolve", "local"), ("init", "local"), ("strategy", "local")]  # no remote connect
@@ -175,26 +175,19 @@ def test_tpu_vm_connects_locally_with_tpu_strategy(monkeypatch):
 
 def test_legacy_tpu_node_is_connected_first():
     log = []
-    accel._tf_accelerator(
-        fake_tf(tpu_cores=8, log=log), ["grpc://10.0.0.2:8470"], explicit_tpu=False, simulate_devices=0
-    )
+    accel._tf_accelerator(fake_tf(tpu_cores=8, log=log), ["grpc://10.0.0.2:8470"], 0)
     assert log[:2] == [("resolve", "grpc://10.0.0.2:8470"), ("connect", "grpc://10.0.0.2:8470")]
 
 
 def test_no_tpu_found_falls_back_to_cpu_with_a_note():
-    acc = accel._tf_accelerator(fake_tf(), [""], explicit_tpu=False, simulate_devices=0)
+    acc = accel._tf_accelerator(fake_tf(), [""], 0)
     assert (acc.kind, acc.num_replicas) == ("cpu", 1)
     assert "ValueError" in acc.notes[0] and "No TPU found" in " ".join(acc.describe().split())
 
 
-def test_explicit_tpu_that_fails_is_an_error():
-    with pytest.raises(AcceleratorError, match="tpu='my-tpu'.*ValueError"):
-        accel._tf_accelerator(fake_tf(), ["my-tpu"], explicit_tpu=True, simulate_devices=0)
-
-
 def test_two_t4_gpus_use_mirrored_strategy_and_float16():
     t4 = {"device_name": "Tesla T4", "compute_capability": (7, 5)}
-    acc = accel._tf_accelerator(fake_tf(gpus=[t4, t4]), [], explicit_tpu=False, simulate_devices=8)
+    acc = accel._tf_accelerator(fake_tf(gpus=[t4, t4]), [], 8)
     assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("gpu", 2, "mixed_float16")
     assert "Tesla T4" in acc.describe() and "simulate_devices is ignored" in acc.describe()
     assert acc.max_steps_per_execution is None
@@ -202,7 +195,7 @@ def test_two_t4_gpus_use_mirrored_strategy_and_float16():
 
 def test_one_old_gpu_uses_default_strategy_and_float32():
     p100 = {"device_name": "Tesla P100", "compute_capability": (6, 0)}
-    acc = accel._tf_accelerator(fake_tf(gpus=[p100]), [], explicit_tpu=False, simulate_devices=0)
+    acc = accel._tf_accelerator(fake_tf(gpus=[p100]), [], 0)
     assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("gpu", 1, "float32")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import record_items
-from test_accel_detect import PLAIN, fake_tf
+from test_accel_detect import PLAIN
 from test_launch import stand_in
 
 from nbkit import accel, accelerator, errors, params
@@ -271,12 +271,6 @@ CASES = [
         lambda t: accel._choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"}),
         errors.AcceleratorError,
         "Restart the kernel",
-    ),
-    (
-        "a named TPU that is not there",
-        lambda t: accel._tf_accelerator(fake_tf(), ["my-tpu"], explicit_tpu=True, simulate_devices=0),
-        errors.AcceleratorError,
-        "tpu='my-tpu'",
     ),
 ]
 
