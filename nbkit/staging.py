@@ -12,6 +12,7 @@ process 0 writes (`nbkit.hosts`): the others stage into a temporary folder that 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -127,10 +128,9 @@ def _take_lock(path: Path, owner: object) -> None:
     if handle is None:
         return
     _HELD[key] = (owner, handle)
-    since = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     handle.seek(0)
     handle.truncate()
-    handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": since}) + "\n")
+    handle.write(f"pid {os.getpid()} on host {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
     handle.flush()
 
 
@@ -156,11 +156,9 @@ def _lock_file(path: Path) -> IO[str] | None:
 
 def _holder(path: Path) -> str:
     """Which run holds the lock, as its lock file says."""
-    try:
-        holder = json.loads(path.read_text(encoding="utf-8"))
-        return f"pid {holder['pid']} on host {holder['host']}, since {holder['since']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"its lock file {path} says no more"
+    with contextlib.suppress(OSError):
+        return path.read_text(encoding="utf-8").strip() or f"its lock file {path} says no more"
+    return f"its lock file {path} says no more"
 
 
 def _release_lock(path: Path, owner: object) -> None:
