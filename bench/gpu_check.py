@@ -12,11 +12,11 @@ import time
 
 import numpy as np
 
-from nbkit.accel import choose
+from nbkit import accel
 
 
 def main(precision: str = "auto") -> None:
-    acc = choose.setup(backend="jax")
+    acc = accel.setup(backend="jax")
     print(acc.describe())
     print(acc.set_precision(precision))
     import keras

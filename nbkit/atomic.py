@@ -44,9 +44,14 @@ def staged_dir(target: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    replace_dir(staging, target)
+
+
+def replace_dir(folder: Path, target: Path) -> None:
+    """Move `folder` to `target`, replacing the folder there (kept aside until the move is done)."""
     old = target.with_name(f".{target.name}.old")
     shutil.rmtree(old, ignore_errors=True)
     if target.exists():
         target.rename(old)
-    staging.rename(target)
+    folder.rename(target)
     shutil.rmtree(old, ignore_errors=True)

@@ -4,9 +4,8 @@ standard library only, as it runs before any heavy import."""
 from __future__ import annotations
 
 import os
-import socket
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,12 +17,10 @@ class _Environment:
     working_dir: Path  # where outputs go (kept by Kaggle after a commit)
     tpu_vm: bool  # a TPU is attached to this very machine (TPU VM)
     tpu_address: str | None  # a remote TPU (legacy TPU Node / named Cloud TPU), if one is advertised
-    internet: bool  # whether internet access is likely on
 
     def describe(self) -> str:
         tpu = "TPU VM" if self.tpu_vm else ("remote TPU advertised" if self.tpu_address else "no TPU advertised")
-        net = "internet likely on" if self.internet else "internet likely off"
-        return f"platform={self.platform}; input={self.input_dir}; working={self.working_dir}; {tpu}; {net}"
+        return f"platform={self.platform}; input={self.input_dir}; working={self.working_dir}; {tpu}"
 
 
 def platform(environ: Mapping[str, str] | None = None) -> str:
@@ -55,21 +52,8 @@ def tpu_address(environ: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
-def _internet_likely(host: str = "www.kaggle.com", port: int = 443, timeout: float = 2.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def detect(
-    environ: Mapping[str, str] | None = None,
-    probe_internet: Callable[[], bool] = _internet_likely,
-    dev: Path = Path("/dev"),
-) -> _Environment:
-    """The running environment. Internet is probed only on Kaggle, where notebooks often run without it.
-    NBKIT_INPUT_DIR / NBKIT_WORKING_DIR override the folders anywhere."""
+def detect(environ: Mapping[str, str] | None = None, dev: Path = Path("/dev")) -> _Environment:
+    """The running environment; NBKIT_INPUT_DIR / NBKIT_WORKING_DIR override the folders anywhere."""
     environ = os.environ if environ is None else environ
     where = platform(environ)
     folders = {"kaggle": ("/kaggle/input", "/kaggle/working"), "colab": ("/content", "/content")}
@@ -80,7 +64,6 @@ def detect(
         working_dir=Path(environ.get("NBKIT_WORKING_DIR", working_dir)),
         tpu_vm=is_tpu_vm(environ, dev),
         tpu_address=tpu_address(environ),
-        internet=probe_internet() if where == "kaggle" else True,
     )
 
 

@@ -1,11 +1,5 @@
-"""The exceptions nbkit raises: one base class and five kinds, by what the user has to fix.
-
-A value the user passed (a notebook parameter, a command-line option, a notebook to bundle) is a
-ParameterError; files holding data, models, packages or checkpoints are DataErrors; the accelerator
-and the Keras/JAX set-up raise AcceleratorErrors; secrets SecretErrors; and running elsewhere (the
-kaggle CLI, a pushed kernel, a local multi-process launch) RunErrors. Each also derives from the
-builtin error callers that know only the standard library catch (ValueError, OSError, ...).
-"""
+"""The exceptions nbkit raises: one base class and five kinds, by what the user has to fix. Each also derives
+from the builtin error callers that know only the standard library catch (ValueError, OSError, ...)."""
 
 
 class NbkitError(Exception):

@@ -21,9 +21,11 @@ _HARMLESS_NATIVE_LOGS = re.compile(
 
 
 @contextlib.contextmanager
-def quiet_native_logs() -> Iterator[None]:
-    """Drop TensorFlow's known-harmless C++ start-up lines, written straight to file descriptor 2 before
-    TF_CPP_MIN_LOG_LEVEL applies (so only a redirect of the descriptor catches them); pass on the rest."""
+def quiet_tensorflow() -> Iterator[None]:
+    """Run a block that may import or start TensorFlow without its INFO lines and its known-harmless C++
+    start-up lines, written straight to file descriptor 2 before TF_CPP_MIN_LOG_LEVEL applies (so only a
+    redirect of the descriptor catches them); pass on the rest."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # INFO/WARNING lines such as TFRecordDataset's buffer size
     sys.stderr.flush()
     try:
         saved = os.dup(2)
@@ -43,11 +45,3 @@ def quiet_native_logs() -> Iterator[None]:
             if kept:
                 sys.stderr.write("".join(kept))
                 sys.stderr.flush()
-
-
-@contextlib.contextmanager
-def quiet_tensorflow() -> Iterator[None]:
-    """Run a block that may import or start TensorFlow without its INFO lines and harmless start-up noise."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # INFO/WARNING lines such as TFRecordDataset's buffer size
-    with quiet_native_logs():
-        yield

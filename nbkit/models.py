@@ -66,7 +66,7 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
     under `search`, by default the Kaggle inputs, else downloaded), or a file or folder holding it."""
     import keras
 
-    search = [env.detect(probe_internet=lambda: False).input_dir] if search is None else search
+    search = [env.detect().input_dir] if search is None else search
     constructor = getattr(keras.applications, check_name(name, others=()))
     if weights == "none":
         return constructor(include_top=False, weights=None, input_shape=tuple(input_shape), pooling="avg")

@@ -68,18 +68,6 @@ def resolve_profile(profile: str, accelerator_kind: str) -> str:
     return profile if profile != "auto" else "smoke" if accelerator_kind == "cpu" else "full"
 
 
-def check_run(
-    BACKEND: str, PROFILE: str, SIMULATE_DEVICES: int, EPOCHS: int, PER_REPLICA_BATCH: int, STEPS_PER_EXECUTION: int
-) -> None:
-    """Check the parameters every training notebook shares (names as in the notebooks)."""
-    check_choice("BACKEND", BACKEND, BACKENDS)
-    check_choice("PROFILE", PROFILE, _PROFILES)
-    check_int("SIMULATE_DEVICES", SIMULATE_DEVICES, minimum=0)
-    check_int("EPOCHS", EPOCHS, minimum=0)  # 0: the profile's default
-    check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=0)  # 0: 01's profile's; 02, 05 need 1+
-    check_int("STEPS_PER_EXECUTION", STEPS_PER_EXECUTION, minimum=1)
-
-
 # ---- the parameters cell: names and declared types ----------------------------------------------
 
 _TYPES = {"str": str, "int": int, "float": float, "bool": bool}

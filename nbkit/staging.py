@@ -12,6 +12,7 @@ process 0 writes (`nbkit.hosts`): the others stage into a temporary folder that 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -60,21 +61,14 @@ class _RunOutputs:
             return []
         names = sorted(p.name for p in self.staging.iterdir())
         for name in names:
-            target = self.folder / name
-            if (self.staging / name).is_dir() and target.is_dir():
-                old = self.folder / f".{name}.old"
-                shutil.rmtree(old, ignore_errors=True)
-                target.rename(old)
-                (self.staging / name).rename(target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(self.staging / name, target)
+            staged, target = self.staging / name, self.folder / name
+            (atomic.replace_dir if staged.is_dir() else os.replace)(staged, target)
         self.staging.rmdir()
         _release_lock(self.folder / _LOCK, self)
         return names
 
 
-def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR", data_root: str = "") -> _RunOutputs:
+def start(folder: str | Path, default: str = "", data_root: str = "") -> _RunOutputs:
     """Start a run's outputs in `folder` ("auto": the working folder's `default`, e.g. /kaggle/working/
     classifier on Kaggle), refused where it is or lies inside `data_root` (a folder of input data, which
     a new conversion replaces whole): lock it (`.run.lock`, an OS lock that dies with its process,
@@ -83,15 +77,15 @@ def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR", 
     `.failed-run/` (saying so in `describe()`), and make the staging folder. It writes into the
     folder, so calling it in the first cell checks at once that the folder can be written."""
     if folder == "auto":
-        folder = env.detect(probe_internet=lambda: False).working_dir / default
+        folder = env.detect().working_dir / default
     path = Path(user_path(folder))
     if path.exists() and not path.is_dir():
-        raise ParameterError(f"{parameter}={str(folder)!r} is a file, not a folder: give a folder for the outputs.")
+        raise ParameterError(f"OUTPUT_DIR={str(folder)!r} is a file, not a folder: give a folder for the outputs.")
     inputs = "" if data_root in ("", "auto", "sample") or is_remote(data_root) else Path(user_path(data_root)).resolve()
     if inputs and inputs in (path.resolve(), *path.resolve().parents):
         raise ParameterError(
-            f"{parameter}={str(folder)!r} is or lies inside DATA_ROOT={data_root!r}: converting the data again replaces "
-            f"that folder, and this run's outputs with it. Give an {parameter} outside DATA_ROOT, or keep the data in "
+            f"OUTPUT_DIR={str(folder)!r} is or lies inside DATA_ROOT={data_root!r}: converting the data again replaces "
+            "that folder, and this run's outputs with it. Give an OUTPUT_DIR outside DATA_ROOT, or keep the data in "
             "a folder of its own."
         )
     if not hosts.from_environment().writes_outputs:  # process 0 takes the folder; this one touches nothing
@@ -106,14 +100,14 @@ def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR", 
             outputs.staging.rename(failed)
             outputs.earlier_failure = f"An earlier run did not finish: its partial outputs are in {failed}. "
         outputs.staging.mkdir()
-    except _InUseError as error:
+    except BlockingIOError:  # another process holds the lock
         raise ParameterError(
-            f"{parameter}={str(folder)!r} is in use by another run ({error}): wait until it finishes (or stop "
-            f"it), or give this run another {parameter}."
+            f"OUTPUT_DIR={str(folder)!r} is in use by another run ({_holder(path / _LOCK)}): wait until it "
+            "finishes (or stop it), or give this run another OUTPUT_DIR."
         ) from None
     except OSError as error:
         raise ParameterError(
-            f"{parameter}={str(folder)!r} cannot be written ({error.strerror or error}): give a writable folder "
+            f"OUTPUT_DIR={str(folder)!r} cannot be written ({error.strerror or error}): give a writable folder "
             "(on Kaggle: under /kaggle/working)."
         ) from None
     return outputs
@@ -122,15 +116,11 @@ def start(folder: str | Path, default: str = "", parameter: str = "OUTPUT_DIR", 
 # ---- the output folder's lock: fcntl.flock on an open file, held by this process -----------------
 
 
-class _InUseError(OSError):
-    """Another process holds the lock; its message says which (pid, host, since)."""
-
-
 _HELD: dict[Path, tuple[object, IO[str]]] = {}  # lock file -> (its _RunOutputs, the open locked file)
 
 
 def _take_lock(path: Path, owner: object) -> None:
-    """Lock `path` for `owner`, taking it over from an earlier owner in this process; _InUseError when
+    """Lock `path` for `owner`, taking it over from an earlier owner in this process; BlockingIOError when
     another process holds it. Nothing is locked where the OS has no such locks (Windows, some network
     file systems): runs then go on as before the lock."""
     key = path.resolve()
@@ -138,10 +128,9 @@ def _take_lock(path: Path, owner: object) -> None:
     if handle is None:
         return
     _HELD[key] = (owner, handle)
-    since = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     handle.seek(0)
     handle.truncate()
-    handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": since}) + "\n")
+    handle.write(f"pid {os.getpid()} on host {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
     handle.flush()
 
 
@@ -155,9 +144,6 @@ def _lock_file(path: Path) -> IO[str] | None:
         handle = open(path, "a+", encoding="utf-8")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise _InUseError(_holder(path)) from None
         except OSError as error:
             handle.close()
             if error.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
@@ -170,11 +156,9 @@ def _lock_file(path: Path) -> IO[str] | None:
 
 def _holder(path: Path) -> str:
     """Which run holds the lock, as its lock file says."""
-    try:
-        holder = json.loads(path.read_text(encoding="utf-8"))
-        return f"pid {holder['pid']} on host {holder['host']}, since {holder['since']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"its lock file {path} says no more"
+    with contextlib.suppress(OSError):
+        return path.read_text(encoding="utf-8").strip() or f"its lock file {path} says no more"
+    return f"its lock file {path} says no more"
 
 
 def _release_lock(path: Path, owner: object) -> None:

@@ -82,7 +82,7 @@ class _Inflated:
         return data
 
 
-def read_records(path: str | Path, check_crc: bool = True) -> Iterator[bytes]:
+def read_records(path: str | Path) -> Iterator[bytes]:
     """The raw records of one TFRecord file (local or gs://); a DataError names a truncated or corrupt record."""
     with storage.open_binary(path) as raw:
         kind = _compression_of(raw.read(12))
@@ -92,7 +92,7 @@ def read_records(path: str | Path, check_crc: bool = True) -> Iterator[bytes]:
         while True:
             try:
                 header = f.read(12)
-                record = _read_record(f, header, check_crc) if header else None
+                record = _read_record(f, header) if header else None
             except (EOFError, zlib.error) as error:
                 raise DataError(
                     f"{path}: its {kind} data breaks off in record {index} ({error}). The file is truncated or "
@@ -108,18 +108,18 @@ def read_records(path: str | Path, check_crc: bool = True) -> Iterator[bytes]:
             index += 1
 
 
-def _read_record(f: BinaryIO, header: bytes, check_crc: bool) -> bytes | str:
+def _read_record(f: BinaryIO, header: bytes) -> bytes | str:
     """The record after `header`, or what is wrong with it."""
     if len(header) < 12:
         return f"has a {len(header)}-byte header (12 expected)"
     (length,), (length_crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
-    if check_crc and masked_crc(header[:8]) != length_crc:
+    if masked_crc(header[:8]) != length_crc:
         return "has a bad length checksum"
     payload = f.read(length)
     footer = f.read(4)
     if len(payload) < length or len(footer) < 4:
         return f"is cut short ({len(payload)} of {length} bytes)"
-    if check_crc and masked_crc(payload) != struct.unpack("<I", footer)[0]:
+    if masked_crc(payload) != struct.unpack("<I", footer)[0]:
         return "has a bad data checksum"
     return payload
 

@@ -41,7 +41,7 @@ params.check_parameters(globals())
 params.check_handle("DATASET", DATASET, example="alice/my-private-tfrecords")
 params.check_choice("USE_GCS", USE_GCS, datasets.GCS_CHOICES)
 params.check_int("RECORDS", RECORDS, minimum=1)
-environment = env.detect(probe_internet=lambda: False)
+environment = env.detect()
 print(environment.describe())
 
 # %% [markdown]

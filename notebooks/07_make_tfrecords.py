@@ -58,7 +58,7 @@ params.check_choice("FIT", FIT, pictures.FITS)
 params.check_choice("METRIC", METRIC, metrics.METRICS)
 for name, value in {"IMAGE_SIZE": IMAGE_SIZE, "FOLDS": FOLDS, "SEED": SEED}.items():
     params.check_int(name, value)
-environment = env.detect(probe_internet=lambda: False)
+environment = env.detect()
 output = environment.working_dir / f"{COMPETITION}-tfrecords" if OUTPUT_DIR == "auto" else OUTPUT_DIR
 print(environment.describe())
 

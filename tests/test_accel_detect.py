@@ -5,68 +5,70 @@ from types import SimpleNamespace
 
 import pytest
 
-from nbkit import accel, logs
-from nbkit.accel import choose, precision, tf_devices, tpu
+from nbkit import accel, accelerator, logs
 from nbkit.errors import AcceleratorError, ParameterError
 
 PLAIN = dict(loaded=None, env_backend=None, tpu_vm=False, tf_tpu_capable=False, jax_installed=True)
 
 
 def test_kaggle_tpu_vm_with_tensorflow_cpu_picks_jax():
-    backend, reason = choose._choose_backend("auto", **{**PLAIN, "tpu_vm": True})
+    backend, reason = accel._choose_backend("auto", **{**PLAIN, "tpu_vm": True})
     assert backend == "jax" and "TPU VM" in reason
 
 
 def test_tpu_vm_with_tensorflow_tpu_keeps_tensorflow():
-    assert choose._choose_backend("auto", **{**PLAIN, "tpu_vm": True, "tf_tpu_capable": True})[0] == "tensorflow"
+    assert accel._choose_backend("auto", **{**PLAIN, "tpu_vm": True, "tf_tpu_capable": True})[0] == "tensorflow"
 
 
 def test_auto_defaults_to_tensorflow_and_respects_keras_backend_variable():
-    assert choose._choose_backend("auto", **PLAIN)[0] == "tensorflow"
-    assert choose._choose_backend("auto", **{**PLAIN, "env_backend": "jax"})[0] == "jax"
+    assert accel._choose_backend("auto", **PLAIN)[0] == "tensorflow"
+    assert accel._choose_backend("auto", **{**PLAIN, "env_backend": "jax"})[0] == "jax"
 
 
 def test_auto_follows_an_already_imported_keras():
-    assert choose._choose_backend("auto", **{**PLAIN, "loaded": "jax", "tpu_vm": False})[0] == "jax"
+    assert accel._choose_backend("auto", **{**PLAIN, "loaded": "jax", "tpu_vm": False})[0] == "jax"
 
 
 def test_conflicting_loaded_backend_says_how_to_fix():
     with pytest.raises(AcceleratorError) as error:
-        choose._choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"})
+        accel._choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"})
     assert "Restart the kernel" in str(error.value) and "setup(backend='jax')" in str(error.value)
 
 
 def test_unsupported_loaded_backend_and_missing_jax():
     with pytest.raises(AcceleratorError, match="'torch'"):
-        choose._choose_backend("auto", **{**PLAIN, "loaded": "torch"})
+        accel._choose_backend("auto", **{**PLAIN, "loaded": "torch"})
     with pytest.raises(AcceleratorError, match="pip install jax"):
-        choose._choose_backend("jax", **{**PLAIN, "jax_installed": False})
+        accel._choose_backend("jax", **{**PLAIN, "jax_installed": False})
 
 
 def test_unknown_backend_is_a_parameter_error():
     with pytest.raises(ParameterError, match="backend='pytorch'"):
-        choose._choose_backend("pytorch", **PLAIN)
+        accel._choose_backend("pytorch", **PLAIN)
 
 
 @pytest.mark.parametrize(
-    "tpu, advertised, tpu_vm, platform, expected",
+    "advertised, tpu_vm, platform, expected",
     [
-        ("my-tpu", None, True, "local", ["my-tpu"]),  # an explicit name wins
-        (None, "grpc://10.0.0.2:8470", False, "colab", ["grpc://10.0.0.2:8470"]),  # legacy COLAB_TPU_ADDR
-        (None, None, True, "kaggle", ["local"]),  # TPU VM
-        (None, None, False, "colab", [""]),  # Colab's resolver finds its own TPU
-        (None, None, False, "local", []),  # nothing to ask
+        ("my-tpu", True, "local", ["my-tpu"]),  # a named Cloud TPU (TPU_NAME) wins
+        ("grpc://10.0.0.2:8470", False, "colab", ["grpc://10.0.0.2:8470"]),  # legacy COLAB_TPU_ADDR
+        (None, True, "kaggle", ["local"]),  # TPU VM
+        (None, False, "colab", [""]),  # Colab's resolver finds its own TPU
+        (None, False, "local", []),  # nothing to ask
     ],
 )
-def test_tpu_addresses(tpu, advertised, tpu_vm, platform, expected):
-    assert choose._tpu_addresses(tpu, advertised, tpu_vm, platform) == expected
+def test_tpu_addresses(advertised, tpu_vm, platform, expected):
+    assert accel._tpu_addresses(advertised, tpu_vm, platform) == expected
 
 
 def test_recommended_precision_policy():
-    assert precision.recommended("tpu") == "mixed_bfloat16"
-    assert precision.recommended("gpu", (7, 5)) == "mixed_float16"
-    assert precision.recommended("gpu", (6, 0)) == "float32"
-    assert precision.recommended("cpu") == "float32"
+    def recommended(kind, capability=None):
+        return make_accelerator(kind=kind, compute_capability=capability).recommended_precision
+
+    assert recommended("tpu") == "mixed_bfloat16"
+    assert recommended("gpu", (7, 5)) == "mixed_float16"
+    assert recommended("gpu", (6, 0)) == "float32"
+    assert recommended("cpu") == "float32"
 
 
 @pytest.mark.parametrize(
@@ -81,7 +83,7 @@ def test_recommended_precision_policy():
     ],
 )
 def test_precision_asked_for_or_chosen(requested, kind, capability, expected):
-    policy, why = precision.choose(requested, kind, capability)
+    policy, why = accelerator._precision(requested, kind, capability)
     assert policy == expected and ("asked for" in why or "policy" in why)
 
 
@@ -97,7 +99,7 @@ def test_precision_asked_for_or_chosen(requested, kind, capability, expected):
 )
 def test_a_precision_the_hardware_cannot_do_is_refused(requested, kind, capability, message):
     with pytest.raises(ParameterError, match=message):
-        precision.choose(requested, kind, capability)
+        accelerator._precision(requested, kind, capability)
 
 
 @pytest.mark.parametrize(
@@ -110,15 +112,15 @@ def test_a_precision_the_hardware_cannot_do_is_refused(requested, kind, capabili
     ],
 )
 def test_which_tpu_from_jax_device_kind(device_kind, devices, text):
-    assert tpu.from_device_kind(device_kind, devices).describe() == text
+    assert accel._tpu(device_kind, devices) == text
 
 
 @pytest.mark.parametrize(
     "accelerator_type, name", [("v3-8", "v3-8"), ("v5litepod-8", "v5e-8"), ("v6e-8", "v6e-8"), ("v5p-8", "v5p-8")]
 )
 def test_which_tpu_from_the_tpu_vms_accelerator_type(accelerator_type, name):
-    assert tpu.from_accelerator_type(accelerator_type).name == name
-    assert tpu.from_accelerator_type("something-else") is None and tpu.from_device_kind("TPU v99", 8) is None
+    assert accel._tpu_type(accelerator_type).startswith(f"TPU {name}: ")
+    assert accel._tpu_type("something-else") == "TPU" and accel._tpu("TPU v99", 8) == "TPU"
 
 
 class FakeStrategy:
@@ -127,7 +129,7 @@ class FakeStrategy:
 
 
 def fake_tf(tpu_cores=0, gpus=(), log=None):
-    """Just enough of the tensorflow module for tf_devices.find_accelerator."""
+    """Just enough of the tensorflow module for accel._tf_accelerator."""
     log = [] if log is None else log
 
     def resolver(tpu):
@@ -164,7 +166,7 @@ def fake_tf(tpu_cores=0, gpus=(), log=None):
 def test_tpu_vm_connects_locally_with_tpu_strategy(monkeypatch):
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")
     log = []
-    acc = tf_devices.find_accelerator(fake_tf(tpu_cores=8, log=log), ["local"], explicit_tpu=False, simulate_devices=0)
+    acc = accel._tf_accelerator(fake_tf(tpu_cores=8, log=log), ["local"], 0)
     assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("tpu", 8, "mixed_bfloat16")
     assert acc.describe().startswith("TPU v5e-8: 8 chips x 1 core, 16 GiB of HBM per core, Keras backend tensorflow")
     assert log == [("resolve", "local"), ("init", "local"), ("strategy", "local")]  # no remote connect
@@ -173,26 +175,19 @@ def test_tpu_vm_connects_locally_with_tpu_strategy(monkeypatch):
 
 def test_legacy_tpu_node_is_connected_first():
     log = []
-    tf_devices.find_accelerator(
-        fake_tf(tpu_cores=8, log=log), ["grpc://10.0.0.2:8470"], explicit_tpu=False, simulate_devices=0
-    )
+    accel._tf_accelerator(fake_tf(tpu_cores=8, log=log), ["grpc://10.0.0.2:8470"], 0)
     assert log[:2] == [("resolve", "grpc://10.0.0.2:8470"), ("connect", "grpc://10.0.0.2:8470")]
 
 
 def test_no_tpu_found_falls_back_to_cpu_with_a_note():
-    acc = tf_devices.find_accelerator(fake_tf(), [""], explicit_tpu=False, simulate_devices=0)
+    acc = accel._tf_accelerator(fake_tf(), [""], 0)
     assert (acc.kind, acc.num_replicas) == ("cpu", 1)
     assert "ValueError" in acc.notes[0] and "No TPU found" in " ".join(acc.describe().split())
 
 
-def test_explicit_tpu_that_fails_is_an_error():
-    with pytest.raises(AcceleratorError, match="tpu='my-tpu'.*ValueError"):
-        tf_devices.find_accelerator(fake_tf(), ["my-tpu"], explicit_tpu=True, simulate_devices=0)
-
-
 def test_two_t4_gpus_use_mirrored_strategy_and_float16():
     t4 = {"device_name": "Tesla T4", "compute_capability": (7, 5)}
-    acc = tf_devices.find_accelerator(fake_tf(gpus=[t4, t4]), [], explicit_tpu=False, simulate_devices=8)
+    acc = accel._tf_accelerator(fake_tf(gpus=[t4, t4]), [], 8)
     assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("gpu", 2, "mixed_float16")
     assert "Tesla T4" in acc.describe() and "simulate_devices is ignored" in acc.describe()
     assert acc.max_steps_per_execution is None
@@ -200,7 +195,7 @@ def test_two_t4_gpus_use_mirrored_strategy_and_float16():
 
 def test_one_old_gpu_uses_default_strategy_and_float32():
     p100 = {"device_name": "Tesla P100", "compute_capability": (6, 0)}
-    acc = tf_devices.find_accelerator(fake_tf(gpus=[p100]), [], explicit_tpu=False, simulate_devices=0)
+    acc = accel._tf_accelerator(fake_tf(gpus=[p100]), [], 0)
     assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("gpu", 1, "float32")
 
 
@@ -211,19 +206,11 @@ def make_accelerator(**overrides):
         num_replicas=8,
         device_names=[f"/device:CPU:{i}" for i in range(8)],
         strategy=FakeStrategy(8),
-        simulated=True,
         max_steps_per_execution=1,
         reason="test",
     )
     fields.update(overrides)
     return accel.Accelerator(**fields)
-
-
-def test_global_batch_and_its_validation():
-    acc = make_accelerator()
-    assert acc.global_batch(16) == 128
-    with pytest.raises(ParameterError, match="per_replica_batch=0"):
-        acc.global_batch(0)
 
 
 def test_describe_mentions_simulation_and_cap():
@@ -240,7 +227,7 @@ def test_scope_without_distribution_is_a_plain_context():
 
 
 def test_quiet_native_logs_drops_only_known_noise(capfd):
-    with logs.quiet_native_logs():
+    with logs.quiet_tensorflow():
         os.write(
             2,
             b"I0000 00:00:1 123 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.\n",

@@ -32,12 +32,12 @@ def test_tensorflow_with_eight_simulated_replicas_and_the_keras_bug_behind_its_s
         print(json.dumps({"cache": again.describe().splitlines()[-1], "kind": acc.kind, "backend": acc.backend, "replicas": acc.num_replicas,
                           "strategy": acc.distribution_name, "simulated": acc.simulated,
                           "spe": acc.max_steps_per_execution, "again": again.num_replicas,
-                          "results": [r.tolist() for r in results], "global": acc.global_batch(16), "fit": fit}))
+                          "results": [r.tolist() for r in results], "fit": fit}))
         """
     )
     report = last_json(result)
     assert report["kind"] == "cpu" and report["backend"] == "tensorflow" and report["simulated"]
-    assert report["replicas"] == 8 and report["again"] == 8 and report["global"] == 128
+    assert report["replicas"] == 8 and report["again"] == 8
     assert report["cache"] == "compile cache: off (JAX's; the TensorFlow backend compiles again in every session)"
     assert report["strategy"] == "MirroredStrategy"
     assert report["spe"] == 1  # the MirroredStrategy-on-CPU bug: the notebooks lower to it
@@ -63,7 +63,7 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution_and_s
             model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                           steps_per_execution=4)
         x = np.zeros((64, 8, 8, 1), "uint8"); y = np.zeros(64, "int64"); x[::2] = 255; y[::2] = 1
-        history = model.fit(x, y, batch_size=acc.global_batch(2), epochs=3, verbose=0)
+        history = model.fit(x, y, batch_size=2 * acc.num_replicas, epochs=3, verbose=0)
         kernel = model.layers[1].kernel.value
         threads = collections.Counter(open(p).read().strip() for p in glob.glob("/proc/self/task/*/comm"))
         print(json.dumps({"kind": acc.kind, "replicas": acc.num_replicas, "simulated": acc.simulated,
@@ -140,21 +140,21 @@ def test_single_cpu_uses_the_default_strategy(run_python):
 
 
 def test_keras_still_warns_about_shuffle_so_setup_hides_it(run_python):
-    # The workaround in nbkit.accel.choose (_SHUFFLE_WARNING): if this fails, Keras stopped warning on
+    # The workaround in nbkit.accel (_SHUFFLE_WARNING): if this fails, Keras stopped warning on
     # every fit() with a tf.data dataset, and the filter can go.
     result = run_python(
         """
         import os, warnings
         os.environ["KERAS_BACKEND"] = "tensorflow"
         import keras, numpy as np, tensorflow as tf
-        from nbkit.accel import choose
+        from nbkit import accel
         model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
         model.compile("sgd", "mse")
         data = tf.data.Dataset.from_tensor_slices((np.zeros((4, 1)), np.zeros((4, 1)))).batch(2)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             model.fit(data, epochs=1, verbose=0)
-        print("WARNED", any(choose._SHUFFLE_WARNING in str(w.message) for w in caught))
+        print("WARNED", any(accel._SHUFFLE_WARNING in str(w.message) for w in caught))
         """
     )
     assert "WARNED True" in result.stdout

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nbkit.accel.compile_cache import CompileCache, _runtime_name
+from nbkit.accelerator import CompileCache, _runtime_name
 from nbkit.errors import ParameterError
 
 # One fresh process, as a new session: two compiled functions, their results, what the cache did.
@@ -94,8 +94,6 @@ def test_runtime_names_are_folder_names():
 
 
 def test_an_unwritable_cache_folder_is_a_parameter_error(tmp_path):
-    from nbkit.accel import compile_cache
-
     blocker = tmp_path / "file"
     blocker.write_text("")
 
@@ -103,4 +101,4 @@ def test_an_unwritable_cache_folder_is_a_parameter_error(tmp_path):
         device_kind = "cpu"
 
     with pytest.raises(ParameterError, match="COMPILE_CACHE=.*cannot be written.*or 'none'"):
-        compile_cache.use(blocker / "cache", [Device()])
+        CompileCache.use(blocker / "cache", [Device()])

@@ -24,11 +24,11 @@ GCS_ENDPOINT = "/requests/CopyDatasetVersionToKnownGcsBucketRequest"
 
 
 def kaggle_env(tmp_path: Path, tpu_vm: bool = False, tpu_address: str | None = None) -> _Environment:
-    return _Environment("kaggle", tmp_path / "input", tmp_path / "working", tpu_vm, tpu_address, internet=False)
+    return _Environment("kaggle", tmp_path / "input", tmp_path / "working", tpu_vm, tpu_address)
 
 
 def local_env(tmp_path: Path) -> _Environment:
-    return _Environment("local", tmp_path / "data", tmp_path / "out", False, None, internet=True)
+    return _Environment("local", tmp_path / "data", tmp_path / "out", False, None)
 
 
 def test_dataset_attached_on_kaggle_is_read_from_kaggle_input(tmp_path):

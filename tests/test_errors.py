@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import record_items
-from test_accel_detect import PLAIN, fake_tf
+from test_accel_detect import PLAIN
 from test_launch import stand_in
 
-from nbkit import errors, params
-from nbkit.accel import choose, precision, tf_devices
+from nbkit import accel, accelerator, errors, params
 from nbkit.convert import run as convert
 from nbkit.handoff import package, resume
 from nbkit.images import layout, sample, writer
@@ -154,7 +153,7 @@ CASES = [
         errors.DataError,
         "holds no pictures",
     ),
-    ("a backend", lambda t: choose._choose_backend("pytorch", **PLAIN), errors.ParameterError, "backend='pytorch'"),
+    ("a backend", lambda t: accel._choose_backend("pytorch", **PLAIN), errors.ParameterError, "backend='pytorch'"),
     (
         "a missing data folder",
         lambda t: layout.find_files(t / "nowhere", 192, "train"),
@@ -167,7 +166,7 @@ CASES = [
     ("a missing package", lambda t: package.read_manifest(t / "none"), errors.DataError, "No model package at"),
     (
         "a precision the hardware cannot do",
-        lambda t: precision.choose("mixed_float16", "cpu"),
+        lambda t: accelerator._precision("mixed_float16", "cpu", None),
         errors.ParameterError,
         "PRECISION='mixed_float16' on a CPU",
     ),
@@ -269,15 +268,9 @@ CASES = [
     ),
     (
         "a Keras backend already chosen",
-        lambda t: choose._choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"}),
+        lambda t: accel._choose_backend("jax", **{**PLAIN, "loaded": "tensorflow"}),
         errors.AcceleratorError,
         "Restart the kernel",
-    ),
-    (
-        "a named TPU that is not there",
-        lambda t: tf_devices.find_accelerator(fake_tf(), ["my-tpu"], explicit_tpu=True, simulate_devices=0),
-        errors.AcceleratorError,
-        "tpu='my-tpu'",
     ),
 ]
 

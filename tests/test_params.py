@@ -77,23 +77,6 @@ def test_check_handle_with_a_slug_rule():
         params.check_handle("DATASET_ID", "alice/Short", slug=rule)
 
 
-def test_check_run_names_the_bad_shared_parameter():
-    good = dict(
-        BACKEND="jax", PROFILE="smoke", SIMULATE_DEVICES=8, EPOCHS=0, PER_REPLICA_BATCH=0, STEPS_PER_EXECUTION=1
-    )
-    params.check_run(**good)
-    for name, bad in (
-        ("BACKEND", "torch"),
-        ("PROFILE", "big"),
-        ("SIMULATE_DEVICES", -1),
-        ("EPOCHS", 2.5),
-        ("PER_REPLICA_BATCH", -8),
-        ("STEPS_PER_EXECUTION", 0),
-    ):
-        with pytest.raises(ParameterError, match=name):
-            params.check_run(**{**good, name: bad})
-
-
 PARAMETERS_CELL = (
     'DATA_ROOT: str = "auto"  # a folder\nEPOCHS: int = 0\nRATE: float = 0.5\nFLAG: bool = False\nNUM_CLASSES = 10\n'
 )
@@ -106,6 +89,22 @@ def kernel_namespace(**injected: object) -> dict:
     lines = "".join(f"{name} = {value!r}\n" for name, value in injected.items())
     cells = [PARAMETERS_CELL] + (["# Parameters\n" + lines] if injected else []) + [CHECK_CELL]
     return {**namespace, **injected, "In": ["", *cells], "__annotations__": {}}
+
+
+def test_the_shared_parameters_and_the_allowed_minimums_are_checked():
+    # Notebook 01's call: BACKEND and PROFILE by their shared choices, ints >= 0 unless given another minimum.
+    cell = 'BACKEND: str = "auto"\nPROFILE: str = "auto"\nSIMULATE_DEVICES: int = 8\nSTEPS_PER_EXECUTION: int = 32\n'
+    good = {"BACKEND": "jax", "PROFILE": "smoke", "SIMULATE_DEVICES": 8, "STEPS_PER_EXECUTION": 1}
+
+    def namespace(**changed):
+        values = {**good, **changed}
+        injected = "# Parameters\n" + "".join(f"{name} = {value!r}\n" for name, value in values.items())
+        return {**values, "In": ["", cell, injected, CHECK_CELL]}
+
+    params.check_parameters(namespace(), STEPS_PER_EXECUTION=1)
+    for name, bad in (("BACKEND", "torch"), ("PROFILE", "big"), ("SIMULATE_DEVICES", -1), ("STEPS_PER_EXECUTION", 0)):
+        with pytest.raises(ParameterError, match=f"Parameter {name}="):
+            params.check_parameters(namespace(**{name: bad}), STEPS_PER_EXECUTION=1)
 
 
 def test_unknown_parameter_names_the_closest_known_one():

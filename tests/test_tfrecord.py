@@ -126,11 +126,6 @@ def test_a_damaged_file_is_named(val_file, offset, replacement, cut, problem):
     assert str(error.value).startswith(f"{val_file}: {problem}")
 
 
-def test_crc_checks_can_be_skipped(val_file):
-    damage(val_file, 40, b"\x00\x01")
-    assert len(list(codec.read_records(val_file, check_crc=False))) == 1
-
-
 def test_records_that_are_not_examples_or_lack_features_are_named(tmp_path):
     garbage = writer.write_records(tmp_path / "garbage.tfrec", [b"\x0a\xff"])
     with pytest.raises(DataError, match="garbage.tfrec: record 0 is not a tf.train.Example"):

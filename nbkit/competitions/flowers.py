@@ -78,7 +78,7 @@ def sample_source(environment: Any) -> DataSource:
 def locate_data(data_root: str, remote_tpu: bool = False, environment: Any = None) -> DataSource:
     """Where the TFRecords are, and why there: DATA_ROOT itself, or for "auto" this competition's data
     (else the generated sample), for "sample" the sample."""
-    environment = environment or nbenv.detect(probe_internet=lambda: False)
+    environment = environment or nbenv.detect()
     if data_root == "sample":
         stand_in = sample_source(environment)
         return DataSource(stand_in.path, "DATA_ROOT='sample', so " + stand_in.reason.removesuffix(" stands in"))

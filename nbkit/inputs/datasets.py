@@ -50,7 +50,7 @@ def locate(
             f"DATA_ROOT={data_root!r} does not exist: give the folder (or gs:// URL) that holds the data, "
             "or use DATA_ROOT='auto'."
         )
-    environment = environment or nbenv.detect(probe_internet=lambda: False)
+    environment = environment or nbenv.detect()
     slug = handle.split("/")[-1]
     if remote_tpu is None:
         remote_tpu = environment.tpu_address is not None and not environment.tpu_vm
