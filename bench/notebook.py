@@ -31,23 +31,23 @@ def split(files: list[str]) -> Any:
     return checks.Split("train", list(files), layout.count_items(files), [])
 
 
-def load(num_classes: int = 104, **config: Any) -> dict[str, Any]:
-    """The notebook's namespace: its parameters' defaults and constants, then `config` on top (e.g.
-    image_size=192, AUGMENT="flips", GLOBAL_BATCH=128, steps_per_epoch=6, EPOCHS=4, MODEL="small_cnn")."""
+def load(num_classes: int = 104, notebook: Path = NOTEBOOK, **config: Any) -> dict[str, Any]:
+    """The notebook's namespace (02's unless `notebook` names another): its parameters' defaults and constants,
+    then `config` on top (e.g. image_size=192, AUGMENT="flips", GLOBAL_BATCH=128, steps_per_epoch=6, EPOCHS=4)."""
     import jupytext
 
     namespace: dict[str, Any] = {
         "dataset": SimpleNamespace(num_classes=num_classes),
         "environment": SimpleNamespace(input_dir=Path(".")),
     }
-    for cell in jupytext.read(NOTEBOOK).cells:
+    for cell in jupytext.read(notebook).cells:
         if cell.cell_type != "code":
             continue
         for node in ast.parse(cell.source).body:
             if not _kept(node):
                 continue
             try:
-                exec(compile(ast.Module([node], []), str(NOTEBOOK), "exec"), namespace)
+                exec(compile(ast.Module([node], []), str(notebook), "exec"), namespace)
             except NameError:  # a constant derived from the run (GLOBAL_BATCH = ... * acc.num_replicas)
                 pass
     namespace.update(config)

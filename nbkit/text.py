@@ -122,7 +122,7 @@ def load_data(
 ) -> _TextData:
     """The CSV files under DATA_ROOT (see the module), every row checked before any training: the columns,
     the ids (each once; the test's those of the sample submission), no empty text, the labels."""
-    environment = environment or nbenv.detect(probe_internet=lambda: False)
+    environment = environment or nbenv.detect()
     source = locate(data_root, _COMPETITION, fallback=_sample_source, environment=environment)
     folder = Path(source.path)
     train = _read(folder / "train.csv", id_column, text_columns, language_column, label_column)
@@ -256,7 +256,7 @@ def _read_sample(path: Path, id_column: str) -> tuple[list[str], list[str]]:
 def find_preset(preset: str, download: bool = True, environment: Any = None) -> tuple[str | None, str]:
     """(the folder of the KerasHub preset `preset`, or None; why): a folder given as PRESET; the copy attached
     to the notebook as a Kaggle Model; else, if `download`, kagglehub's (internet on). Its files are checked."""
-    environment = environment or nbenv.detect(probe_internet=lambda: False)
+    environment = environment or nbenv.detect()
     if "/" in preset and not preset.startswith("kaggle://"):
         if not Path(preset).is_dir():
             raise DataError(f"PRESET={preset!r} is not a folder: give a KerasHub preset's folder, or a preset name.")

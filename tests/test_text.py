@@ -40,7 +40,7 @@ def watson(tmp_path_factory) -> Path:
 
 
 def load(folder: Path, *args, **kwargs) -> text._TextData:
-    return text.load_data(str(folder), *(args or WATSON), environment=detect(probe_internet=lambda: False), **kwargs)
+    return text.load_data(str(folder), *(args or WATSON), environment=detect(), **kwargs)
 
 
 def test_the_sample_is_the_competitions_form_and_follows_its_rule(watson):
@@ -189,7 +189,7 @@ def preset(folder: Path, missing: str = "", damaged: str = "") -> Path:
 
 def test_a_preset_is_found_where_kaggle_attaches_it_and_checked(tmp_path, monkeypatch):
     monkeypatch.setenv("NBKIT_KAGGLEHUB", "off")
-    environment = detect({"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "NBKIT_INPUT_DIR": str(tmp_path)}, lambda: False)
+    environment = detect({"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "NBKIT_INPUT_DIR": str(tmp_path)})
     found, why = text.find_preset("bert_base_multi", environment=environment)
     assert found is None and "keras/bert/keras/bert_base_multi/3 is not attached" in why and "--model keras/bert" in why
     attached = preset(tmp_path / "bert" / "keras" / "bert_base_multi" / "3")
