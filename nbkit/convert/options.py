@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import __version__
-from nbkit.convert.pictures import FITS
-from nbkit.convert.workers import cores
+from nbkit.convert.pictures import FITS, cores
 from nbkit.errors import ParameterError
 from nbkit.images.description import DESCRIPTION_FILE, METRICS
 from nbkit.inputs import account

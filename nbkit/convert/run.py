@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import atomic
-from nbkit.convert import labels, shards, sources, split, workers
+from nbkit.convert import labels, pictures, sources
 from nbkit.convert.options import METADATA_FILE, Options
 from nbkit.convert.sources import Picture
 from nbkit.errors import DataError, ParameterError
@@ -196,7 +196,7 @@ def _assign(
     splits: dict[str, list[_Group]] = {}
     for number, chosen in enumerate(members):
         name = "train" if options.folds or number == 0 else "val"
-        order = split.shuffled(chosen, options.seed, f"{name}-{number}")
+        order = labels.shuffled(chosen, options.seed, f"{name}-{number}")
         splits.setdefault(name, []).append(_Group(name, [pictures[i] for i in order], [label_of[i] for i in order]))
     return splits, kind
 
@@ -210,7 +210,7 @@ def _train_val_members(
         kind, validates = "given", [p.split == "val" for p in pictures]
     else:
         kind = "stratified"
-        validates = split.validation_split(label_of, options.val_fraction, options.seed)
+        validates = labels.validation_split(label_of, options.val_fraction, options.seed)
     members = [[i for i, v in enumerate(validates) if not v], [i for i, v in enumerate(validates) if v]]
     for name, chosen in zip(("train", "val"), members):
         if not chosen:
@@ -225,47 +225,47 @@ def _fold_members(
     """([the positions in each fold], how): stratified folds of every labeled picture."""
     if any(p.split for p in pictures):
         raise ParameterError("--folds puts every labeled picture into a fold, but the source has its own val split.")
-    per_class = split.by_class(label_of)
+    per_class = labels.by_class(label_of)
     smallest = min(per_class, key=lambda label: len(per_class[label]))
     if len(per_class[smallest]) < options.folds:
         raise ParameterError(
             f"--folds {options.folds}: class {classes.names[smallest]!r} has only {len(per_class[smallest])} "
             "pictures, fewer than the folds, so some fold would lack it. Use fewer folds."
         )
-    fold_of = split.folds(label_of, options.folds, options.seed)
+    fold_of = labels.folds(label_of, options.folds, options.seed)
     return [[i for i, f in enumerate(fold_of) if f == fold] for fold in range(options.folds)], "folds"
 
 
 def _write_splits(
     options: Options, splits: dict[str, list[_Group]], staging: Path
-) -> tuple[dict[str, list[list[str]]], list[str], workers.Progress]:
+) -> tuple[dict[str, list[list[str]]], list[str], pictures.Progress]:
     """Encode every picture (all cores) and write each split's files; (file names per split and
     group, the ids of skipped pictures, the progress: pictures done and their rate)."""
     everything = [picture for groups in splits.values() for group in groups for picture in group.pictures]
-    progress = workers.Progress(len(everything), _say)
+    progress = pictures.Progress(len(everything), _say)
     _say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
     paths = [picture.path for picture in everything]
     names, skipped = {}, []
     # closing(): a failure stops the worker processes now, not when the generator is collected
     with contextlib.closing(
-        workers.encoded(paths, options.size, options.fit, options.quality, options.workers)
+        pictures.encoded(paths, options.size, options.fit, options.quality, options.workers)
     ) as encoded:
-        head = list(islice(encoded, shards.ESTIMATE_FROM))
+        head = list(islice(encoded, pictures.ESTIMATE_FROM))
         sizes = [len(r) for r in head if isinstance(r, bytes)]
         bytes_per_record = sum(sizes) / len(sizes) if sizes else options.size**2 / 4
         results = chain(head, encoded)
         for name, groups in splits.items():
-            counts = shards.plan([len(g.pictures) for g in groups], bytes_per_record)
+            counts = pictures.plan([len(g.pictures) for g in groups], bytes_per_record)
             records = (
                 r for group in groups for r in _examples(group, results, options.skip_damaged, skipped, progress)
             )
             folder = Path(layout.split_folder(staging, options.size, name))
-            names[name] = shards.write_files(records, folder, options.size, counts)
+            names[name] = pictures.write_files(records, folder, options.size, counts)
     return names, skipped, progress
 
 
 def _examples(
-    group: _Group, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: workers.Progress
+    group: _Group, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: pictures.Progress
 ) -> Iterator[bytes | None]:
     """The group's serialized examples (`image`, `id`, and `class` when labeled), in order; None
     for a damaged picture when skipping, else a DataError naming it."""
@@ -320,7 +320,7 @@ def _summary(
     description: descriptions.Description,
     names: dict[str, list[list[str]]],
     skipped: list[str],
-    progress: workers.Progress,
+    progress: pictures.Progress,
     dataset_id: str,
 ) -> str:
     """The closing lines: records and files per split, classes, skipped pictures, how to publish."""
