@@ -16,7 +16,7 @@ from nbkit.convert import run as convert
 from nbkit.handoff import package, resume
 from nbkit.images import layout, sample, writer
 from nbkit.inputs import datasets, digits, secrets
-from nbkit.publish import bundle, kernel_metadata, launch, push, remote, scan
+from nbkit.publish import bundle, kernel_metadata, launch, push, scan
 
 
 def bad_state(tmp_path):
@@ -257,7 +257,7 @@ CASES = [
     ("a bundle folder not there", lambda t: push.push(t / "nope"), errors.RunError, "nope is not a folder"),
     (
         "a kernel that failed on Kaggle",
-        lambda t: remote._check_outputs(remote._Session("error", "Out of memory", ()), t, [], "alice/k"),
+        lambda t: push._check_outputs(push._Session("error", "Out of memory", ()), t, [], "alice/k"),
         errors.RunError,
         "alice/k ended with status error: Out of memory",
     ),
