@@ -22,14 +22,14 @@ from typing import Any
 
 from nbkit.errors import DataError, NbkitError, ParameterError
 from nbkit.params import check_handle
-from nbkit.publish import kernel_metadata, push, scan
-from nbkit.publish.kernel_metadata import CURRENT, RETIRED
+from nbkit.publish import bundle, push, scan
+from nbkit.publish.bundle import CURRENT, RETIRED
 from nbkit.publish.scan import redact
 from nbkit.storage import user_path
 
 _ACCELERATOR_HELP = (
     f"one of {', '.join(CURRENT)} (default tpu-v5e-8); retired on Kaggle, accepted with a warning: "
-    + ", ".join(name for name, (_, _, shape) in kernel_metadata.ACCELERATORS.items() if shape in RETIRED)
+    + ", ".join(name for name, (_, _, shape) in bundle.ACCELERATORS.items() if shape in RETIRED)
 )
 
 
@@ -155,8 +155,8 @@ def _oof(args: argparse.Namespace) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nbkit", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    bundle = commands.add_parser("bundle", help="build/kernels/<slug>/: the notebook with nbkit inside + metadata")
-    _bundle_options(bundle)
+    bundling = commands.add_parser("bundle", help="build/kernels/<slug>/: the notebook with nbkit inside + metadata")
+    _bundle_options(bundling)
     pushing = commands.add_parser(
         "push", help="scan a bundle, then `kaggle kernels push -p` it and report URL and status"
     )
@@ -225,7 +225,7 @@ def _kernel(command: str, name: str) -> str:
     if Path(name).is_dir():
         return push.read_metadata(name)["id"]
     try:
-        return check_handle("kernel", name, "owner/slug", slug=kernel_metadata.SLUG)
+        return check_handle("kernel", name, "owner/slug", slug=bundle.SLUG)
     except ParameterError:
         raise ParameterError(
             f"{name!r} is neither a bundle folder here nor a kernel handle: `python -m nbkit {command}` takes the "
@@ -236,11 +236,9 @@ def _kernel(command: str, name: str) -> str:
 
 def _run(args: argparse.Namespace) -> str:
     """Do what `args` asks; the line(s) to print last."""
-    if args.command in ("bundle", "run") and (retired := kernel_metadata.retired(args.accelerator_name)):
+    if args.command in ("bundle", "run") and (retired := bundle.retired(args.accelerator_name)):
         print(f"warning: {retired}", file=sys.stderr)
     if args.command == "bundle":
-        from nbkit.publish import bundle
-
         return _bundled(bundle.write(args.notebook, args.out, **_bundle_kwargs(args)))
     if args.command == "push":
         return push.push(args.folder, check_status=not args.no_status).describe()

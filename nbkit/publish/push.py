@@ -24,7 +24,7 @@ from typing import Any
 from nbkit import atomic
 from nbkit.errors import RunError
 from nbkit.inputs.account import PLACEHOLDER_OWNER
-from nbkit.publish import kernel_metadata, scan
+from nbkit.publish import bundle, scan
 from nbkit.publish.scan import redact
 
 _TIMEOUT_S = 300
@@ -139,7 +139,7 @@ def push(folder: str | Path, check_status: bool = True, command: str = "bundle")
     metadata = read_metadata(folder)
     kernel = _check_owner(metadata, folder, command)
     scan.check([folder])
-    warning = kernel_metadata.retired(metadata.get("machine_shape"))
+    warning = bundle.retired(metadata.get("machine_shape"))
     try:
         url, version, others = _read_push_output(_run_kaggle("kernels", "push", "-p", str(folder)))
     except RunError as error:
@@ -304,8 +304,6 @@ def run(
 ) -> Path:
     """Bundle, push, follow and fetch `notebook`; `bundle_options` go to `bundle.write`, `follow_options` to
     `follow_and_fetch`."""
-    from nbkit.publish import bundle
-
     echo = follow_options.get("echo", _echo_line)
     folder = bundle.write(notebook, kernels_dir, **bundle_options)
     echo(f"bundled {folder}")
