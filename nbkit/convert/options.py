@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,6 @@ class Options:
     dataset_id: str | None = None
     competition: str | None = None
     quality: int = 95
-    inputs: tuple[Path, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_arguments(cls, **arguments: Any) -> Options:
@@ -57,8 +56,7 @@ class Options:
             if arguments[name] is not None:
                 arguments[name] = Path(arguments[name])
         arguments["workers"] = cores() if arguments["workers"] is None else arguments["workers"]
-        inputs = [arguments[name] for name in ("source", "labels", "test", "sample_submission")]
-        return cls(**arguments, inputs=tuple(p for p in inputs if p is not None)).check()
+        return cls(**arguments).check()
 
     def check(self) -> Options:
         """These options, or a ParameterError naming the first one that cannot be used."""
@@ -85,7 +83,7 @@ class Options:
         output = self.output
         if output.exists() and not output.is_dir():
             raise ParameterError(f"OUTPUT {output} is a file: give a folder for the converted dataset.")
-        for path in self.inputs:
+        for path in filter(None, (self.source, self.labels, self.test, self.sample_submission)):
             if output.resolve() == path.resolve() or output.resolve() in path.resolve().parents:
                 raise ParameterError(
                     f"OUTPUT {output} holds the input {path}, and converting replaces OUTPUT as a whole: "

@@ -108,14 +108,15 @@ def _convert(options: Options) -> Path:
     _remove_killed_leftovers(options.output)
     with atomic.staged_dir(options.output) as staging:
         names, skipped, progress = _write_splits(options, splits, staging)
-        id_column, label_column = _submission_columns(sample, labeled)
+        # submission.csv's header: the sample submission's, else the labels CSV's columns, else id,label
+        id_column, label_column = sample.header[:2] if sample else (labeled.id_column, labeled.label_column)
         description = descriptions.Description(
             title=metadata["title"],
             classes=classes.names,
             label_values=classes.values,
             image_sizes=(options.size,),
-            id_column=id_column,
-            label_column=label_column,
+            id_column=id_column or "id",
+            label_column=label_column or "label",
             metric=options.metric,
             competition=options.competition,
             folds=tuple(tuple(files) for files in names["train"]) if options.folds else (),
@@ -136,20 +137,13 @@ def _remove_killed_leftovers(output: Path) -> None:
     atomic.staged_dir's naming) whose process is gone; a failing one removes its own."""
     for folder in output.parent.glob(f".{output.name}.tmp-*"):
         pid = folder.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _process_alive(int(pid)):
+        try:
+            os.kill(int(pid) if pid.isdigit() else os.getpid(), 0)  # signal 0: is it there?
+        except ProcessLookupError:
             shutil.rmtree(folder, ignore_errors=True)
             _say(f"  removed {folder}, left by a conversion that was killed")
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether a process `pid` runs (one we may not signal runs too)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        except PermissionError:  # a process we may not signal: it runs
+            pass
 
 
 def _read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None, list[Picture]]:
@@ -289,13 +283,6 @@ def _examples(
         if label is not None:
             features["class"] = label
         yield writer.encode_example(features)
-
-
-def _submission_columns(sample: labels.Table | None, labeled: sources.Labeled) -> tuple[str, str]:
-    """submission.csv's header: the sample submission's, else the labels CSV's columns, else id,label."""
-    if sample is not None:
-        return sample.header[0], sample.header[1]
-    return labeled.id_column or "id", labeled.label_column or "label"
 
 
 def _describe_plan(
