@@ -82,7 +82,7 @@ def convert(
     processes encoding pictures (None: every core; 1: this process). `skip_damaged`: leave out
     pictures that cannot be decoded, and list them, instead of stopping.
     """
-    return _convert(Options.from_arguments(**locals()))
+    return _convert(Options(**locals()))
 
 
 def _convert(options: Options) -> Path:
