@@ -568,6 +568,12 @@ BAD_INPUTS = [
         DataError,
         "line 4: no picture 't9'",
     ),
+    (
+        "a sample submission line without an id",
+        sample_case(lambda t: None, [("t1", "a"), ("", "a"), ("t2", "a")]),
+        DataError,
+        "sample.csv line 3 has no id",
+    ),
 ]
 
 
