@@ -128,11 +128,11 @@ print(f"{steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
 from pathlib import Path
 
 from nbkit.handoff import resume
-from nbkit.inputs import kaggle_hub
+from nbkit.inputs import datasets
 
 checkpoints = outputs.folder / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto" and outputs.writes:  # on a pod slice, process 0 copies
-    earlier = Path(kaggle_hub.notebook_output(RESUME_FROM, f"{run_name}/checkpoints"))
+    earlier = Path(datasets.notebook_output(RESUME_FROM, f"{run_name}/checkpoints"))
     print(resume.copy_checkpoint(earlier, checkpoints))
     print(acc.compile_cache.copy_from(earlier.parent / "compile-cache"))  # before the model is built
 settings = {

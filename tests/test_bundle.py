@@ -19,7 +19,7 @@ from test_secrets import FAKE_KAGGLE  # noqa: E402
 
 from nbkit.errors import ParameterError, SecretError
 from nbkit.inputs import secrets as kaggle_secrets
-from nbkit.publish import bundle, kernel_metadata
+from nbkit.publish import bundle
 
 NOTEBOOK_02 = REPO / "notebooks" / "02_flowers_classifier.py"
 NOTEBOOK_03 = REPO / "notebooks" / "03_private_dataset.py"
@@ -141,7 +141,7 @@ def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked
     ],
 )
 def test_accelerator_names_map_to_machine_shapes(name, flags):
-    metadata = kernel_metadata.build("alice", "My TPU kernel", "k.ipynb", name)
+    metadata = bundle._kernel_metadata("alice", "My TPU kernel", "k.ipynb", name)
     assert (metadata["enable_gpu"], metadata["enable_tpu"], metadata["machine_shape"]) == flags
 
 
@@ -155,14 +155,14 @@ def test_accelerator_names_map_to_machine_shapes(name, flags):
     ],
 )
 def test_retired_accelerators_are_accepted_with_a_warning_naming_what_runs(name, instead):
-    assert kernel_metadata.build("alice", "My TPU kernel", "k.ipynb", name)["machine_shape"]
-    assert f"is retired on Kaggle: sessions that ask for it run on {instead} instead" in kernel_metadata.retired(name)
-    assert name not in kernel_metadata.CURRENT
+    assert bundle._kernel_metadata("alice", "My TPU kernel", "k.ipynb", name)["machine_shape"]
+    assert f"is retired on Kaggle: sessions that ask for it run on {instead} instead" in bundle.retired(name)
+    assert name not in bundle.CURRENT
 
 
 def test_current_accelerators_have_no_warning_and_come_first_in_the_help():
-    assert kernel_metadata.CURRENT == ["tpu-v5e-8", "tpu-v6e-8", "gpu-t4x2", "cpu"]
-    assert not [name for name in kernel_metadata.CURRENT if kernel_metadata.retired(name)]
+    assert bundle.CURRENT == ["tpu-v5e-8", "tpu-v6e-8", "gpu-t4x2", "cpu"]
+    assert not [name for name in bundle.CURRENT if bundle.retired(name)]
     result = subprocess.run(
         [sys.executable, "-m", "nbkit", "bundle", "--help"], capture_output=True, text=True, check=True
     )
@@ -170,8 +170,8 @@ def test_current_accelerators_have_no_warning_and_come_first_in_the_help():
 
 
 def test_docker_image_only_when_asked():
-    assert "docker_image" not in kernel_metadata.build("alice", "My TPU kernel", "k.ipynb")
-    pinned = kernel_metadata.build("alice", "My TPU kernel", "k.ipynb", docker_image="gcr.io/kaggle-images/python")
+    assert "docker_image" not in bundle._kernel_metadata("alice", "My TPU kernel", "k.ipynb")
+    pinned = bundle._kernel_metadata("alice", "My TPU kernel", "k.ipynb", docker_image="gcr.io/kaggle-images/python")
     assert pinned["docker_image"] == "gcr.io/kaggle-images/python"
 
 

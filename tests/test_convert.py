@@ -16,7 +16,7 @@ import pytest
 from PIL import Image, JpegImagePlugin
 
 from nbkit import tfrecord
-from nbkit.convert import example, labels, pictures, shards, split
+from nbkit.convert import example, labels, pictures
 from nbkit.convert.run import convert
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import description as descriptions
@@ -337,14 +337,14 @@ def test_a_large_jpeg_is_decoded_at_a_reduced_scale(tmp_path, monkeypatch):
 
 def test_validation_split_keeps_a_training_picture_of_every_class():
     labels_ = [0] * 10 + [1] * 2 + [2]
-    validates = split.validation_split(labels_, 0.9, seed=1)
+    validates = labels.validation_split(labels_, 0.9, seed=1)
     assert sum(validates[:10]) == 9 and sum(validates[10:12]) == 1 and not validates[12]
-    assert validates == split.validation_split(labels_, 0.9, seed=1) != split.validation_split(labels_, 0.9, seed=2)
+    assert validates == labels.validation_split(labels_, 0.9, seed=1) != labels.validation_split(labels_, 0.9, seed=2)
 
 
 def test_folds_are_balanced_within_each_class():
     labels_ = [0] * 7 + [1] * 5
-    fold_of = split.folds(labels_, 3, seed=0)
+    fold_of = labels.folds(labels_, 3, seed=0)
     sizes = [fold_of.count(f) for f in range(3)]
     assert max(sizes) - min(sizes) <= 1
     assert all(
@@ -354,10 +354,10 @@ def test_folds_are_balanced_within_each_class():
 
 
 def test_the_file_plan_follows_the_seeds_rule():
-    assert shards.plan([1000], 200_000) == [shards._balanced(1000, writer._MIN_SHARDS)]  # small: 16 files
-    assert len(shards.plan([100_000], 150_000)[0]) == writer.shard_count(15_000_000_000, 100_000)  # ~100 MB each
-    assert [len(files) for files in shards.plan([200] * 5, 100)] == [4] * 5  # folds share the files
-    assert shards.plan([5], 100) == [[1] * 5]
+    assert pictures.plan([1000], 200_000) == [pictures._balanced(1000, writer._MIN_SHARDS)]  # small: 16 files
+    assert len(pictures.plan([100_000], 150_000)[0]) == writer.shard_count(15_000_000_000, 100_000)  # ~100 MB each
+    assert [len(files) for files in pictures.plan([200] * 5, 100)] == [4] * 5  # folds share the files
+    assert pictures.plan([5], 100) == [[1] * 5]
 
 
 def test_label_order_integers_numerically_names_alphabetically_or_as_given():
@@ -567,6 +567,12 @@ BAD_INPUTS = [
         sample_case(lambda t: None, [("t1", "a"), ("t2", "a"), ("t9", "a")]),
         DataError,
         "line 4: no picture 't9'",
+    ),
+    (
+        "a sample submission line without an id",
+        sample_case(lambda t: None, [("t1", "a"), ("", "a"), ("t2", "a")]),
+        DataError,
+        "sample.csv line 3 has no id",
     ),
 ]
 

@@ -15,7 +15,7 @@ from nbkit.convert import run as convert
 from nbkit.handoff import package, resume
 from nbkit.images import layout, sample, writer
 from nbkit.inputs import datasets, digits, secrets
-from nbkit.publish import bundle, kernel_metadata, launch, push, remote, scan
+from nbkit.publish import bundle, launch, push, scan
 
 
 def bad_state(tmp_path):
@@ -134,11 +134,11 @@ CASES = [
     ),
     (
         "a kernel owner",
-        lambda t: kernel_metadata.build("not a user", "My kernel", "k.ipynb"),
+        lambda t: bundle._kernel_metadata("not a user", "My kernel", "k.ipynb"),
         errors.ParameterError,
         "--owner='not a user' must be written a user name",
     ),
-    ("an accelerator", lambda t: kernel_metadata._accelerator("tpu-v9"), errors.ParameterError, "Unknown accelerator"),
+    ("an accelerator", lambda t: bundle._accelerator("tpu-v9"), errors.ParameterError, "Unknown accelerator"),
     (
         "a GCS choice",
         lambda t: datasets.locate("auto", "a/b", use_gcs="maybe"),
@@ -256,7 +256,7 @@ CASES = [
     ("a bundle folder not there", lambda t: push.push(t / "nope"), errors.RunError, "nope is not a folder"),
     (
         "a kernel that failed on Kaggle",
-        lambda t: remote._check_outputs(remote._Session("error", "Out of memory", ()), t, [], "alice/k"),
+        lambda t: push._check_outputs(push._Session("error", "Out of memory", ()), t, [], "alice/k"),
         errors.RunError,
         "alice/k ended with status error: Out of memory",
     ),

@@ -18,7 +18,7 @@ from test_datasets import kaggle_env, local_env
 from nbkit.competitions import flowers
 from nbkit.errors import DataError, ParameterError
 from nbkit.handoff import package
-from nbkit.inputs import datasets, kaggle_hub
+from nbkit.inputs import datasets
 
 API = "/api/v1"
 COMPETITION = flowers._COMPETITION
@@ -265,8 +265,8 @@ def test_resume_from_a_kaggle_notebook_output(credentials, tmp_path):
     stub.routes[f"{kernels}/GetKernel"] = lambda body, headers: (200, {"metadata": {"currentVersionNumber": 5}})
     stub.routes[f"{kernels}/DownloadKernelOutput"] = redirect("/output.zip")
     stub.routes["GET /output.zip"] = served(zipped({"flowers-train/checkpoints/state.json": b"{}"}))
-    found = kaggle_hub.notebook_output("alice/flowers-train", "flowers-train/checkpoints")
+    found = datasets.notebook_output("alice/flowers-train", "flowers-train/checkpoints")
     assert Path(found, "state.json").is_file() and "notebooks/alice/flowers-train/output/versions/5" in found
     with pytest.raises(DataError, match="The output of the Kaggle notebook alice/flowers-train has no elsewhere"):
-        kaggle_hub.notebook_output("alice/flowers-train", "elsewhere")
-    assert kaggle_hub.notebook_output(str(tmp_path), "flowers-train/checkpoints") == str(tmp_path)  # a folder
+        datasets.notebook_output("alice/flowers-train", "elsewhere")
+    assert datasets.notebook_output(str(tmp_path), "flowers-train/checkpoints") == str(tmp_path)  # a folder

@@ -12,7 +12,7 @@ from test_bundle import snapshot
 from test_push import NOTEBOOK_03, STATUS, kaggle_api, logged_in  # noqa: F401  (fixtures)
 
 from nbkit.errors import ParameterError, RunError
-from nbkit.publish import remote
+from nbkit.publish import push
 
 OUTPUT = "/api/v1/kernels.KernelsApiService/ListKernelSessionOutput"
 STREAM = "/api/v1/kernels/logs/stream/alice/03-private-dataset"
@@ -64,7 +64,7 @@ def session(logged_in):
 def run_03(tmp_path, lines, **options):
     options = {"expect": ["submission.csv"], "timeout_s": 60, "interval_s": 0.05, **options}
     bundle_options = {"owner": "alice", "accelerator_name": "tpu-v5e-8"}
-    return remote.run(
+    return push.run(
         NOTEBOOK_03, bundle_options, tmp_path / "kernels", outputs_dir=tmp_path / "out", echo=lines.append, **options
     )
 
@@ -121,7 +121,7 @@ def test_a_new_fetch_replaces_the_old_outputs_only_once_complete(session, tmp_pa
     before = snapshot(folder)
     session.routes[OUTPUT] = lambda body, headers: (500, {"code": 500, "message": "Internal error"})
     with pytest.raises(RunError, match="its outputs could not be downloaded: .*Internal error"):
-        remote.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lambda line: None)
+        push.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lambda line: None)
     assert snapshot(folder) == before
 
 
@@ -143,7 +143,7 @@ def test_run_from_the_command_line(session, tmp_path):
 def test_losing_the_session_says_how_to_follow_it_again(session, tmp_path):
     session.routes[STATUS] = lambda body, headers: (500, {"code": 500, "message": "Internal error"})
     with pytest.raises(RunError) as error:
-        remote.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lambda line: None)
+        push.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lambda line: None)
     assert str(error.value).startswith(f"Lost track of {KERNEL}: `kaggle kernels status {KERNEL}` failed: Internal")
     assert f"python -m nbkit follow {KERNEL}" in str(error.value) and not (tmp_path / "out").exists()
 
@@ -152,7 +152,7 @@ def test_a_warning_of_the_status_command_is_shown_once(session, tmp_path):
     answers = states("RUNNING", "RUNNING", "COMPLETE")
     session.routes[STATUS] = lambda body, headers: (*answers(body, headers), {"X-Kaggle-APIVersion": "99.0.0"})
     lines: list[str] = []
-    remote.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lines.append)
+    push.follow_and_fetch(KERNEL, tmp_path / "out", interval_s=0.05, echo=lines.append)
     warnings = [line for line in lines if "Looks like you're using an outdated `kaggle` version" in line]
     assert len(warnings) == 1 and "(99.0.0)" in warnings[0]
 

@@ -108,7 +108,7 @@ def test_folders_and_files_that_are_there(monkeypatch):
 
 def test_a_leading_tilde_is_the_home_folder_wherever_a_user_gives_a_path(monkeypatch, tmp_path):
     from nbkit.handoff import package
-    from nbkit.inputs import datasets, kaggle_hub
+    from nbkit.inputs import datasets
     from nbkit.publish import cli
 
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -116,7 +116,7 @@ def test_a_leading_tilde_is_the_home_folder_wherever_a_user_gives_a_path(monkeyp
     assert storage.user_path("~/data") == str(tmp_path / "data")
     assert storage.user_path("gs://b/~x") == "gs://b/~x" and storage.user_path("alice/x") == "alice/x"
     assert datasets.locate("~/data", "alice/flowers").path == str(tmp_path / "data")  # DATA_ROOT
-    assert kaggle_hub.notebook_output("~/data", "flowers-train") == str(tmp_path / "data")  # RESUME_FROM
+    assert datasets.notebook_output("~/data", "flowers-train") == str(tmp_path / "data")  # RESUME_FROM
     assert package.find_packages("~/data", "unused") == [tmp_path / "data"]  # PACKAGES
     arguments = cli._parser().parse_args(["run", "~/nb.py", "--out", "~/k", "--outputs", "~/o"])
     assert (arguments.notebook, arguments.out, arguments.outputs) == tuple(

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from nbkit import __version__
-from nbkit.convert.pictures import FITS
-from nbkit.convert.workers import cores
+from nbkit.convert.pictures import FITS, cores
 from nbkit.errors import ParameterError
 from nbkit.images.description import DESCRIPTION_FILE, METRICS
 from nbkit.inputs import account
@@ -24,45 +23,19 @@ _WRITTEN = re.compile(rf"tfrecords-jpeg-\d+x\d+|{DESCRIPTION_FILE}|{METADATA_FIL
 _SIZES = (32, 2048)  # smallest and largest picture side: below 32 a CNN sees little, above 2048 no TPU batch fits
 
 
-@dataclass(frozen=True)
-class Options:
-    """Every option of `convert`, checked (see its docstring)."""
+class Options(SimpleNamespace):
+    """The options of one `convert(...)` call, by its parameters' names (see its docstring), checked."""
 
-    source: Path
-    output: Path
-    size: int
-    labels: Path | None = None
-    id_column: str | None = None
-    label_column: str | None = None
-    split_column: str | None = None
-    test: Path | None = None
-    sample_submission: Path | None = None
-    val_fraction: float = 0.2
-    folds: int = 0
-    fit: str = "resize"
-    metric: str = "accuracy"
-    class_names: Any = None
-    seed: int = 42
-    workers: int = 1
-    skip_damaged: bool = False
-    title: str | None = None
-    dataset_id: str | None = None
-    competition: str | None = None
-    quality: int = 95
-    inputs: tuple[Path, ...] = field(default=(), repr=False)
-
-    @classmethod
-    def from_arguments(cls, **arguments: Any) -> Options:
-        """The options of a `convert(...)` call: paths as Paths, workers=None as every core, checked."""
+    def __init__(self, **arguments: Any) -> None:
+        """Paths as Paths, workers=None as every core; a ParameterError names the first unusable option."""
         for name in ("source", "output", "labels", "test", "sample_submission"):
             if arguments[name] is not None:
                 arguments[name] = Path(arguments[name])
         arguments["workers"] = cores() if arguments["workers"] is None else arguments["workers"]
-        inputs = [arguments[name] for name in ("source", "labels", "test", "sample_submission")]
-        return cls(**arguments, inputs=tuple(p for p in inputs if p is not None)).check()
+        super().__init__(**arguments)
+        self._check()
 
-    def check(self) -> Options:
-        """These options, or a ParameterError naming the first one that cannot be used."""
+    def _check(self) -> None:
         _whole_number("--size", self.size, *_SIZES, "the side of the square pictures, e.g. 512")
         if not (isinstance(self.val_fraction, (int, float)) and 0 < self.val_fraction <= 0.9):
             raise ParameterError(
@@ -78,15 +51,10 @@ class Options:
         _whole_number("--quality", self.quality, 50, 100, "the JPEG quality, e.g. 95")
         _whole_number("--workers", self.workers, 1, 1024, "the processes that encode pictures")
         _whole_number("--seed", self.seed, 0, 2**63, "any whole number")
-        self._check_output()
-        return self
-
-    def _check_output(self) -> None:
-        """OUTPUT is replaced as a whole: never a file, an input, or a folder of other things."""
-        output = self.output
+        output = self.output  # replaced as a whole: never a file, an input, or a folder of other things
         if output.exists() and not output.is_dir():
             raise ParameterError(f"OUTPUT {output} is a file: give a folder for the converted dataset.")
-        for path in self.inputs:
+        for path in filter(None, (self.source, self.labels, self.test, self.sample_submission)):
             if output.resolve() == path.resolve() or output.resolve() in path.resolve().parents:
                 raise ParameterError(
                     f"OUTPUT {output} holds the input {path}, and converting replaces OUTPUT as a whole: "

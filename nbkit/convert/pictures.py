@@ -1,17 +1,35 @@
-"""One picture file -> one upright, square, RGB JPEG of exactly `size` x `size`, with Pillow.
+"""Pictures -> records: one picture file -> one upright, square, RGB JPEG of exactly `size` x `size`
+(Pillow), encoded on every core, results in order, written into files of about 100 MB as they come.
 
 Phone pictures are turned upright by their EXIF orientation; grayscale, palette, transparent
 (composited on white), CMYK and 16-bit pictures all become 8-bit RGB. Large JPEGs are decoded at a
-reduced scale (`Image.draft`): a phone's 4000x3000 picture decodes at 1/4 or 1/8 of its size.
-Same file, same options -> same bytes.
+reduced scale (`Image.draft`). Same file, same options -> same bytes.
+
+Worker processes are spawned, not forked: a notebook may already hold threads (TensorFlow, JAX)
+that a fork would copy in whatever state they were in. Only a few tasks per worker are queued at a
+time, so memory holds a bounded number of encoded pictures however many there are.
+
+Files (`writer.shard_count`): about 100 MB each, at least 16 per split when there are enough
+records. The total size is estimated from the first pictures encoded (the same ones every run: the
+plan is deterministic). A file is named once written, with the records it really holds
+(`00-512x512-2003.tfrec`): a skipped damaged picture makes it one shorter.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import math
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from itertools import islice
 from pathlib import Path
 from typing import Any
+
+from nbkit.images import layout, writer
 
 FITS = ("resize", "crop", "pad")
 SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")  # what Pillow reads cheaply
@@ -49,24 +67,16 @@ def _to_rgb(image: Any) -> Any:
 
     if image.mode == "RGB":
         return image
-    if image.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
-        return _sixteen_bit_to_rgb(image)
+    if image.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):  # 16-bit: scaled (Pillow's convert clips at 255)
+        import numpy as np
+
+        scaled = np.clip((np.asarray(image).astype(np.int64) + 128) // 257, 0, 255).astype(np.uint8)  # 257*255=65535
+        return Image.fromarray(scaled, "L").convert("RGB")
     if (image.mode == "P" and "transparency" in image.info) or image.mode in ("PA", "LA", "La", "RGBA", "RGBa"):
         rgba = image.convert("RGBA")
         background = Image.new("RGBA", rgba.size, _WHITE + (255,))
         return Image.alpha_composite(background, rgba).convert("RGB")
     return image.convert("RGB")  # L, 1, P, CMYK (Adobe's inverted CMYK is undone by the decoder), YCbCr, F...
-
-
-def _sixteen_bit_to_rgb(image: Any) -> Any:
-    """A 16-bit grayscale picture (PNG, TIFF) as RGB, 0..65535 scaled to 0..255 (Pillow's own
-    conversion clips everything above 255 to white)."""
-    import numpy as np
-    from PIL import Image
-
-    values = np.asarray(image).astype(np.int64)
-    scaled = np.clip((values + 128) // 257, 0, 255).astype(np.uint8)  # 257 * 255 == 65535
-    return Image.fromarray(scaled, "L").convert("RGB")
 
 
 def to_square(image: Any, size: int, fit: str) -> Any:
@@ -95,7 +105,7 @@ def to_square(image: Any, size: int, fit: str) -> Any:
     return canvas
 
 
-def encode_batch(paths: Sequence[str], size: int, fit: str, quality: int) -> list[bytes | str]:
+def _encode_batch(paths: Sequence[str], size: int, fit: str, quality: int) -> list[bytes | str]:
     """square_jpeg of each path, or, for a picture Pillow cannot read, why (a str). Runs in worker processes."""
     from PIL import Image
 
@@ -106,3 +116,114 @@ def encode_batch(paths: Sequence[str], size: int, fit: str, quality: int) -> lis
         except (*_UNREADABLE, Image.DecompressionBombError) as error:
             results.append(f"{type(error).__name__}: {error}")
     return results
+
+
+_CHUNK = 8  # pictures per task: fewer round trips to the workers, progress still fine-grained
+_AHEAD = 4  # tasks queued per worker: enough to keep each busy
+_EVERY_S = 10.0  # a progress line at least this often, besides every tenth of the way
+
+
+def cores() -> int:
+    """The cores this process may use (its CPU affinity where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def encoded(paths: Sequence[Path], size: int, fit: str, quality: int, workers: int) -> Iterator[bytes | str]:
+    """`square_jpeg` of each path, in order: JPEG bytes, or why the picture could not be read.
+    `workers=1` encodes in this process."""
+    chunks = [[str(p) for p in paths[start : start + _CHUNK]] for start in range(0, len(paths), _CHUNK)]
+    if workers == 1:
+        for chunk in chunks:
+            yield from _encode_batch(chunk, size, fit, quality)
+        return
+    pool = ProcessPoolExecutor(min(workers, len(chunks) or 1), mp_context=multiprocessing.get_context("spawn"))
+    try:
+        waiting: deque[Future[list[bytes | str]]] = deque()
+        for chunk in chunks:
+            waiting.append(pool.submit(_encode_batch, chunk, size, fit, quality))
+            if len(waiting) > workers * _AHEAD:
+                yield from waiting.popleft().result()
+        while waiting:
+            yield from waiting.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # a failure stops the queued tasks, not just this loop
+
+
+class Progress:
+    """Counts pictures and prints `done/total pictures (p%), N images/s` every tenth of the way and
+    at least every EVERY_S seconds: plain lines, for notebooks as much as terminals."""
+
+    def __init__(self, total: int, say: Callable[[str], None] = print) -> None:
+        self.total, self.say = total, say
+        self.done = 0
+        self.start = self.last_time = time.perf_counter()
+        self.last_tenth = 0
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start
+
+    @property
+    def rate(self) -> float:  # pictures per second so far
+        return self.done / max(self.seconds, 1e-9)
+
+    def advance(self, doing: str) -> None:
+        """One more picture done; `doing` says what (e.g. "train")."""
+        self.done += 1
+        tenth = self.done * 10 // max(self.total, 1)
+        now = time.perf_counter()
+        if tenth > self.last_tenth or now - self.last_time >= _EVERY_S:
+            self.last_tenth, self.last_time = tenth, now
+            percent = 100 * self.done // max(self.total, 1)
+            self.say(f"  {self.done:,}/{self.total:,} pictures ({percent}%), {self.rate:,.0f} images/s, {doing}")
+
+
+ESTIMATE_FROM = 32  # pictures encoded before the files are planned; their mean size stands for all
+
+
+def _balanced(count: int, parts: int) -> list[int]:
+    """`count` records in `parts` files whose sizes differ by one at most."""
+    return [count // parts + (i < count % parts) for i in range(parts)]
+
+
+def plan(group_sizes: Sequence[int], bytes_per_record: float) -> list[list[int]]:
+    """Records per file for each group of one split (the split itself, or each of its folds: a file
+    never mixes folds), the split's files shared among the groups by their sizes."""
+    total = sum(group_sizes)
+    if not total:
+        return [[] for _ in group_sizes]
+    files = writer.shard_count(round(bytes_per_record * total), total)
+    return [_balanced(size, min(size, math.ceil(files * size / total))) for size in group_sizes]
+
+
+def write_files(
+    records: Iterator[bytes | None], folder: Path, image_size: int, counts: Sequence[Sequence[int]]
+) -> list[list[str]]:
+    """Write the next records of `records` into files of `counts` (per group, as `plan` gives them);
+    a None (a skipped picture) takes its place but writes nothing. The file names, per group."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names: list[list[str]] = []
+    index = 0
+    for group in counts:
+        names.append([])
+        for count in group:
+            written = [0]
+
+            def taken(count: int = count, written: list[int] = written) -> Iterator[bytes]:
+                for record in islice(records, count):
+                    if record is not None:
+                        written[0] += 1
+                        yield record
+
+            path = writer.write_records(folder / f"{index:02d}-writing.tfrec", taken())
+            if not written[0]:
+                path.unlink()  # every picture of this file was skipped
+                continue
+            name = layout.file_name(index, image_size, written[0])
+            os.replace(path, folder / name)
+            names[-1].append(name)
+            index += 1
+    return names

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import atomic
-from nbkit.convert import labels, shards, sources, split, workers
+from nbkit.convert import labels, pictures, sources
 from nbkit.convert.options import METADATA_FILE, Options
 from nbkit.convert.sources import Picture
 from nbkit.errors import DataError, ParameterError
@@ -82,7 +82,7 @@ def convert(
     processes encoding pictures (None: every core; 1: this process). `skip_damaged`: leave out
     pictures that cannot be decoded, and list them, instead of stopping.
     """
-    return _convert(Options.from_arguments(**locals()))
+    return _convert(Options(**locals()))
 
 
 def _convert(options: Options) -> Path:
@@ -108,14 +108,15 @@ def _convert(options: Options) -> Path:
     _remove_killed_leftovers(options.output)
     with atomic.staged_dir(options.output) as staging:
         names, skipped, progress = _write_splits(options, splits, staging)
-        id_column, label_column = _submission_columns(sample, labeled)
+        # submission.csv's header: the sample submission's, else the labels CSV's columns, else id,label
+        id_column, label_column = sample.header[:2] if sample else (labeled.id_column, labeled.label_column)
         description = descriptions.Description(
             title=metadata["title"],
             classes=classes.names,
             label_values=classes.values,
             image_sizes=(options.size,),
-            id_column=id_column,
-            label_column=label_column,
+            id_column=id_column or "id",
+            label_column=label_column or "label",
             metric=options.metric,
             competition=options.competition,
             folds=tuple(tuple(files) for files in names["train"]) if options.folds else (),
@@ -136,20 +137,13 @@ def _remove_killed_leftovers(output: Path) -> None:
     atomic.staged_dir's naming) whose process is gone; a failing one removes its own."""
     for folder in output.parent.glob(f".{output.name}.tmp-*"):
         pid = folder.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _process_alive(int(pid)):
+        try:
+            os.kill(int(pid) if pid.isdigit() else os.getpid(), 0)  # signal 0: is it there?
+        except ProcessLookupError:
             shutil.rmtree(folder, ignore_errors=True)
             _say(f"  removed {folder}, left by a conversion that was killed")
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether a process `pid` runs (one we may not signal runs too)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        except PermissionError:  # a process we may not signal: it runs
+            pass
 
 
 def _read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None, list[Picture]]:
@@ -196,7 +190,7 @@ def _assign(
     splits: dict[str, list[_Group]] = {}
     for number, chosen in enumerate(members):
         name = "train" if options.folds or number == 0 else "val"
-        order = split.shuffled(chosen, options.seed, f"{name}-{number}")
+        order = labels.shuffled(chosen, options.seed, f"{name}-{number}")
         splits.setdefault(name, []).append(_Group(name, [pictures[i] for i in order], [label_of[i] for i in order]))
     return splits, kind
 
@@ -210,7 +204,7 @@ def _train_val_members(
         kind, validates = "given", [p.split == "val" for p in pictures]
     else:
         kind = "stratified"
-        validates = split.validation_split(label_of, options.val_fraction, options.seed)
+        validates = labels.validation_split(label_of, options.val_fraction, options.seed)
     members = [[i for i, v in enumerate(validates) if not v], [i for i, v in enumerate(validates) if v]]
     for name, chosen in zip(("train", "val"), members):
         if not chosen:
@@ -225,47 +219,47 @@ def _fold_members(
     """([the positions in each fold], how): stratified folds of every labeled picture."""
     if any(p.split for p in pictures):
         raise ParameterError("--folds puts every labeled picture into a fold, but the source has its own val split.")
-    per_class = split.by_class(label_of)
+    per_class = labels.by_class(label_of)
     smallest = min(per_class, key=lambda label: len(per_class[label]))
     if len(per_class[smallest]) < options.folds:
         raise ParameterError(
             f"--folds {options.folds}: class {classes.names[smallest]!r} has only {len(per_class[smallest])} "
             "pictures, fewer than the folds, so some fold would lack it. Use fewer folds."
         )
-    fold_of = split.folds(label_of, options.folds, options.seed)
+    fold_of = labels.folds(label_of, options.folds, options.seed)
     return [[i for i, f in enumerate(fold_of) if f == fold] for fold in range(options.folds)], "folds"
 
 
 def _write_splits(
     options: Options, splits: dict[str, list[_Group]], staging: Path
-) -> tuple[dict[str, list[list[str]]], list[str], workers.Progress]:
+) -> tuple[dict[str, list[list[str]]], list[str], pictures.Progress]:
     """Encode every picture (all cores) and write each split's files; (file names per split and
     group, the ids of skipped pictures, the progress: pictures done and their rate)."""
     everything = [picture for groups in splits.values() for group in groups for picture in group.pictures]
-    progress = workers.Progress(len(everything), _say)
+    progress = pictures.Progress(len(everything), _say)
     _say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
     paths = [picture.path for picture in everything]
     names, skipped = {}, []
     # closing(): a failure stops the worker processes now, not when the generator is collected
     with contextlib.closing(
-        workers.encoded(paths, options.size, options.fit, options.quality, options.workers)
+        pictures.encoded(paths, options.size, options.fit, options.quality, options.workers)
     ) as encoded:
-        head = list(islice(encoded, shards.ESTIMATE_FROM))
+        head = list(islice(encoded, pictures.ESTIMATE_FROM))
         sizes = [len(r) for r in head if isinstance(r, bytes)]
         bytes_per_record = sum(sizes) / len(sizes) if sizes else options.size**2 / 4
         results = chain(head, encoded)
         for name, groups in splits.items():
-            counts = shards.plan([len(g.pictures) for g in groups], bytes_per_record)
+            counts = pictures.plan([len(g.pictures) for g in groups], bytes_per_record)
             records = (
                 r for group in groups for r in _examples(group, results, options.skip_damaged, skipped, progress)
             )
             folder = Path(layout.split_folder(staging, options.size, name))
-            names[name] = shards.write_files(records, folder, options.size, counts)
+            names[name] = pictures.write_files(records, folder, options.size, counts)
     return names, skipped, progress
 
 
 def _examples(
-    group: _Group, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: workers.Progress
+    group: _Group, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: pictures.Progress
 ) -> Iterator[bytes | None]:
     """The group's serialized examples (`image`, `id`, and `class` when labeled), in order; None
     for a damaged picture when skipping, else a DataError naming it."""
@@ -291,13 +285,6 @@ def _examples(
         yield writer.encode_example(features)
 
 
-def _submission_columns(sample: labels.Table | None, labeled: sources.Labeled) -> tuple[str, str]:
-    """submission.csv's header: the sample submission's, else the labels CSV's columns, else id,label."""
-    if sample is not None:
-        return sample.header[0], sample.header[1]
-    return labeled.id_column or "id", labeled.label_column or "label"
-
-
 def _describe_plan(
     options: Options, labeled: sources.Labeled, classes: labels.Classes, splits: dict[str, list[_Group]], kind: str
 ) -> str:
@@ -320,7 +307,7 @@ def _summary(
     description: descriptions.Description,
     names: dict[str, list[list[str]]],
     skipped: list[str],
-    progress: workers.Progress,
+    progress: pictures.Progress,
     dataset_id: str,
 ) -> str:
     """The closing lines: records and files per split, classes, skipped pictures, how to publish."""

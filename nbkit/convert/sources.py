@@ -180,28 +180,25 @@ class _PictureIndex:
         return (files[0], False, "") if files else (None, False, f"no picture {picture_id!r} in {self.folder}")
 
 
-def from_csv(
-    source: Path,
+def _match(
     table: labels.Table,
-    id_column: str | None,
-    label_column: str | None,
+    folder: Path,
+    files: Sequence[PurePosixPath],
+    option: str,
+    id_column: str,
+    label_column: str | None = None,
     split_column: str | None = None,
-    leave_out: Sequence[Path] = (),
-) -> Labeled:
-    """The pictures a labels CSV names (id and label per line), each matched to its file in SOURCE;
-    every picture there must have a line, every line a picture."""
-    id_column = table.column(id_column, 0, "--id-column")
-    label_column = table.column(label_column, 1, "--label-column")
-    if split_column is not None:
-        table.column(split_column, 0, "--split-column")
-    index = _PictureIndex(source, _list_pictures(source, leave_out))
+) -> tuple[list[Picture], bool]:
+    """(the pictures `table` (given as `option`) names, each matched to its file among `files` in `folder`;
+    whether every id carries its suffix): every line a picture, every picture a line. With `label_column`, labeled."""
+    index = _PictureIndex(folder, files)
     pictures, seen, missing, used, suffixed = [], {}, [], {}, []
     for line, row in table.rows:
-        picture_id, label = row.get(id_column, ""), row.get(label_column, "")
+        picture_id, label = row.get(id_column, ""), row.get(label_column, "") if label_column else None
         where = f"{table.path.name} line {line} (id {picture_id!r})"
         if not picture_id:
             raise DataError(f"{table.path.name} line {line} has no {id_column}: fill it in or delete the line.")
-        if not label:
+        if label == "":
             raise DataError(f"{where} has an empty {label_column}: fill it in or delete the line.")
         if picture_id in seen:
             raise DataError(f"{where} repeats the id of line {seen[picture_id]}: each picture needs one line.")
@@ -217,19 +214,35 @@ def from_csv(
         split = _SPLIT_VALUES.get(row.get(split_column, "").lower()) if split_column else None
         if split_column and split is None:
             raise DataError(f"{where}: {split_column} is {row.get(split_column, '')!r}; write train or val.")
-        pictures.append(Picture(source / file, picture_id, label, where, split))
+        pictures.append(Picture(folder / file, picture_id, label, where, split))
     if missing:
-        raise _problems(
-            f"lines of {table.path.name} name no picture", missing, f"Check --labels and SOURCE ({source})."
-        )
-    unnamed = [f"{source.name}/{file}" for file in index.files if file not in used]
+        raise _problems(f"lines of {table.path.name} name no picture", missing, f"Check {option} and {folder}.")
+    unnamed = [f"{folder.name}/{file}" for file in files if file not in used]
     if unnamed:
         raise _problems(
-            f"pictures in {source} have no line in {table.path.name}",
+            f"pictures in {folder} have no line in {table.path.name}",
             unnamed,
-            "Add a line (id,label) for each, or move them out of SOURCE.",
+            f"Add a line for each to {table.path.name}, or move them out of {folder}.",
         )
-    return Labeled(pictures, id_column, label_column, ids_with_extension=all(suffixed))
+    return pictures, all(suffixed)
+
+
+def from_csv(
+    source: Path,
+    table: labels.Table,
+    id_column: str | None,
+    label_column: str | None,
+    split_column: str | None = None,
+    leave_out: Sequence[Path] = (),
+) -> Labeled:
+    """The pictures a labels CSV names (id and label per line), each matched to its file in SOURCE."""
+    id_column = table.column(id_column, 0, "--id-column")
+    label_column = table.column(label_column, 1, "--label-column")
+    if split_column is not None:
+        table.column(split_column, 0, "--split-column")
+    files = _list_pictures(source, leave_out)
+    pictures, suffixed = _match(table, source, files, "--labels", id_column, label_column, split_column)
+    return Labeled(pictures, id_column, label_column, ids_with_extension=suffixed)
 
 
 # ---- test pictures -------------------------------------------------------------------------------
@@ -241,49 +254,13 @@ def find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extensi
     files = _list_pictures(test)
     if not files:
         raise DataError(f"The test folder {test} holds no pictures ({' '.join(SUFFIXES)}).")
-    if sample is None:
-        pictures, seen = [], {}
-        for file in files:
-            picture_id = str(file) if ids_with_extension else str(file.with_suffix(""))
-            if picture_id in seen:
-                raise DataError(f"Test pictures {seen[picture_id]} and {file} would both have the id {picture_id!r}.")
-            seen[picture_id] = file
-            pictures.append(Picture(test / file, picture_id, None, f"{test.name}/{file}"))
-        return pictures
-    return _match_sample(test, files, sample)
-
-
-def _match_sample(test: Path, files: Sequence[PurePosixPath], sample: labels.Table) -> list[Picture]:
-    id_column = sample.column(None, 0, "")
-    index = _PictureIndex(test, files)
-    pictures, seen, no_picture, named = [], {}, [], set()
-    for line, row in sample.rows:
-        picture_id = row.get(id_column, "")
+    if sample is not None:
+        return _match(sample, test, files, "--sample-submission", sample.column(None, 0, ""))[0]
+    pictures, seen = [], {}
+    for file in files:
+        picture_id = str(file) if ids_with_extension else str(file.with_suffix(""))
         if picture_id in seen:
-            raise DataError(
-                f"{sample.path.name} line {line} repeats id {picture_id!r} (first on line {seen[picture_id]})."
-            )
-        seen[picture_id] = line
-        file, _, wrong = index.find(picture_id)
-        if file is None:
-            no_picture.append(f"line {line}: {wrong}")
-        elif test / file in named:
-            raise DataError(f"{sample.path.name} line {line} (id {picture_id!r}) names {file} a second time.")
-        else:
-            named.add(test / file)
-            pictures.append(Picture(test / file, picture_id, None, f"{sample.path.name} line {line}"))
-    if no_picture:
-        raise _problems(
-            f"ids of {sample.path.name} have no test picture",
-            no_picture,
-            f"Check --test ({test}) and the sample submission.",
-        )
-    extra = [f"{test.name}/{file}" for file in files if test / file not in named]
-    if extra:
-        raise _problems(
-            f"test pictures are not in {sample.path.name}",
-            extra,
-            "Every test picture needs a line in the sample submission: give the right --sample-submission, "
-            "or move the extra pictures out of the test folder.",
-        )
+            raise DataError(f"Test pictures {seen[picture_id]} and {file} would both have the id {picture_id!r}.")
+        seen[picture_id] = file
+        pictures.append(Picture(test / file, picture_id, None, f"{test.name}/{file}"))
     return pictures

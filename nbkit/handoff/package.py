@@ -197,10 +197,10 @@ def _folder_or_model(location: str) -> Path:
     if Path(location).exists() or location.count("/") not in (3, 4):
         return Path(location)  # a folder (read_manifest says so if it is not one)
     from nbkit.errors import DataError
-    from nbkit.inputs import kaggle_hub
+    from nbkit.inputs import datasets
 
     try:
-        return Path(kaggle_hub.fetch("model", location))
+        return Path(datasets.fetch("model", location))
     except DataError as error:
         raise DataError(f"PACKAGES: {location!r} is no folder here, and as a Kaggle Models handle: {error}") from None
 
@@ -208,14 +208,14 @@ def _folder_or_model(location: str) -> Path:
 def publish_model(folder: str | Path, handle: str, version_notes: str = "") -> str:
     """Publish the package in `folder` to Kaggle Models as `handle` (owner/model/keras/variation) with
     kagglehub, a new version when the variation exists; the model's URL. Notebook 06 reads it by handle."""
-    from nbkit.inputs import kaggle_hub
+    from nbkit.inputs import datasets
 
     manifest = read_manifest(folder)  # only a complete package goes out
     metric = manifest["dataset"]["metric"]
     notes = version_notes or (
         f"{manifest['model_name']}, {manifest['image_size']}px, validation {metric} {manifest['metrics'][metric]:.3f}"
     )
-    return kaggle_hub.upload_model(handle, folder, notes, ignore=[_METADATA_FILE])  # the dataset route's file
+    return datasets.upload_model(handle, folder, notes, ignore=[_METADATA_FILE])  # the dataset route's file
 
 
 def _is_package(folder: Path) -> bool:

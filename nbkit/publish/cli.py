@@ -22,20 +22,25 @@ from typing import Any
 
 from nbkit.errors import DataError, NbkitError, ParameterError
 from nbkit.params import check_handle
-from nbkit.publish import kernel_metadata, scan
-from nbkit.publish.kernel_metadata import CURRENT, RETIRED
+from nbkit.publish import bundle, push, scan
+from nbkit.publish.bundle import CURRENT, RETIRED
 from nbkit.publish.scan import redact
 from nbkit.storage import user_path
 
 _ACCELERATOR_HELP = (
     f"one of {', '.join(CURRENT)} (default tpu-v5e-8); retired on Kaggle, accepted with a warning: "
-    + ", ".join(name for name, (_, _, shape) in kernel_metadata.ACCELERATORS.items() if shape in RETIRED)
+    + ", ".join(name for name, (_, _, shape) in bundle.ACCELERATORS.items() if shape in RETIRED)
+)
+
+
+_BUNDLE_OPTIONS = (  # what `bundle.write` takes of the options `_bundle_options` declares
+    "owner title slug accelerator_name private internet datasets competitions kernels models docker_image".split()
 )
 
 
 def _bundle_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("notebook", type=user_path, help="notebooks/NN_name.py or .ipynb")
-    parser.add_argument("--accelerator", default="tpu-v5e-8", help=_ACCELERATOR_HELP)
+    parser.add_argument("--accelerator", default="tpu-v5e-8", dest="accelerator_name", help=_ACCELERATOR_HELP)
     parser.add_argument(
         "--owner", help="your Kaggle user name, needed only to push (default: KAGGLE_USERNAME or kaggle.json)"
     )
@@ -49,8 +54,15 @@ def _bundle_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", action="append", default=[], dest="models", help="owner/model/framework/variation/version"
     )
-    parser.add_argument("--public", action="store_true", help="make the kernel public (default private)")
-    parser.add_argument("--no-internet", action="store_true", help="run with internet off (competitions often want it)")
+    parser.add_argument(
+        "--public", action="store_false", dest="private", help="make the kernel public (default private)"
+    )
+    parser.add_argument(
+        "--no-internet",
+        action="store_false",
+        dest="internet",
+        help="run with internet off (competitions often want it)",
+    )
     parser.add_argument("--docker-image", help="pin a Docker image (default: none, Kaggle's current image)")
     parser.add_argument(
         "--out", type=user_path, default="build/kernels", help="parent folder of the bundle (default build/kernels)"
@@ -143,11 +155,13 @@ def _oof(args: argparse.Namespace) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nbkit", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    bundle = commands.add_parser("bundle", help="build/kernels/<slug>/: the notebook with nbkit inside + metadata")
-    _bundle_options(bundle)
-    push = commands.add_parser("push", help="scan a bundle, then `kaggle kernels push -p` it and report URL and status")
-    push.add_argument("folder", type=user_path, help="build/kernels/<slug>")
-    push.add_argument("--no-status", action="store_true", help="do not ask the status after pushing")
+    bundling = commands.add_parser("bundle", help="build/kernels/<slug>/: the notebook with nbkit inside + metadata")
+    _bundle_options(bundling)
+    pushing = commands.add_parser(
+        "push", help="scan a bundle, then `kaggle kernels push -p` it and report URL and status"
+    )
+    pushing.add_argument("folder", type=user_path, help="build/kernels/<slug>")
+    pushing.add_argument("--no-status", action="store_true", help="do not ask the status after pushing")
     run = commands.add_parser("run", help="bundle, push, follow the session, fetch its outputs into out/kaggle/<slug>/")
     _bundle_options(run)
     _follow_options(run)
@@ -190,27 +204,14 @@ def _launch(args: argparse.Namespace) -> str:
 
 
 def _bundle_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "owner": args.owner,
-        "title": args.title,
-        "slug": args.slug,
-        "accelerator_name": args.accelerator,
-        "private": not args.public,
-        "internet": not args.no_internet,
-        "datasets": args.datasets,
-        "competitions": args.competitions,
-        "kernels": args.kernels,
-        "models": args.models,
-        "docker_image": args.docker_image,
-    }
+    return {name: getattr(args, name) for name in _BUNDLE_OPTIONS}
 
 
 def _bundled(folder: Path) -> str:
     from nbkit.inputs.account import PLACEHOLDER_OWNER
-    from nbkit.publish.push import read_metadata
 
     files = ", ".join(sorted(p.name for p in folder.iterdir()))
-    metadata = read_metadata(folder)
+    metadata = push.read_metadata(folder)
     done = (
         f"wrote {folder}/ ({files}); import {folder / metadata['code_file']} into Kaggle with File -> Import Notebook"
     )
@@ -221,12 +222,10 @@ def _bundled(folder: Path) -> str:
 
 def _kernel(command: str, name: str) -> str:
     """The kernel id of a bundle folder, or `name` if it is a kernel handle (owner/slug)."""
-    from nbkit.publish import push
-
     if Path(name).is_dir():
         return push.read_metadata(name)["id"]
     try:
-        return check_handle("kernel", name, "owner/slug", slug=kernel_metadata.SLUG)
+        return check_handle("kernel", name, "owner/slug", slug=bundle.SLUG)
     except ParameterError:
         raise ParameterError(
             f"{name!r} is neither a bundle folder here nor a kernel handle: `python -m nbkit {command}` takes the "
@@ -237,24 +236,18 @@ def _kernel(command: str, name: str) -> str:
 
 def _run(args: argparse.Namespace) -> str:
     """Do what `args` asks; the line(s) to print last."""
-    if args.command in ("bundle", "run") and kernel_metadata.retired(args.accelerator):
-        print(f"warning: {kernel_metadata.retired(args.accelerator)}", file=sys.stderr)
+    if args.command in ("bundle", "run") and (retired := bundle.retired(args.accelerator_name)):
+        print(f"warning: {retired}", file=sys.stderr)
     if args.command == "bundle":
-        from nbkit.publish import bundle
-
         return _bundled(bundle.write(args.notebook, args.out, **_bundle_kwargs(args)))
     if args.command == "push":
-        from nbkit.publish import push
-
         return push.push(args.folder, check_status=not args.no_status).describe()
     if args.command in ("run", "follow"):
-        from nbkit.publish import remote
-
         following = {"expect": args.expect, "timeout_s": args.timeout, "interval_s": args.interval}
         if args.command == "run":
-            folder = remote.run(args.notebook, _bundle_kwargs(args), args.out, outputs_dir=args.outputs, **following)
+            folder = push.run(args.notebook, _bundle_kwargs(args), args.out, outputs_dir=args.outputs, **following)
         else:
-            folder = remote.follow_and_fetch(_kernel("follow", args.kernel), args.outputs, **following)
+            folder = push.follow_and_fetch(_kernel("follow", args.kernel), args.outputs, **following)
         return f"done: outputs in {folder}"
     if args.command == "tfrecords":
         return _convert(args)
@@ -263,8 +256,6 @@ def _run(args: argparse.Namespace) -> str:
     if args.command == "launch":
         return _launch(args)
     if args.command == "status":
-        from nbkit.publish import push
-
         kernel = _kernel("status", args.kernel)
         return f"{kernel}: {push.status(kernel)}"
     scan.check(args.paths)

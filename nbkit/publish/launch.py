@@ -9,6 +9,7 @@ stopped, and a RunError names the process that failed and shows its last lines.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -196,24 +197,17 @@ def _stop(started: list[_Process]) -> None:
 
     tree: list[psutil.Process] = []
     for process in started:
-        if process.popen.poll() is not None:  # ended and reaped: its pid may be another program's now
-            continue
-        try:
-            parent = psutil.Process(process.popen.pid)
-            tree += [parent, *parent.children(recursive=True)]  # before the parent ends and its kernel is orphaned
-        except psutil.NoSuchProcess:
-            continue
+        if process.popen.poll() is None:  # not one that ended and was reaped: its pid may be another program's now
+            with contextlib.suppress(psutil.NoSuchProcess):
+                parent = psutil.Process(process.popen.pid)
+                tree += [parent, *parent.children(recursive=True)]  # before the parent ends and its kernel is orphaned
     for member in tree:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             member.terminate()
-        except psutil.NoSuchProcess:
-            continue
     _, alive = psutil.wait_procs(tree, timeout=_GRACE_S)
     for member in alive:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             member.kill()
-        except psutil.NoSuchProcess:
-            continue
     psutil.wait_procs(alive, timeout=_GRACE_S)
     for process in started:
         process.popen.wait()

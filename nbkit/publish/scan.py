@@ -97,26 +97,10 @@ def _notebook_parts(notebook: Mapping) -> Iterator[tuple[str, str]]:
     yield "notebook metadata", _strings(notebook.get("metadata", {}))  # papermill keeps parameters here
 
 
-def _scan_file(path: str | Path, secrets: Mapping[str, str] | None = None) -> list[_Finding]:
-    path = Path(path)
-    secrets = known_secrets(dotenv=_dotenv_files([path])) if secrets is None else secrets
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError):
-        return []  # binary files (images, models) are not scanned
-    parts: Iterable[tuple[str, str]] = [("file", text)]
-    if path.suffix == ".ipynb":
-        try:
-            parts = _notebook_parts(json.loads(text))
-        except ValueError:
-            pass  # not JSON: scan it as text
-    return [_Finding(str(path), where, kind) for where, part in parts for kind in _scan_text(part, secrets)]
-
-
 def _scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None) -> list[_Finding]:
     """Findings in every file under `paths`, by default for the secrets this session knows."""
-    paths = list(paths)
-    for path in map(Path, paths):
+    paths = list(map(Path, paths))
+    for path in paths:
         if not path.exists():  # else a misspelt path would pass as "no secrets found"
             raise ParameterError(
                 f"{path} does not exist: give notebooks, bundles or folders of them to scan, e.g. "
@@ -124,10 +108,18 @@ def _scan(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None)
             )
     secrets = known_secrets(dotenv=_dotenv_files(paths)) if secrets is None else secrets
     findings = []
-    for path in map(Path, paths):
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for file in files:
-            findings += _scan_file(file, secrets)
+    for file in (f for path in paths for f in (sorted(path.rglob("*")) if path.is_dir() else [path]) if f.is_file()):
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # binary files (images, models) are not scanned
+        parts: Iterable[tuple[str, str]] = [("file", text)]
+        if file.suffix == ".ipynb":
+            try:
+                parts = _notebook_parts(json.loads(text))
+            except ValueError:
+                pass  # not JSON: scan it as text
+        findings += [_Finding(str(file), where, kind) for where, part in parts for kind in _scan_text(part, secrets)]
     return findings
 
 

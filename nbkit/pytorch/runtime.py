@@ -185,19 +185,19 @@ def save(acc: _TorchAccelerator, state: Any, path: str | Path) -> Path:
     """Save a state dict from the master, on the CPU, through a partial file; every replica must call it
     (on XLA the replicas meet there)."""
     path = Path(path)
-    if not acc.xla:
-        import torch
+    if acc.xla:
+        import torch_xla.core.xla_model as xm
 
-        with atomic.replacing(path) as partial:
-            torch.save(state, partial)
-        return path
-    import torch_xla.core.xla_model as xm
-
-    if not ordinal(acc) == 0:  # writes nothing: meets the master, which writes
-        xm.save(state, str(path), master_only=True, global_master=True)
-        return path
+        if ordinal(acc) != 0:  # writes nothing: meets the master, which writes
+            xm.save(state, str(path), master_only=True, global_master=True)
+            return path
     with atomic.replacing(path) as partial:
-        xm.save(state, str(partial), master_only=True, global_master=True)
+        if acc.xla:
+            xm.save(state, str(partial), master_only=True, global_master=True)
+        else:
+            import torch
+
+            torch.save(state, partial)
     return path
 
 
