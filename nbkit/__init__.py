@@ -7,6 +7,7 @@ The package tree says what runs where:
     models      Keras plumbing around a notebook's model: offline ImageNet backbones, input monitor, predictions
     images/     image classification from TFRecords, for any competition: data (found, described, checked),
                 description, layout, checks, scores, submissions, out-of-fold files, plots
+    text, text_sample   text competitions from CSV files (Kaggle's Watson and its generated stand-in): data, presets
     competitions/   what is one competition's: flowers (the worked example and default)
     handoff/    training that resumes, model packages (train on TPU, predict on GPU)
     pytorch/    PyTorch/XLA: the runtime helpers of notebook 04

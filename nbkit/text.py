@@ -22,8 +22,7 @@ from nbkit import atomic
 from nbkit import env as nbenv
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import metrics
-from nbkit.inputs import kaggle_hub
-from nbkit.inputs.datasets import DataSource, locate
+from nbkit.inputs.datasets import DataSource, locate, through_kagglehub
 
 _COMPETITION = "contradictory-my-dear-watson"
 _METRICS = ("accuracy", "f1_macro", "roc_auc")  # roc_auc: two classes, scored on the second's probability
@@ -267,9 +266,10 @@ def find_preset(preset: str, download: bool = True, environment: Any = None) -> 
         versions = sorted((root / framework / variation).glob("*"), key=lambda p: (len(p.name), p.name))
         if versions:
             return _checked(versions[-1]), f"{handle} is attached as a Kaggle Model"
-    why_not = kaggle_hub.unavailable(environment.platform) if download else "the smoke profile downloads none"
-    if why_not is None:
-        return _checked(Path(kaggle_hub.fetch("model", handle))), f"kagglehub fetched {handle}"
+    found, why_not = through_kagglehub(handle, environment.platform, "model") if download else (None, "")
+    if found:
+        return _checked(Path(found)), f"kagglehub fetched {handle}"
+    why_not = why_not or "the smoke profile downloads none"
     return None, (
         f"the Kaggle Model {handle} is not attached and {why_not}. To use it, attach it ('Add Input' -> Models, "
         f"or `python -m nbkit bundle notebooks/08_text_classifier.py --model {handle}`) or turn the internet on"

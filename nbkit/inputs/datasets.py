@@ -62,7 +62,7 @@ def locate(
     if environment.platform == "kaggle":
         return _on_kaggle(handle, slug, environment, use_gcs, remote_tpu, credential)
     where = f"not on Kaggle ({environment.platform})"
-    found, why_not = _through_kagglehub(handle, environment.platform)
+    found, why_not = through_kagglehub(handle, environment.platform)
     if found:
         return DataSource(found, f"{where}, so kagglehub fetched {handle} into {found}")
     if fallback is None:
@@ -73,8 +73,9 @@ def locate(
     return DataSource(stand_in.path, f"{where} and {why_not}, so {stand_in.reason} for {handle}")
 
 
-def _through_kagglehub(handle: str, platform: str) -> tuple[str | None, str]:
-    """(the folder kagglehub attached, mounted or downloaded, or None; why not)."""
+def through_kagglehub(handle: str, platform: str, kind: str = "") -> tuple[str | None, str]:
+    """(the folder kagglehub attached, mounted or downloaded, or None; why not): a `kind` of _KINDS, by default
+    a dataset (owner/slug) or a competition (slug)."""
     if os.environ.get(_SWITCH, "").lower() == "off":
         return None, f"kagglehub is off ({_SWITCH}=off)"
     try:
@@ -88,7 +89,7 @@ def _through_kagglehub(handle: str, platform: str) -> tuple[str | None, str]:
         except ValueError as error:  # a kaggle.json it cannot read
             return None, f"kagglehub cannot read the Kaggle credentials ({error})"
     try:
-        return fetch("dataset" if "/" in handle else "competition", handle), ""
+        return fetch(kind or ("dataset" if "/" in handle else "competition"), handle), ""
     except DataError as error:
         return None, str(error).rstrip(".")
 
@@ -113,7 +114,7 @@ def _on_kaggle(
     if attached:
         machine = "a TPU VM" if environment.tpu_vm else "this GPU/CPU kernel"
         return DataSource(str(attached), f"{handle} is attached and {machine} reads /kaggle/input directly")
-    found, why_not = _through_kagglehub(handle, "kaggle")
+    found, why_not = through_kagglehub(handle, "kaggle")
     if found:
         return DataSource(found, f"{handle} was not attached, so kagglehub attached it")
     private_note = " (a private dataset: only its owner and collaborators can)" if credential else ""
