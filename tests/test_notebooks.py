@@ -93,6 +93,8 @@ def test_help_notebook_documents_every_parameter(source):
         ("07_make_tfrecords.ipynb", {"FIT": "stretch"}, "FIT='stretch'"),
         ("06_infer_on_gpu.ipynb", {"PER_REPLICA_BATCH": 0}, "PER_REPLICA_BATCH=0"),
         ("06_infer_on_gpu.ipynb", {"BACKEND": "torch"}, "BACKEND='torch'"),
+        ("08_text_classifier.ipynb", {"METRIC": "auc"}, "METRIC='auc'"),
+        ("08_text_classifier.ipynb", {"TEXT_COLUMNS": "a,b,c"}, "TEXT_COLUMNS='a,b,c': name one text column, or two"),
         # issue 35 #9: the next conversion into DATA_ROOT would delete the outputs
         (
             "02_flowers_classifier.ipynb",
