@@ -1,4 +1,4 @@
-"""Out-of-fold predictions (nbkit.images.oof): each fold's oof.csv, and the gathering of the folds
+"""Out-of-fold predictions (nbkit.images.metrics): each fold's oof.csv, and the gathering of the folds
 into one score, refused unless every labeled id is there exactly once."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from PIL import Image
 from nbkit import tfrecord
 from nbkit.convert.run import convert
 from nbkit.errors import DataError
-from nbkit.images import oof
+from nbkit.images import metrics
 from nbkit.images.description import Description
 from nbkit.publish import cli
 
@@ -30,7 +30,7 @@ DATASET = Description(
 
 def fold_file(tmp_path, fold, ids, labels, predicted):
     probabilities = np.eye(3)[predicted] * 0.8 + 0.2 / 3
-    return oof.write(ids, labels, probabilities, fold, DATASET, tmp_path / f"fold{fold}" / "oof.csv")
+    return metrics.write_oof(ids, labels, probabilities, fold, DATASET, tmp_path / f"fold{fold}" / "oof.csv")
 
 
 def test_the_folds_gather_into_one_score_of_every_labeled_picture(tmp_path):
@@ -41,11 +41,13 @@ def test_the_folds_gather_into_one_score_of_every_labeled_picture(tmp_path):
         ["x", "H", "0", "0.866667", "0.0666667", "0.0666667"],
         ["y", "S", "0", "0.0666667", "0.0666667", "0.866667"],
     ]
-    gathered = oof.gather([first, second], DATASET, classes={"z": 2, "y": 1, "x": 0})
+    gathered = metrics.gather_oof([first, second], DATASET, classes={"z": 2, "y": 1, "x": 0})
     assert gathered.ids == ["x", "y", "z"] and gathered.folds.tolist() == [0, 0, 1]
     assert gathered.labels.tolist() == [0, 1, 2]  # read back as written: labels, and probabilities to 6 digits
     np.testing.assert_allclose(gathered.probabilities, np.eye(3)[[0, 2, 2]] * 0.8 + 0.2 / 3, rtol=1e-6)
-    scores = gathered.scores("qwk")  # confusion [[1,0,0],[0,0,1],[0,0,1]]: kappa 1 - 0.25 / 1.25 by hand
+    scores = metrics.of_predictions(gathered.labels, gathered.probabilities, "qwk")[
+        1
+    ]  # confusion [[1,0,0],[0,0,1],[0,0,1]]: kappa 1 - 0.25 / 1.25 by hand
     assert scores["accuracy"] == pytest.approx(2 / 3) and scores["qwk"] == pytest.approx(0.8)
 
 
@@ -68,14 +70,14 @@ def test_the_folds_gather_into_one_score_of_every_labeled_picture(tmp_path):
 )
 def test_gathering_refuses_what_would_score_wrong(tmp_path, files, labeled, message):
     with pytest.raises(DataError, match=message):
-        oof.gather(files(tmp_path), DATASET, classes=labeled)
+        metrics.gather_oof(files(tmp_path), DATASET, classes=labeled)
 
 
 def test_an_oof_file_of_other_data_is_named(tmp_path):
     path = tmp_path / "oof.csv"
     path.write_text("id,label,fold,p:H,p:S\nx,H,0,0.5,0.5\n")
     with pytest.raises(DataError, match="oof.csv: its columns are not those of this dataset"):
-        oof._read(path, DATASET)
+        metrics._read_oof(path, DATASET)
 
 
 # ---- python -m nbkit oof: the gathered table and score, read back with csv and json ----------------

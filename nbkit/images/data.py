@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from nbkit.images import checks, layout, metrics, oof, submission
+from nbkit.images import checks, layout, metrics
 from nbkit.images.checks import Split
 from nbkit.images.description import Description
 
@@ -67,11 +67,11 @@ class Data:
 
     def write_submission(self, ids: Sequence[str], labels: Sequence[int], path: str | Path) -> Path:
         """submission.csv in the competition's form, checked against its sample submission when there is one."""
-        return submission.write(ids, labels, self.dataset, path)
+        return metrics.write_submission(ids, labels, self.dataset, path)
 
     def write_oof(self, labels: Sequence[int], probabilities: np.ndarray, path: str | Path) -> Path:
         """oof.csv: this fold's validation predictions, one row per validation id (`python -m nbkit oof`)."""
-        return oof.write(self.val.ids, labels, probabilities, self.fold, self.dataset, path)
+        return metrics.write_oof(self.val.ids, labels, probabilities, self.fold, self.dataset, path)
 
 
 def load(
