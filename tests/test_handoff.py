@@ -59,9 +59,9 @@ def test_06_predicts_with_tensorflow_what_05_trained_with_jax(trained, sample, t
     )
     assert "Keras backend tensorflow" in " ".join(out.split())
     assert f"loaded small_cnn from {trained / 'model-package'}, checked its outputs against the manifest" in out
-    submitted = metrics._read_csv(tmp_path / "submit" / "submission.csv")
+    submitted = metrics.read_csv(tmp_path / "submit" / "submission.csv")
     assert [i for i, _ in submitted[1]] == split_keys(sample, "test")
-    assert submitted == metrics._read_csv(trained / "submission.csv")  # the same predictions as in 05
+    assert submitted == metrics.read_csv(trained / "submission.csv")  # the same predictions as in 05
     # right about as often as on validation: the sample's test classes are known
     assert sample_test_accuracy(submitted[1]) >= max(3 / 104, manifest["metrics"]["accuracy"] / 3)
     assert (tmp_path / "submit" / "test_predictions.png").stat().st_size > 0
@@ -197,7 +197,7 @@ def test_02_on_two_hosts_trains_as_on_one_and_process_0_writes_what_both_predict
         p.name for p in output_dir.iterdir()
     }
     assert not (output_dir / ".incomplete-run").exists()
-    header, rows = metrics._read_csv(output_dir / "submission.csv")
+    header, rows = metrics.read_csv(output_dir / "submission.csv")
     ids = [i for i, _ in rows]
     assert ids == split_keys(sample, "test") and len(set(ids)) == len(ids)  # every test id exactly once, in order
 

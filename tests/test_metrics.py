@@ -48,7 +48,7 @@ CASSAVA_LIKE = Description(
 def test_submission_has_the_datasets_header_and_label_values(tmp_path):
     path = metrics.write_submission(["b", "a", "c"], np.array([3, 1, 0]), FLOWERS_LIKE, tmp_path / "submission.csv")
     assert path.read_text() == "id,label\nb,103\na,1\nc,0\n"
-    assert metrics._read_csv(path) == (["id", "label"], [["b", "103"], ["a", "1"], ["c", "0"]])
+    assert metrics.read_csv(path) == (["id", "label"], [["b", "103"], ["a", "1"], ["c", "0"]])
     other = metrics.write_submission(["x.jpg", "y.jpg"], [1, 0], CASSAVA_LIKE, tmp_path / "other.csv")
     assert other.read_text() == "image_id,label\nx.jpg,S\ny.jpg,H\n"
     odd = metrics.write_submission(["a,b.jpg", 'say "hi".jpg'], [1, 0], CASSAVA_LIKE, tmp_path / "odd.csv")  # quoted

@@ -1,4 +1,4 @@
-"""Out-of-fold predictions (nbkit.images.metrics): each fold's oof.csv, and the gathering of the folds
+"""Out-of-fold predictions (nbkit.images.oof): each fold's oof.csv, and the gathering of the folds
 into one score, refused unless every labeled id is there exactly once."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from PIL import Image
 from nbkit import tfrecord
 from nbkit.convert.run import convert
 from nbkit.errors import DataError
-from nbkit.images import metrics
+from nbkit.images import metrics, oof
 from nbkit.images.description import Description
 from nbkit.publish import cli
 
@@ -41,7 +41,7 @@ def test_the_folds_gather_into_one_score_of_every_labeled_picture(tmp_path):
         ["x", "H", "0", "0.866667", "0.0666667", "0.0666667"],
         ["y", "S", "0", "0.0666667", "0.0666667", "0.866667"],
     ]
-    gathered = metrics.gather_oof([first, second], DATASET, classes={"z": 2, "y": 1, "x": 0})
+    gathered = oof.gather([first, second], DATASET, classes={"z": 2, "y": 1, "x": 0})
     assert gathered.ids == ["x", "y", "z"] and gathered.folds.tolist() == [0, 0, 1]
     assert gathered.labels.tolist() == [0, 1, 2]  # read back as written: labels, and probabilities to 6 digits
     np.testing.assert_allclose(gathered.probabilities, np.eye(3)[[0, 2, 2]] * 0.8 + 0.2 / 3, rtol=1e-6)
@@ -70,14 +70,14 @@ def test_the_folds_gather_into_one_score_of_every_labeled_picture(tmp_path):
 )
 def test_gathering_refuses_what_would_score_wrong(tmp_path, files, labeled, message):
     with pytest.raises(DataError, match=message):
-        metrics.gather_oof(files(tmp_path), DATASET, classes=labeled)
+        oof.gather(files(tmp_path), DATASET, classes=labeled)
 
 
 def test_an_oof_file_of_other_data_is_named(tmp_path):
     path = tmp_path / "oof.csv"
     path.write_text("id,label,fold,p:H,p:S\nx,H,0,0.5,0.5\n")
     with pytest.raises(DataError, match="oof.csv: its columns are not those of this dataset"):
-        metrics._read_oof(path, DATASET)
+        oof._read(path, DATASET)
 
 
 # ---- python -m nbkit oof: the gathered table and score, read back with csv and json ----------------

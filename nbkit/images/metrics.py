@@ -2,17 +2,15 @@
 precision / recall, quadratic weighted kappa and the competition's own metric (the dataset description
 names it); `metrics.json`; `submission.csv` in the competition's form, checked against its sample
 submission (the same header, every id once), so a submission Kaggle would refuse or score wrong stops
-here; and out-of-fold predictions: each fold's run writes `oof.csv` (id, label, fold, one probability
-per class), and `gather_oof` joins the K folds' files into one table, once every labeled id is there
-exactly once (`python -m nbkit oof out/train-on-tpu-fold*/oof.csv --data <DATA_ROOT>`)."""
+here; and each fold's out-of-fold predictions, `oof.csv` (id, label, fold, one probability per class),
+which `python -m nbkit oof` gathers (`nbkit.images.oof`)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +90,7 @@ def _write_csv(rows: Sequence[Sequence[Any]], path: str | Path) -> Path:
     return atomic.write_text(path, out.getvalue())
 
 
-def _read_csv(path: str | Path) -> tuple[list[str], list[list[str]]]:
+def read_csv(path: str | Path) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of a CSV file (local or gs://), every value as text."""
     with storage.open_binary(path) as f:
         header, *rows = list(csv.reader(io.StringIO(f.read().decode("utf-8-sig"))))
@@ -110,7 +108,7 @@ def write_submission(ids: Sequence[str], labels: Sequence[int], dataset: Any, pa
     header = [dataset.id_column, dataset.label_column]
     if dataset.sample_submission:
         sample = dataset.sample_submission
-        sample_header, rows = _read_csv(sample)
+        sample_header, rows = read_csv(sample)
         if header != sample_header[:2]:
             raise DataError(
                 f"submission.csv's header would be {','.join(header)} but {sample}'s is {','.join(sample_header)}: "
@@ -127,17 +125,7 @@ def write_submission(ids: Sequence[str], labels: Sequence[int], dataset: Any, pa
     return _write_csv([header, *([i, dataset.label_values[int(k)]] for i, k in zip(ids, labels))], path)
 
 
-@dataclass(frozen=True)
-class _OutOfFold:
-    """Predictions of labeled pictures by models that did not train on them."""
-
-    ids: list[str]
-    labels: np.ndarray  # label indices
-    folds: np.ndarray
-    probabilities: np.ndarray  # [pictures, classes]
-
-
-def _oof_columns(dataset: Any) -> list[str]:
+def oof_columns(dataset: Any) -> list[str]:
     """oof.csv's header: id, label, fold, then `p:<label value>` for each class in label order."""
     return ["id", "label", "fold", *(f"p:{value}" for value in dataset.label_values)]
 
@@ -160,70 +148,4 @@ def write_oof(
         )
     rows = zip(ids, labels, folds, np.asarray(probabilities, np.float64))
     body = ([i, dataset.label_values[int(label)], f, *(f"{p:.6g}" for p in row)] for i, label, f, row in rows)
-    return _write_csv([_oof_columns(dataset), *body], path)
-
-
-def _read_oof(path: str | Path, dataset: Any) -> _OutOfFold:
-    """One oof.csv, checked against the dataset's classes."""
-    header, rows = _read_csv(path)
-    if header != _oof_columns(dataset):
-        raise DataError(
-            f"{path}: its columns are not those of this dataset's oof.csv (id, label, fold, p:<each label value>): "
-            "it was written for other data."
-        )
-    label_of = {str(value): index for index, value in enumerate(dataset.label_values)}
-    try:
-        found = _OutOfFold(
-            ids=[row[0] for row in rows],
-            labels=np.array([label_of[row[1]] for row in rows], np.int64),
-            folds=np.array([int(row[2]) for row in rows], np.int64),
-            probabilities=np.array([[float(p) for p in row[3:]] for row in rows], np.float64).reshape(len(rows), -1),
-        )
-    except (KeyError, ValueError, IndexError) as error:
-        raise DataError(f"{path}: a row is damaged ({type(error).__name__}: {error}); write it again.") from None
-    p = found.probabilities
-    bad = ~(np.isfinite(p).all(axis=1) & (p >= 0).all(axis=1) & (np.abs(p.sum(axis=1) - 1) < 1e-3))
-    if bad.any():
-        raise DataError(
-            f"{path}: {bad.sum()} rows hold no probabilities (each row's p: columns must be numbers from 0 to 1 "
-            f"summing to 1), e.g. id {found.ids[int(bad.argmax())]!r}: its model diverged (NaN) or the file was "
-            "edited; train that fold again."
-        )
-    return found
-
-
-def gather_oof(paths: Sequence[str | Path], dataset: Any, classes: Mapping[str, int] | None = None) -> _OutOfFold:
-    """The folds' OOF predictions as one, checked: each fold of the dataset once, no id twice, and
-    (given `classes`, every labeled record's id -> class) every labeled id present with the data's label."""
-    parts = [_read_oof(path, dataset) for path in paths]
-    every = sorted(f for part in parts for f in set(part.folds.tolist()))
-    expected = list(range(len(dataset.folds))) if dataset.folds else every
-    if every != expected:
-        raise DataError(
-            f"The OOF files hold folds {every}, but the data has {len(expected)} folds ({expected}): give each "
-            "fold's oof.csv once (run notebook 05 or 02 with FOLD=k for each k)."
-        )
-    arrays = (np.concatenate([getattr(part, name) for part in parts]) for name in ("labels", "folds", "probabilities"))
-    joined = _OutOfFold([i for part in parts for i in part.ids], *arrays)
-    seen: dict[str, int] = {}
-    for record_id, fold in zip(joined.ids, joined.folds.tolist()):
-        if record_id in seen:
-            raise DataError(
-                f"Id {record_id!r} is predicted in fold {seen[record_id]} and in fold {fold}: folds overlap."
-            )
-        seen[record_id] = fold
-    if classes is not None and set(classes) != set(seen):
-        missing, extra = sorted(set(classes) - set(seen)), sorted(set(seen) - set(classes))
-        raise DataError(
-            f"The OOF predictions miss {len(missing)} labeled ids (e.g. {missing[:3]}) and hold {len(extra)} that "
-            f"are not labeled here (e.g. {extra[:3]}): they are of other data, or a fold's run did not finish."
-        )
-    wrong = [(i, k) for i, k in zip(joined.ids, joined.labels.tolist()) if classes and classes[i] != k]
-    if wrong:
-        (record_id, label), values = wrong[0], dataset.label_values
-        raise DataError(
-            f"{len(wrong)} OOF rows give another label than the data, e.g. id {record_id!r}: label "
-            f"{values[label]!r} in its oof.csv, {values[classes[record_id]]!r} in the data: the oof.csv files are of "
-            "other data or were edited; run those folds again on this data."
-        )
-    return joined
+    return _write_csv([oof_columns(dataset), *body], path)

@@ -104,7 +104,7 @@ def _oof(args: argparse.Namespace) -> str:
     """Gather the folds' out-of-fold predictions into one table and one score (checked against the data)."""
     from nbkit import storage
     from nbkit.competitions import flowers
-    from nbkit.images import checks, layout, metrics
+    from nbkit.images import checks, layout, metrics, oof
 
     dataset = flowers.load_description(args.data)  # converted data's own, else the flowers competition's
     size = layout.choose_size(args.data, args.size)  # first: it says when --data holds no data at all
@@ -128,7 +128,7 @@ def _oof(args: argparse.Namespace) -> str:
             "wrote it (02 or 05 with FOLD=k)."
         )
     train = checks.check_splits(layout.split_files(args.data, size, names=["train"]), size, dataset.num_classes)
-    gathered = metrics.gather_oof(files, dataset, classes=train["train"].classes)
+    gathered = oof.gather(files, dataset, classes=train["train"].classes)
     scores = metrics.of_predictions(gathered.labels, gathered.probabilities, dataset.metric)[1]
     metrics.write_oof(gathered.ids, gathered.labels, gathered.probabilities, gathered.folds, dataset, out / "oof.csv")
     metrics.write_json(

@@ -77,5 +77,5 @@ def test_05_package_predicts_the_same_in_06(made, tmp_path, trained, predicted):
         )
     )
     assert "checked its outputs against the manifest" in out
-    submitted = results._read_csv(tmp_path / "submit" / "submission.csv")
-    assert submitted == results._read_csv(tmp_path / "train" / "submission.csv")
+    submitted = results.read_csv(tmp_path / "submit" / "submission.csv")
+    assert submitted == results.read_csv(tmp_path / "train" / "submission.csv")
