@@ -44,8 +44,12 @@ class Split:
 
     @functools.cached_property
     def compression(self) -> str:
-        """ "", "GZIP" or "ZLIB": what tf.data.TFRecordDataset must be told (`compression_type`)."""
-        return _compression(self.files)
+        """ "", "GZIP" or "ZLIB": what tf.data.TFRecordDataset must be told (`compression_type`), one for all files."""
+        kinds = {name: tfrecord.compression(name) for name in self.files}
+        if len(set(kinds.values())) > 1:
+            shown = ", ".join(f"{Path(name).name}: {kind or 'none'}" for name, kind in kinds.items())
+            raise DataError(f"The files of one split are compressed in different ways ({shown}): write them all alike.")
+        return next(iter(kinds.values()), "")
 
 
 # What each feature of a record must hold: (Python type of its one value, in words).
@@ -168,15 +172,6 @@ def _check_split(split: str, files: list[str], image_size: int, num_classes: int
         )
     classes = {record_id: key for record_id, (_, key) in seen.items()} if split != "test" else None
     return Split(split, files, count, list(seen), items, classes)
-
-
-def _compression(files: Sequence[str]) -> str:
-    """The compression of `files` ("", "GZIP" or "ZLIB"), which tf.data must be told; one for all of them."""
-    kinds = {name: tfrecord.compression(name) for name in files}
-    if len(set(kinds.values())) > 1:
-        shown = ", ".join(f"{Path(name).name}: {kind or 'none'}" for name, kind in kinds.items())
-        raise DataError(f"The files of one split are compressed in different ways ({shown}): write them all alike.")
-    return next(iter(kinds.values()), "")
 
 
 _MEMORY_SHARE = 0.5  # of the memory available: the rest is for the model, the cache, the notebook
