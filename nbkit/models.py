@@ -37,18 +37,6 @@ def _local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
     return list(found.values())
 
 
-def _copy_into_cache(files: Sequence[Path], replace: bool) -> Path | None:
-    """Put `files` into Keras' cache with its own `get_file` (a file:// origin), so the backbone is built
-    exactly as online; a file already there is kept unless `replace`. Returns the cache folder."""
-    import keras
-
-    targets = [
-        keras.utils.get_file(path.name, path.resolve().as_uri(), cache_subdir="models", force_download=replace)
-        for path in files
-    ]
-    return Path(targets[0]).parent if targets else None
-
-
 def check_name(name: str, others: Sequence[str] = ("small_cnn",)) -> str:
     """`name` if it is a keras.applications model (or one of `others`), else a ParameterError naming MODEL."""
     import keras
@@ -76,7 +64,13 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
         )
     explicit = weights != "imagenet"  # a local copy when there is one, else Keras downloads it
     copies = _local_copies([Path(weights)] if explicit else search, explicit)
-    cache = _copy_into_cache(copies, replace=explicit)
+    # Into Keras' cache with its own get_file (a file:// origin), so the backbone is built exactly as online;
+    # a file already there is kept unless WEIGHTS names one.
+    cached = [
+        keras.utils.get_file(p.name, p.resolve().as_uri(), cache_subdir="models", force_download=explicit)
+        for p in copies
+    ]
+    cache = Path(cached[0]).parent if cached else None
     if cache is not None:
         names = ", ".join(p.name for p in copies)
         print(
