@@ -37,18 +37,6 @@ def _local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
     return list(found.values())
 
 
-def _copy_into_cache(files: Sequence[Path], replace: bool) -> Path | None:
-    """Put `files` into Keras' cache with its own `get_file` (a file:// origin), so the backbone is built
-    exactly as online; a file already there is kept unless `replace`. Returns the cache folder."""
-    import keras
-
-    targets = [
-        keras.utils.get_file(path.name, path.resolve().as_uri(), cache_subdir="models", force_download=replace)
-        for path in files
-    ]
-    return Path(targets[0]).parent if targets else None
-
-
 def check_name(name: str, others: Sequence[str] = ("small_cnn",)) -> str:
     """`name` if it is a keras.applications model (or one of `others`), else a ParameterError naming MODEL."""
     import keras
@@ -76,7 +64,13 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
         )
     explicit = weights != "imagenet"  # a local copy when there is one, else Keras downloads it
     copies = _local_copies([Path(weights)] if explicit else search, explicit)
-    cache = _copy_into_cache(copies, replace=explicit)
+    # Into Keras' cache with its own get_file (a file:// origin), so the backbone is built exactly as online;
+    # a file already there is kept unless WEIGHTS names one.
+    cached = [
+        keras.utils.get_file(p.name, p.resolve().as_uri(), cache_subdir="models", force_download=explicit)
+        for p in copies
+    ]
+    cache = Path(cached[0]).parent if cached else None
     if cache is not None:
         names = ", ".join(p.name for p in copies)
         print(
@@ -240,34 +234,26 @@ def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np
     return logits, keys
 
 
-def global_logits(model: Any, batches: Any) -> np.ndarray:
-    """float64 logits for every row of `batches` (batches, or one array); on a pod slice each process feeds
-    its own rows and gets every process's rows."""
-    one_batch = isinstance(batches, np.ndarray)
+def global_logits(model: Any, images: np.ndarray) -> np.ndarray:
+    """float64 logits for every row of `images`; on a pod slice each process feeds its own rows and gets
+    every process's rows."""
     if _process_count() == 1:
-        size = {"batch_size": len(batches)} if one_batch else {}
-        return np.asarray(model.predict(batches, verbose=0, **size), np.float64)
+        return np.asarray(model.predict(images, verbose=0, batch_size=len(images)), np.float64)
     # model.predict cannot fetch an output spread over other hosts' devices ("spans non-addressable
     # devices"): the forward pass returns its output replicated to every device instead.
     import jax
     import keras
     from jax.sharding import NamedSharding, PartitionSpec
 
-    distribution = keras.distribution.distribution()
-    trainable = [v.value for v in model.trainable_variables]
-    non_trainable = [v.value for v in model.non_trainable_variables]
-    forward, found = None, []
-    for local in [batches] if one_batch else batches:
-        local = np.asarray(local)
-        layout = distribution.get_data_layout((local.shape[0] * _process_count(), *local.shape[1:])).backend_layout
-        if forward is None:
-            replicated = NamedSharding(layout.mesh, PartitionSpec())
-            forward = jax.jit(
-                lambda t, n, x: model.stateless_call(t, n, x, training=False)[0], out_shardings=replicated
-            )
-        inputs = jax.make_array_from_process_local_data(layout, local)
-        found.append(np.asarray(forward(trainable, non_trainable, inputs), np.float64))
-    return np.concatenate(found)
+    local = np.asarray(images)
+    shape = (local.shape[0] * _process_count(), *local.shape[1:])
+    layout = keras.distribution.distribution().get_data_layout(shape).backend_layout
+    forward = jax.jit(
+        lambda t, n, x: model.stateless_call(t, n, x, training=False)[0],
+        out_shardings=NamedSharding(layout.mesh, PartitionSpec()),
+    )
+    variables = [[v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables]]
+    return np.asarray(forward(*variables, jax.make_array_from_process_local_data(layout, local)), np.float64)
 
 
 def process_rows(count: int) -> slice:
@@ -291,11 +277,11 @@ def _process_count() -> int:
     return jax.process_count()
 
 
-def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: int = _CHECKED_ROWS) -> None:
+def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray) -> None:
     """An AcceleratorError if `rows` images of the first batch, predicted undistributed, differ from their
     distributed `logits` (which start at the batch's first row)."""
     count = min(len(logits), len(first_batch))
-    picks = sorted({int(i) for i in np.linspace(0, count - 1, min(rows, count))})
+    picks = sorted({int(i) for i in np.linspace(0, count - 1, min(_CHECKED_ROWS, count))})
     # One undistributed call on the picked rows: eager, op by op, so one call costs half of eight.
     alone = np.asarray(model(first_batch[picks], training=False), np.float64)
     distributed = np.asarray(logits[picks], np.float64)
