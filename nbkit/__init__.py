@@ -5,8 +5,8 @@ The package tree says what runs where:
     errors, params, env, atomic, logs, storage, tfrecord, staging, hosts   the core, used by every notebook
     accel, accelerator   the accelerator: backend, replicas, precision, compile cache
     models      Keras plumbing around a notebook's model: offline ImageNet backbones, input monitor, predictions
-    images/     image classification from TFRecords, for any competition: data (found, described, checked),
-                description, layout, checks, scores, submissions, out-of-fold files, plots
+    images/     image classification from TFRecords, for any competition: description, layout, checks (the
+                data found, described, checked), metrics (scores, submission.csv, oof.csv), oof, plots
     text, text_sample   text competitions from CSV files (Kaggle's Watson and its generated stand-in): data, presets
     competitions/   what is one competition's: flowers (the worked example and default)
     handoff/    training that resumes, model packages (train on TPU, predict on GPU)

@@ -37,18 +37,6 @@ def _local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
     return list(found.values())
 
 
-def _copy_into_cache(files: Sequence[Path], replace: bool) -> Path | None:
-    """Put `files` into Keras' cache with its own `get_file` (a file:// origin), so the backbone is built
-    exactly as online; a file already there is kept unless `replace`. Returns the cache folder."""
-    import keras
-
-    targets = [
-        keras.utils.get_file(path.name, path.resolve().as_uri(), cache_subdir="models", force_download=replace)
-        for path in files
-    ]
-    return Path(targets[0]).parent if targets else None
-
-
 def check_name(name: str, others: Sequence[str] = ("small_cnn",)) -> str:
     """`name` if it is a keras.applications model (or one of `others`), else a ParameterError naming MODEL."""
     import keras
@@ -76,7 +64,13 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
         )
     explicit = weights != "imagenet"  # a local copy when there is one, else Keras downloads it
     copies = _local_copies([Path(weights)] if explicit else search, explicit)
-    cache = _copy_into_cache(copies, replace=explicit)
+    # Into Keras' cache with its own get_file (a file:// origin), so the backbone is built exactly as online;
+    # a file already there is kept unless WEIGHTS names one.
+    cached = [
+        keras.utils.get_file(p.name, p.resolve().as_uri(), cache_subdir="models", force_download=explicit)
+        for p in copies
+    ]
+    cache = Path(cached[0]).parent if cached else None
     if cache is not None:
         names = ", ".join(p.name for p in copies)
         print(
@@ -243,37 +237,30 @@ def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np
     return logits, keys
 
 
-def global_logits(model: Any, batches: Any) -> np.ndarray:
-    """float64 logits for every row of `batches` (batches, or one array); on a pod slice each process feeds
-    its own rows and gets every process's rows."""
-    one_batch = isinstance(batches, (np.ndarray, dict))  # a dict: one batch of a model's named inputs
+def global_logits(model: Any, inputs: Any) -> np.ndarray:
+    """float64 logits for every row of `inputs` (images, or a dict of a model's named inputs); on a pod slice
+    each process feeds its own rows and gets every process's rows."""
     if _process_count() == 1:
-        size = {"batch_size": _length(batches)} if one_batch else {}
-        return np.asarray(model.predict(batches, verbose=0, **size), np.float64)
+        return np.asarray(model.predict(inputs, verbose=0, batch_size=_length(inputs)), np.float64)
     # model.predict cannot fetch an output spread over other hosts' devices ("spans non-addressable
     # devices"): the forward pass returns its output replicated to every device instead.
     import jax
     import keras
     from jax.sharding import NamedSharding, PartitionSpec
 
-    distribution = keras.distribution.distribution()
-    trainable = [v.value for v in model.trainable_variables]
-    non_trainable = [v.value for v in model.non_trainable_variables]
+    local = jax.tree.map(np.asarray, inputs)
 
-    def layout(rows: Any) -> Any:  # this process's rows of one input, as part of the global batch
-        return distribution.get_data_layout((rows.shape[0] * _process_count(), *rows.shape[1:])).backend_layout
+    def layout(rows: np.ndarray) -> Any:  # this process's rows of one input, as part of the global batch
+        shape = (rows.shape[0] * _process_count(), *rows.shape[1:])
+        return keras.distribution.distribution().get_data_layout(shape).backend_layout
 
-    forward, found = None, []
-    for local in [batches] if one_batch else batches:
-        local = jax.tree.map(np.asarray, local)
-        if forward is None:
-            replicated = NamedSharding(layout(jax.tree.leaves(local)[0]).mesh, PartitionSpec())
-            forward = jax.jit(
-                lambda t, n, x: model.stateless_call(t, n, x, training=False)[0], out_shardings=replicated
-            )
-        inputs = jax.tree.map(lambda rows: jax.make_array_from_process_local_data(layout(rows), rows), local)
-        found.append(np.asarray(forward(trainable, non_trainable, inputs), np.float64))
-    return np.concatenate(found)
+    forward = jax.jit(
+        lambda t, n, x: model.stateless_call(t, n, x, training=False)[0],
+        out_shardings=NamedSharding(layout(jax.tree.leaves(local)[0]).mesh, PartitionSpec()),
+    )
+    variables = [[v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables]]
+    arrays = jax.tree.map(lambda rows: jax.make_array_from_process_local_data(layout(rows), rows), local)
+    return np.asarray(forward(*variables, arrays), np.float64)
 
 
 def _length(batch: Any) -> int:
@@ -301,11 +288,11 @@ def _process_count() -> int:
     return jax.process_count()
 
 
-def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray, rows: int = _CHECKED_ROWS) -> None:
+def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray) -> None:
     """An AcceleratorError if `rows` images of the first batch, predicted undistributed, differ from their
     distributed `logits` (which start at the batch's first row)."""
     count = min(len(logits), _length(first_batch))
-    picks = sorted({int(i) for i in np.linspace(0, count - 1, min(rows, count))})
+    picks = sorted({int(i) for i in np.linspace(0, count - 1, min(_CHECKED_ROWS, count))})
     # One undistributed call on the picked rows: eager, op by op, so one call costs half of eight.
     picked = {k: v[picks] for k, v in first_batch.items()} if isinstance(first_batch, dict) else first_batch[picks]
     alone = np.asarray(model(picked, training=False), np.float64)

@@ -352,7 +352,7 @@ figure = plots.learning_rate(history["learning_rate"], path=outputs.staging / "l
 # set (with `TTA` views averaged), and a batch titled OK or, in red, NO -> the true class.
 
 # %%
-from nbkit.images import metrics, submission
+from nbkit.images import metrics
 
 val_labels = np.array([label for _, label in splits["val"].items])
 val_predictions = result["val_probabilities"].argmax(axis=1)
@@ -386,10 +386,10 @@ print(f"the saved weights predict the same on the CPU: {same}")
 
 # %%
 test_ids = [test_id for _, test_id in splits["test"].items]
-written = submission.write(
+written = metrics.write_submission(
     test_ids, result["test_probabilities"].argmax(axis=1), dataset, outputs.staging / "submission.csv"
 )
-metrics_file = metrics.write(
+metrics_file = metrics.write_json(
     {
         **scores,
         "epochs": EPOCHS,

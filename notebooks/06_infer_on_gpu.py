@@ -145,9 +145,9 @@ test_predictions = probabilities.argmax(axis=1)
 # predictions; they replace an earlier run's only together.
 
 # %%
-from nbkit.images import plots, submission
+from nbkit.images import metrics, plots
 
-written = submission.write(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
+written = metrics.write_submission(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
 np.savez(
     outputs.staging / "test_probabilities.npz",
     ids=test_ids,

@@ -137,7 +137,7 @@ def test_core_imports_only_core(module):
 @pytest.mark.parametrize("module", under("pytorch"))
 def test_nothing_under_pytorch_reaches_keras_jax_or_tensorflow_code(module):
     modules = reachable(module)
-    assert not modules & {"models", "images/data", "competitions/flowers", "accel", "accelerator"}
+    assert not modules & {"models", "images/checks", "competitions/flowers", "accel", "accelerator"}
     for other in modules:
         heavy = external_imports(other) & {"keras", "jax", "tensorflow"}
         # storage reads gs:// URLs with TensorFlow's gfile: only then, and never in PyTorch's own code.

@@ -1,5 +1,5 @@
 """How a run steps through its data: the global batch checked against the splits and the memory
-(`checks.check_batch`, what `Data.check_batch` calls), and why the notebooks cut an epoch to whole executions."""
+(`Data.check_batch`), and why the notebooks cut an epoch to whole executions."""
 
 import pytest
 
@@ -65,11 +65,9 @@ def test_batches_that_cannot_work_are_refused_with_what_to_pass(
     per_replica, replicas, item_bytes, counts, free, message
 ):
     with pytest.raises(ParameterError, match=message):
-        checks.check_batch(per_replica, replicas, item_bytes, counts, available_bytes=free)
+        checks._check_batch(per_replica, replicas, item_bytes, counts, available_bytes=free)
 
 
 def test_a_workable_batch_is_the_global_batch():
-    assert checks.check_batch(16, 8, 192 * 192 * 3, {"train": 832, "val": 208}, available_bytes=2**34) == 128
-    assert checks.check_batch(64, 1, 512 * 512 * 3, {}, available_bytes=None) == 64  # memory unknown: not refused
-    with pytest.raises(ParameterError, match="PER_CORE_BATCH=100 x 1"):
-        checks.check_batch(100, 1, 192, {"train": 50}, parameter="PER_CORE_BATCH")
+    assert checks._check_batch(16, 8, 192 * 192 * 3, {"train": 832, "val": 208}, available_bytes=2**34) == 128
+    assert checks._check_batch(64, 1, 512 * 512 * 3, {}, available_bytes=None) == 64  # memory unknown: not refused

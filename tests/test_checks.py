@@ -86,16 +86,16 @@ def test_name_without_count_is_an_error():
 
 def test_fingerprint_changes_with_the_files(made, tmp_path):
     files = layout.find_files(made, 64, "train")
-    assert checks.fingerprint(files) == checks.fingerprint(list(reversed(files)))  # order does not matter
+    assert checks._fingerprint(files) == checks._fingerprint(list(reversed(files)))  # order does not matter
     copies = [shutil.copy(name, tmp_path) for name in files]
-    assert checks.fingerprint(copies) == checks.fingerprint(files)  # names and contents, not folders
+    assert checks._fingerprint(copies) == checks._fingerprint(files)  # names and contents, not folders
     with open(copies[0], "r+b") as f:
         f.seek(-3, 2)
         f.write(b"xyz")
-    assert checks.fingerprint(copies) != checks.fingerprint(files)
-    assert checks.fingerprint(copies[1:]) != checks.fingerprint(files)
+    assert checks._fingerprint(copies) != checks._fingerprint(files)
+    assert checks._fingerprint(copies[1:]) != checks._fingerprint(files)
     with pytest.raises(DataError, match="does not exist"):
-        checks.fingerprint([str(tmp_path / "gone-3.tfrec")])
+        checks._fingerprint([str(tmp_path / "gone-3.tfrec")])
 
 
 def rewritten(made, tmp_path, split, change):
@@ -210,7 +210,8 @@ def test_a_feature_of_the_wrong_type_is_named_with_file_and_record(tmp_path, fea
 
 def test_data_without_a_test_split_loads_without_one_unless_the_test_split_is_asked_for(made, tmp_path):
     """Issue 35 #22: data converted without --test (a code competition's) trains and validates; no test split."""
-    from nbkit.images import data, description
+    from nbkit.images import checks as data
+    from nbkit.images import description
 
     root = shutil.copytree(made, tmp_path / "no-test")
     shutil.rmtree(layout.split_folder(root, 64, "test"))

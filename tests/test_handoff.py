@@ -19,8 +19,8 @@ import pytest
 from conftest import REPO, check_data, execute, sample_test_accuracy, split_keys, text_outputs, wait_gone
 
 from nbkit.handoff import package, resume
+from nbkit.images import metrics
 from nbkit.images import sample as flower_sample
-from nbkit.images import submission
 
 EPOCHS = 4
 TRAIN = dict(BACKEND="jax", SIMULATE_DEVICES=8, EPOCHS=EPOCHS)  # Kaggle's TPUs today: Keras on JAX, 8 cores
@@ -59,9 +59,9 @@ def test_06_predicts_with_tensorflow_what_05_trained_with_jax(trained, sample, t
     )
     assert "Keras backend tensorflow" in " ".join(out.split())
     assert f"loaded small_cnn from {trained / 'model-package'}, checked its outputs against the manifest" in out
-    submitted = submission._read(tmp_path / "submit" / "submission.csv")
+    submitted = metrics.read_csv(tmp_path / "submit" / "submission.csv")
     assert [i for i, _ in submitted[1]] == split_keys(sample, "test")
-    assert submitted == submission._read(trained / "submission.csv")  # the same predictions as in 05
+    assert submitted == metrics.read_csv(trained / "submission.csv")  # the same predictions as in 05
     # right about as often as on validation: the sample's test classes are known
     assert sample_test_accuracy(submitted[1]) >= max(3 / 104, manifest["metrics"]["accuracy"] / 3)
     assert (tmp_path / "submit" / "test_predictions.png").stat().st_size > 0
@@ -138,7 +138,7 @@ def test_06_reads_and_checks_every_package_and_the_data_before_any_model_predict
     model, and every model loaded before the first predicts (the damaged-last case above, run whole)."""
     source = (REPO / "notebooks" / "06_infer_on_gpu.py").read_text()
     calls = ["package.find_packages(", "package.read_manifest(", "package.check_same(", "package.check_compatible("]
-    calls += ["flowers.load_data(", "package.load_package(", "predict_tta(model, test)", "submission.write("]
+    calls += ["flowers.load_data(", "package.load_package(", "predict_tta(model, test)", "metrics.write_submission("]
     positions = [source.find(call) for call in calls]
     assert -1 not in positions and positions == sorted(positions), dict(zip(calls, positions))
 
@@ -197,7 +197,7 @@ def test_02_on_two_hosts_trains_as_on_one_and_process_0_writes_what_both_predict
         p.name for p in output_dir.iterdir()
     }
     assert not (output_dir / ".incomplete-run").exists()
-    header, rows = submission._read(output_dir / "submission.csv")
+    header, rows = metrics.read_csv(output_dir / "submission.csv")
     ids = [i for i, _ in rows]
     assert ids == split_keys(sample, "test") and len(set(ids)) == len(ids)  # every test id exactly once, in order
 

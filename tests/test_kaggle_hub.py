@@ -164,16 +164,15 @@ def test_in_a_kaggle_notebook_a_refused_competition_names_its_rules(in_kaggle_no
 def write_package(folder: Path) -> Path:
     """A package as far as read_manifest checks it (the model file's bytes are not loaded here)."""
     from nbkit.competitions import flowers
-    from nbkit.handoff import manifest as manifest_schema
 
     manifest = {
-        "format": manifest_schema.FORMAT,
-        "format_version": manifest_schema.FORMAT_VERSION,
-        "model_file": package.MODEL_FILE,
+        "format": package._FORMAT,
+        "format_version": package._FORMAT_VERSION,
+        "model_file": package._MODEL_FILE,
         "model_name": "small_cnn",
         "image_size": 192,
         "input": package._INPUT_FORMAT,
-        "dataset": manifest_schema.dataset_fields(flowers._DATASET),
+        "dataset": package._dataset_fields(flowers._DATASET),
         "trained_with": {"keras": "3", "keras_backend": "jax"},
         "training": {},
         "metrics": {"f1_macro": 0.5},
@@ -181,8 +180,8 @@ def write_package(folder: Path) -> Path:
         "check": {"logits": []},
     }
     folder.mkdir(parents=True)
-    (folder / package.MANIFEST_FILE).write_text(json.dumps(manifest))
-    (folder / package.MODEL_FILE).write_bytes(b"keras zip")
+    (folder / package._MANIFEST_FILE).write_text(json.dumps(manifest))
+    (folder / package._MODEL_FILE).write_bytes(b"keras zip")
     (folder / package._METADATA_FILE).write_text("{}")
     return folder
 
@@ -190,7 +189,7 @@ def write_package(folder: Path) -> Path:
 def package_files(folder: Path) -> dict[str, bytes]:
     """What Kaggle Models holds of a published package: manifest and model."""
     written = write_package(folder)
-    return {name: (written / name).read_bytes() for name in (package.MANIFEST_FILE, package.MODEL_FILE)}
+    return {name: (written / name).read_bytes() for name in (package._MANIFEST_FILE, package._MODEL_FILE)}
 
 
 def test_a_package_is_published_to_kaggle_models(credentials, tmp_path):
@@ -207,7 +206,7 @@ def test_a_package_is_published_to_kaggle_models(credentials, tmp_path):
     folder = write_package(tmp_path / "model-package")
     assert package.publish_model(folder, MODEL) == f"https://www.kaggle.com/models/{MODEL}"
     uploaded = {r.path.rsplit("/", 1)[1]: r.raw for r in stub.requests if r.method == "PUT"}
-    assert uploaded == {name: (folder / name).read_bytes() for name in (package.MODEL_FILE, package.MANIFEST_FILE)}
+    assert uploaded == {name: (folder / name).read_bytes() for name in (package._MODEL_FILE, package._MANIFEST_FILE)}
     created = next(r for r in stub.requests if r.path.endswith("/CreateModelInstance"))
     assert created.headers["Authorization"] == authorization
     assert (created.body["ownerSlug"], created.body["modelSlug"]) == ("alice", "flowers-model")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from nbkit.errors import DataError, ParameterError
-from nbkit.images import metrics, submission
+from nbkit.images import metrics
 from nbkit.images.description import Description
 
 
@@ -46,12 +46,12 @@ CASSAVA_LIKE = Description(
 
 
 def test_submission_has_the_datasets_header_and_label_values(tmp_path):
-    path = submission.write(["b", "a", "c"], np.array([3, 1, 0]), FLOWERS_LIKE, tmp_path / "submission.csv")
+    path = metrics.write_submission(["b", "a", "c"], np.array([3, 1, 0]), FLOWERS_LIKE, tmp_path / "submission.csv")
     assert path.read_text() == "id,label\nb,103\na,1\nc,0\n"
-    assert submission._read(path) == (["id", "label"], [("b", "103"), ("a", "1"), ("c", "0")])
-    other = submission.write(["x.jpg", "y.jpg"], [1, 0], CASSAVA_LIKE, tmp_path / "other.csv")
+    assert metrics.read_csv(path) == (["id", "label"], [["b", "103"], ["a", "1"], ["c", "0"]])
+    other = metrics.write_submission(["x.jpg", "y.jpg"], [1, 0], CASSAVA_LIKE, tmp_path / "other.csv")
     assert other.read_text() == "image_id,label\nx.jpg,S\ny.jpg,H\n"
-    odd = submission.write(["a,b.jpg", 'say "hi".jpg'], [1, 0], CASSAVA_LIKE, tmp_path / "odd.csv")  # quoted
+    odd = metrics.write_submission(["a,b.jpg", 'say "hi".jpg'], [1, 0], CASSAVA_LIKE, tmp_path / "odd.csv")  # quoted
     with open(odd, newline="") as f:
         assert list(csv.reader(f)) == [["image_id", "label"], ["a,b.jpg", "S"], ['say "hi".jpg', "H"]]
 
@@ -61,26 +61,26 @@ def test_submission_is_checked_against_the_sample_submission(tmp_path):
 
     (tmp_path / "sample.csv").write_text("image_id,label\nx.jpg,H\ny.jpg,H\n")
     dataset = replace(CASSAVA_LIKE, sample_submission=str(tmp_path / "sample.csv"))
-    written = submission.write(["y.jpg", "x.jpg"], [0, 1], dataset, tmp_path / "ok.csv")  # any order
+    written = metrics.write_submission(["y.jpg", "x.jpg"], [0, 1], dataset, tmp_path / "ok.csv")  # any order
     assert written.read_text() == "image_id,label\ny.jpg,H\nx.jpg,S\n"
     with pytest.raises(DataError, match=r"1 of its ids have no test record \(e.g. \['y.jpg'\]\) and 1 test ids"):
-        submission.write(["x.jpg", "z.jpg"], [0, 1], dataset, tmp_path / "bad.csv")
+        metrics.write_submission(["x.jpg", "z.jpg"], [0, 1], dataset, tmp_path / "bad.csv")
     with pytest.raises(DataError, match="header would be id,label but .*sample.csv's is image_id,label"):
-        submission.write(["x.jpg", "y.jpg"], [0, 1], replace(dataset, id_column="id"), tmp_path / "bad.csv")
+        metrics.write_submission(["x.jpg", "y.jpg"], [0, 1], replace(dataset, id_column="id"), tmp_path / "bad.csv")
     assert not (tmp_path / "bad.csv").exists()
 
 
 def test_submission_refuses_mismatch_and_keeps_the_old_file(tmp_path):
-    path = submission.write(["a"], [1], FLOWERS_LIKE, tmp_path / "submission.csv")
+    path = metrics.write_submission(["a"], [1], FLOWERS_LIKE, tmp_path / "submission.csv")
     with pytest.raises(DataError, match="2 test ids but 1 predictions"):
-        submission.write(["a", "b"], [1], FLOWERS_LIKE, path)
+        metrics.write_submission(["a", "b"], [1], FLOWERS_LIKE, path)
     with pytest.raises(DataError, match="repeat"):
-        submission.write(["a", "a"], [1, 2], FLOWERS_LIKE, path)
+        metrics.write_submission(["a", "a"], [1, 2], FLOWERS_LIKE, path)
     assert path.read_text() == "id,label\na,1\n"
 
 
 def test_metrics_json_holds_plain_numbers(tmp_path):
-    path = metrics.write({"accuracy": np.float32(0.5), "epochs": 3}, tmp_path / "metrics.json")
+    path = metrics.write_json({"accuracy": np.float32(0.5), "epochs": 3}, tmp_path / "metrics.json")
     assert json.loads(path.read_text()) == {"accuracy": 0.5, "epochs": 3}
 
 

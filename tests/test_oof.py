@@ -14,7 +14,7 @@ from PIL import Image
 from nbkit import tfrecord
 from nbkit.convert.run import convert
 from nbkit.errors import DataError
-from nbkit.images import oof
+from nbkit.images import metrics, oof
 from nbkit.images.description import Description
 from nbkit.publish import cli
 
@@ -30,7 +30,7 @@ DATASET = Description(
 
 def fold_file(tmp_path, fold, ids, labels, predicted):
     probabilities = np.eye(3)[predicted] * 0.8 + 0.2 / 3
-    return oof.write(ids, labels, probabilities, fold, DATASET, tmp_path / f"fold{fold}" / "oof.csv")
+    return metrics.write_oof(ids, labels, probabilities, fold, DATASET, tmp_path / f"fold{fold}" / "oof.csv")
 
 
 def test_the_folds_gather_into_one_score_of_every_labeled_picture(tmp_path):
@@ -45,7 +45,9 @@ def test_the_folds_gather_into_one_score_of_every_labeled_picture(tmp_path):
     assert gathered.ids == ["x", "y", "z"] and gathered.folds.tolist() == [0, 0, 1]
     assert gathered.labels.tolist() == [0, 1, 2]  # read back as written: labels, and probabilities to 6 digits
     np.testing.assert_allclose(gathered.probabilities, np.eye(3)[[0, 2, 2]] * 0.8 + 0.2 / 3, rtol=1e-6)
-    scores = gathered.scores("qwk")  # confusion [[1,0,0],[0,0,1],[0,0,1]]: kappa 1 - 0.25 / 1.25 by hand
+    scores = metrics.of_predictions(gathered.labels, gathered.probabilities, "qwk")[
+        1
+    ]  # confusion [[1,0,0],[0,0,1],[0,0,1]]: kappa 1 - 0.25 / 1.25 by hand
     assert scores["accuracy"] == pytest.approx(2 / 3) and scores["qwk"] == pytest.approx(0.8)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from nbkit import env as nbenv
 from nbkit import storage
 from nbkit.errors import DataError
-from nbkit.images import data, description
+from nbkit.images import checks, description
 from nbkit.inputs.datasets import DataSource, locate
 
 _COMPETITION = "flower-classification-with-tpus"
@@ -87,11 +87,11 @@ def locate_data(data_root: str, remote_tpu: bool = False, environment: Any = Non
 
 def load_data(
     data_root: str, image_size: int = 0, fold: int = -1, names: Sequence[str] = (), remote_tpu: bool = False
-) -> data.Data:
+) -> checks.Data:
     """The notebooks' data, found (`locate_data`), described (`load_description`) and checked
-    (`nbkit.images.data.load`): DATA_ROOT, IMAGE_SIZE, FOLD; `names`: the splits to read (default all)."""
+    (`nbkit.images.checks.load`): DATA_ROOT, IMAGE_SIZE, FOLD; `names`: the splits to read (default all)."""
     found = locate_data(data_root, remote_tpu=remote_tpu)
-    return data.load(found.path, found.reason, load_description(found.path), image_size, fold, names)
+    return checks.load(found.path, found.reason, load_description(found.path), image_size, fold, names)
 
 
 def load_description(data_root: str) -> description.Description:

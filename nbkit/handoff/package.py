@@ -6,7 +6,8 @@ to Kaggle Models (`publish_model`, with kagglehub).
     manifest.json          what the predictions mean (the dataset's classes, label values, submission
                            columns, metric), image size, input format, versions, metrics, data
                            fingerprint, and the logits of two fixed images, to check the model after
-                           loading (schema: `nbkit.handoff.manifest`)
+                           loading; one schema (_SCHEMA), checked on every read, so a damaged or foreign
+                           manifest stops naming the wrong key, never with a KeyError halfway through
     dataset-metadata.json  title, id (owner/slug), license: what the Kaggle CLI reads
 """
 
@@ -16,6 +17,7 @@ import contextlib
 import json
 import platform
 import re
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,36 +27,159 @@ import numpy as np
 from nbkit import atomic, models
 from nbkit.env import installed_versions
 from nbkit.errors import DataError
-from nbkit.handoff import manifest as manifest_schema
-from nbkit.handoff.manifest import MANIFEST_FILE, MODEL_FILE, check_compatible, check_same
-from nbkit.handoff.manifest import read as read_manifest
 from nbkit.images.description import Description
 from nbkit.inputs import account
-from nbkit.inputs.account import PLACEHOLDER_OWNER
+from nbkit.inputs.account import PLACEHOLDER_OWNER  # noqa: F401 (notebook 05 reads it here)
 
-# What notebooks 05 and 06 use: writing, finding, reading, checking, loading and publishing packages.
-__all__ = [
-    "MANIFEST_FILE",
-    "MODEL_FILE",
-    "PLACEHOLDER_OWNER",
-    "check_compatible",
-    "default_dataset_id",
-    "check_same",
-    "describe",
-    "find_packages",
-    "load_package",
-    "publish_model",
-    "read_manifest",
-    "write_package",
-]
+_FORMAT = "nbkit-model-package"
+_FORMAT_VERSION = 2  # 2: the dataset's description (classes, label values, submission columns, metric)
+_MODEL_FILE = "model.keras"
+_MANIFEST_FILE = "manifest.json"
 _METADATA_FILE = "dataset-metadata.json"
 _INPUT_FORMAT = "uint8 RGB, 0-255, shape [image_size, image_size, 3]; the model rescales inside"
+_NUMBER = (int, float)
+_DATASET_FIELDS = ("title", "competition", "classes", "label_values", "id_column", "label_column", "metric")
+
+# What a package must hold, key by key (nested dicts are checked the same way); other keys are free.
+_SCHEMA: dict[str, Any] = {
+    "format": str,
+    "format_version": int,
+    "model_file": str,
+    "model_name": str,
+    "image_size": int,
+    "input": str,
+    "dataset": {
+        "title": str,
+        "classes": list,
+        "label_values": list,
+        "id_column": str,
+        "label_column": str,
+        "metric": str,
+    },
+    "trained_with": {"keras": str, "keras_backend": str},
+    "training": dict,
+    "metrics": dict,
+    "data": {"fingerprint": str},
+    "check": {"logits": list},
+}
 
 
-def _versions(backend: str) -> dict[str, str]:
-    """What a model was trained with: Keras backend and library versions (read without importing them)."""
-    names = ("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib", "numpy", "nbkit")
-    return {"keras_backend": backend, "python": platform.python_version(), **installed_versions(names)}
+def _dataset_fields(dataset: Description) -> dict[str, Any]:
+    """The manifest's "dataset": what the predictions mean (lists for the description's tuples)."""
+    return {name: list(v) if isinstance(v := getattr(dataset, name), tuple) else v for name in _DATASET_FIELDS}
+
+
+def _dataset_of(manifest: Mapping[str, Any]) -> Description:
+    """The description of the data a package was trained on."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in manifest["dataset"].items() if k in _DATASET_FIELDS}
+    return Description(image_sizes=(manifest["image_size"],), **fields)
+
+
+def _wrong(values: Any, schema: Mapping[str, Any], prefix: str = "") -> list[str]:
+    problems = []
+    for key, kind in schema.items():
+        name = prefix + key
+        if not isinstance(values, Mapping) or key not in values:
+            problems.append(f"{name} is missing")
+        elif isinstance(kind, dict):
+            problems += _wrong(values[key], kind, name + ".")
+        elif not isinstance(values[key], kind) or isinstance(values[key], bool) and kind is not bool:
+            problems.append(f"{name} is {type(values[key]).__name__}, not {kind.__name__}")
+    return problems
+
+
+def _check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
+    """`manifest` if it holds everything _SCHEMA lists, and its score in the dataset's metric."""
+    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
+        raise DataError(f"{path} is not an nbkit model manifest (format should be {_FORMAT!r}).")
+    if manifest.get("format_version") != _FORMAT_VERSION:
+        raise DataError(
+            f"{path} has format_version {manifest.get('format_version')!r}; this nbkit reads version {_FORMAT_VERSION}. "
+            "Use the nbkit version that wrote the package, or write the package again with this one (notebook 05)."
+        )
+    problems = _wrong(manifest, _SCHEMA)
+    if not problems:
+        metric = manifest["dataset"]["metric"]
+        if not isinstance(manifest["metrics"].get(metric), _NUMBER):
+            problems.append(f"metrics.{metric} (the dataset's metric) is missing")
+        if len(manifest["dataset"]["classes"]) != len(manifest["dataset"]["label_values"]):
+            problems.append("dataset.classes and dataset.label_values differ in length")
+    if problems:
+        raise DataError(f"{path}: {'; '.join(problems)}. The package is incomplete or damaged: write it again.")
+    return manifest
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any]:
+    """The checked manifest of the package in `folder`, whose model file must be there."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(f"No model package at {folder}: give the folder holding {_MANIFEST_FILE} and {_MODEL_FILE}.")
+    path = folder / _MANIFEST_FILE
+    if not path.is_file():
+        raise DataError(
+            f"{folder} has no {_MANIFEST_FILE}, so it is not a model package (or its upload is incomplete)."
+        )
+    try:
+        values = json.loads(path.read_text())
+    except ValueError as error:
+        raise DataError(f"{path} is not valid JSON ({error}); re-upload the package.") from None
+    manifest = _check_schema(values, path)
+    if not (folder / manifest["model_file"]).is_file():
+        raise DataError(
+            f"{folder} lacks {manifest['model_file']}, the model named in its manifest (incomplete upload?)."
+        )
+    return manifest
+
+
+def check_compatible(manifest: Mapping[str, Any], image_size: int, dataset: Description, name: str = "") -> None:
+    """A DataError if the package does not fit the data: image size, classes, label values, columns."""
+    model = f"The model{f' {name}' if name else ''}"
+    trained = _dataset_of(manifest)
+    if manifest["image_size"] != image_size:
+        raise DataError(
+            f"{model} takes {manifest['image_size']}x{manifest['image_size']} images but the data given is "
+            f"{image_size}x{image_size}: set IMAGE_SIZE={manifest['image_size']} (or 0: the model's own size)."
+        )
+    if trained.num_classes != dataset.num_classes:
+        raise DataError(
+            f"{model} knows {trained.num_classes} classes but this data has {dataset.num_classes}: "
+            "it was trained for another task."
+        )
+    if trained.classes != dataset.classes or list(map(str, trained.label_values)) != list(
+        map(str, dataset.label_values)
+    ):
+        raise DataError(
+            f"{model}'s classes or label values differ from this data's (same count, other order or names): "
+            "its predictions would name the wrong classes."
+        )
+    if (trained.id_column, trained.label_column) != (dataset.id_column, dataset.label_column):
+        raise DataError(
+            f"{model} writes submissions as {trained.id_column},{trained.label_column} but this data's are "
+            f"{dataset.id_column},{dataset.label_column}: it was trained for another competition."
+        )
+
+
+def check_same(manifests: Sequence[Mapping[str, Any]], names: Sequence[str]) -> None:
+    """Models averaged in one ensemble must be different models (each counts once) and agree on image
+    size, classes, label values and columns."""
+    first = manifests[0]
+    for index, (manifest, name) in enumerate(zip(manifests, names)):
+        if manifest in manifests[:index]:  # the same manifest: the same model, by its check logits
+            raise DataError(
+                f"{names[manifests.index(manifest)]} and {name} are the same model package: the ensemble would "
+                "count it twice. Give each package once in PACKAGES (or attach it once)."
+            )
+        if manifest["image_size"] != first["image_size"]:
+            sizes = ", ".join(f"{n}: {m['image_size']}" for m, n in zip(manifests, names))
+            raise DataError(
+                f"The packages take images of different sizes ({sizes}): the members of an ensemble must be "
+                "trained at one IMAGE_SIZE. Average only the packages of one size, or train the others again."
+            )
+    for manifest, name in zip(manifests[1:], names[1:]):
+        try:
+            check_compatible(manifest, first["image_size"], _dataset_of(first), name)
+        except DataError as error:
+            raise DataError(f"{error} ({names[0]} is the first package: ensemble members must agree.)") from None
 
 
 def default_dataset_id(dataset: Description, suffix: str = "model") -> str:
@@ -66,23 +191,18 @@ def default_dataset_id(dataset: Description, suffix: str = "model") -> str:
 def _dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0") -> dict[str, Any]:
     """The package's `dataset-metadata.json` contents, checked the way `kaggle datasets create` checks them."""
     resources = [
-        {"path": MODEL_FILE, "description": "Keras 3 model"},
-        {"path": MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
+        {"path": _MODEL_FILE, "description": "Keras 3 model"},
+        {"path": _MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
     ]
     return account.dataset_metadata(dataset_id, title, resources, license_name)
 
 
-def _check_images(image_size: int, count: int = 2) -> np.ndarray:
-    """Fixed uint8 images whose logits the manifest keeps, to check a loaded model."""
-    return np.random.default_rng(0).integers(0, 256, (count, image_size, image_size, 3), dtype=np.uint8)
-
-
 def _check_logits(model: Any, image_size: int, count: int = 2) -> np.ndarray:
-    """The model's logits for `_check_images`, as float64."""
+    """The model's float64 logits for `count` fixed uint8 images (the manifest keeps them, to check a loaded model)."""
     # One batch of 64 rows (the images, then zeros): any replica count up to 64 that divides it
     # gets an equal share, which a batch of 2 would not give 8 TPU cores.
     images = np.zeros((64, image_size, image_size, 3), np.uint8)
-    images[:count] = _check_images(image_size, count)
+    images[:count] = np.random.default_rng(0).integers(0, 256, (count, image_size, image_size, 3), dtype=np.uint8)
     return models.global_logits(model, images[models.process_rows(len(images))])[:count]
 
 
@@ -106,25 +226,29 @@ def write_package(
     if logits.shape[-1] != dataset.num_classes:
         raise DataError(f"The model has {logits.shape[-1]} outputs but the data has {dataset.num_classes} classes.")
     manifest = {
-        "format": manifest_schema.FORMAT,
-        "format_version": manifest_schema.FORMAT_VERSION,
+        "format": _FORMAT,
+        "format_version": _FORMAT_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "model_file": MODEL_FILE,
+        "model_file": _MODEL_FILE,
         "model_name": model.name,
         "image_size": image_size,
         "input": _INPUT_FORMAT,
         "output": "logits (argmax is the class; softmax gives probabilities)",
-        "dataset": manifest_schema.dataset_fields(dataset),
-        "trained_with": _versions(backend),
+        "dataset": _dataset_fields(dataset),
+        "trained_with": {  # read without importing the libraries
+            "keras_backend": backend,
+            "python": platform.python_version(),
+            **installed_versions(("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib", "numpy", "nbkit")),
+        },
         "training": training,
         "metrics": {k: (v.item() if hasattr(v, "item") else v) for k, v in metrics.items()},
         "data": {"fingerprint": str(training.get("data", ""))},
         "check": {"images": "check_images(image_size): numpy default_rng(0) uint8", "logits": logits.round(6).tolist()},
     }
-    manifest_schema.check_schema(manifest, MANIFEST_FILE)  # what 06 reads is there
+    _check_schema(manifest, _MANIFEST_FILE)  # what 06 reads is there
     with atomic.staged_dir(folder) as staging:
-        model.save(staging / MODEL_FILE)
-        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
+        model.save(staging / _MODEL_FILE)
+        (staging / _MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
         (staging / _METADATA_FILE).write_text(json.dumps(kaggle_dataset, indent=2) + "\n")
     return folder
 
@@ -183,7 +307,7 @@ def find_packages(locations: str, local_default: str | Path, input_dir: str | Pa
         return [Path(local_default)]
     # Datasets mount as <input>/<slug>/..., models as <input>/<model>/<framework>/<variation>/<version>
     # or, in newer sessions, <input>/models/<owner>/<model>/<framework>/<variation>/<version>.
-    found = sorted({p.parent for depth in range(1, 8) for p in Path(input_dir).glob("*/" * depth + MANIFEST_FILE)})
+    found = sorted({p.parent for depth in range(1, 8) for p in Path(input_dir).glob("*/" * depth + _MANIFEST_FILE)})
     packages = [p for p in found if _is_package(p)]
     if not packages:
         raise DataError(
@@ -196,7 +320,6 @@ def find_packages(locations: str, local_default: str | Path, input_dir: str | Pa
 def _folder_or_model(location: str) -> Path:
     if Path(location).exists() or location.count("/") not in (3, 4):
         return Path(location)  # a folder (read_manifest says so if it is not one)
-    from nbkit.errors import DataError
     from nbkit.inputs import datasets
 
     try:
@@ -220,6 +343,6 @@ def publish_model(folder: str | Path, handle: str, version_notes: str = "") -> s
 
 def _is_package(folder: Path) -> bool:
     try:
-        return json.loads((folder / MANIFEST_FILE).read_text()).get("format") == manifest_schema.FORMAT
+        return json.loads((folder / _MANIFEST_FILE).read_text()).get("format") == _FORMAT
     except (OSError, ValueError, AttributeError):
         return False

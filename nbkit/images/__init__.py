@@ -1,11 +1,5 @@
-"""Image classification from TFRecords in the kit's layout: the generic part of the kit, for any
-competition's pictures (what is one competition's lives in `nbkit.competitions`).
-
-Framework-free: `description` (the dataset's nbkit-dataset.json: classes, label values, submission
-columns, metric, folds), `layout` (folders, names, counts), `checks` (every record read before
-training, through `nbkit.tfrecord`), `writer` and `sample` (a generated learnable sample), `augment`
-(the flips both stacks apply), `recipe` (profiles and the learning-rate schedule), `metrics`
-(scores, the competition's metric, metrics.json), `submission` (submission.csv, checked against the
-sample submission), `plots`. TensorFlow/Keras: `pipeline` (tf.data input),
-`predict` (predictions in file order), `monitor` (input-wait callback).
-"""
+"""Image classification from TFRecords in the kit's layout, for any competition's pictures (what is one
+competition's lives in `nbkit.competitions`): `description` (nbkit-dataset.json), `layout` (folders,
+names, counts), `checks` (every record read before training; the `Data` a notebook gets), `metrics`
+(scores, metrics.json, submission.csv, oof.csv), `oof` (the folds gathered), `plots`, `writer` and
+`sample` (a generated learnable sample). Framework-free."""

@@ -1,7 +1,9 @@
-"""Every record read once before training, so bad data stops with the file and record instead of
-failing halfway through training (or after it): checksums, features, every image decoded at the
-asked size, labels within the dataset's classes, test ids unique, no empty split, counts against
-file names.
+"""The data a notebook trains on, every record read once before training, so bad data stops with the
+file and record instead of failing halfway through training (or after it): checksums, features, every
+image decoded at the asked size, labels within the dataset's classes, test ids unique, no empty split,
+counts against file names. `load` gives it as one `Data`: where it is and why there, its description,
+the image size and each checked split; its methods are what the data decides (whether a batch fits the
+splits and the memory, the scores in the competition's metric, submission.csv / oof.csv in its form).
 Framework-free (nbkit.tfrecord and Pillow), so the TensorFlow and PyTorch notebooks check alike;
 Pillow and TensorFlow refuse the same damaged JPEGs (a test feeds both)."""
 
@@ -15,10 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from nbkit import storage, tfrecord
 from nbkit.env import available_memory
 from nbkit.errors import DataError, ParameterError
-from nbkit.images import layout
+from nbkit.images import layout, metrics
+from nbkit.images.description import Description
 from nbkit.params import check_int
 
 
@@ -39,8 +44,12 @@ class Split:
 
     @functools.cached_property
     def compression(self) -> str:
-        """ "", "GZIP" or "ZLIB": what tf.data.TFRecordDataset must be told (`compression_type`)."""
-        return _compression(self.files)
+        """ "", "GZIP" or "ZLIB": what tf.data.TFRecordDataset must be told (`compression_type`), one for all files."""
+        kinds = {name: tfrecord.compression(name) for name in self.files}
+        if len(set(kinds.values())) > 1:
+            shown = ", ".join(f"{Path(name).name}: {kind or 'none'}" for name, kind in kinds.items())
+            raise DataError(f"The files of one split are compressed in different ways ({shown}): write them all alike.")
+        return next(iter(kinds.values()), "")
 
 
 # What each feature of a record must hold: (Python type of its one value, in words).
@@ -165,15 +174,6 @@ def _check_split(split: str, files: list[str], image_size: int, num_classes: int
     return Split(split, files, count, list(seen), items, classes)
 
 
-def _compression(files: Sequence[str]) -> str:
-    """The compression of `files` ("", "GZIP" or "ZLIB"), which tf.data must be told; one for all of them."""
-    kinds = {name: tfrecord.compression(name) for name in files}
-    if len(set(kinds.values())) > 1:
-        shown = ", ".join(f"{Path(name).name}: {kind or 'none'}" for name, kind in kinds.items())
-        raise DataError(f"The files of one split are compressed in different ways ({shown}): write them all alike.")
-    return next(iter(kinds.values()), "")
-
-
 _MEMORY_SHARE = 0.5  # of the memory available: the rest is for the model, the cache, the notebook
 
 
@@ -182,17 +182,13 @@ def _batch_bytes(global_batch: int, item_bytes: int) -> int:
     return global_batch * item_bytes * (1 + 4)
 
 
-def check_batch(
-    per_replica_batch: int,
-    replicas: int,
-    item_bytes: int,
-    counts: dict[str, int],
-    available_bytes: int | None = None,
-    parameter: str = "PER_REPLICA_BATCH",
+def _check_batch(
+    per_replica_batch: int, replicas: int, item_bytes: int, counts: dict[str, int], available_bytes: int | None = None
 ) -> int:
     """The global batch, once it is known to work: no larger than any split in `counts` (an epoch and
     a validation pass each need a full batch), and small enough for the memory available (default:
-    what this machine has free now). A ParameterError says what to pass as `parameter` instead."""
+    what this machine has free now). A ParameterError says what to pass as PER_REPLICA_BATCH instead."""
+    parameter = "PER_REPLICA_BATCH"
     check_int(parameter, per_replica_batch, minimum=1)
     global_batch = per_replica_batch * replicas
     what = f"{parameter}={per_replica_batch} x {replicas} replica(s) = a global batch of {global_batch}"
@@ -220,7 +216,7 @@ def describe(splits: dict[str, Split]) -> str:
     return ", ".join(f"{s.name} {s.count}" for s in splits.values()) + " images"
 
 
-def fingerprint(files: Sequence[str], sample_bytes: int = 2**16) -> str:
+def _fingerprint(files: Sequence[str], sample_bytes: int = 2**16) -> str:
     """A short hash of the files' names, sizes, and first and last `sample_bytes`: it tells whether a
     model or a checkpoint was made from these files, without reading gigabytes."""
     digest = hashlib.sha256()
@@ -234,3 +230,71 @@ def fingerprint(files: Sequence[str], sample_bytes: int = 2**16) -> str:
             tail = f.read(sample_bytes)
         digest.update(f"{Path(name).name}:{size}:".encode() + head + tail)
     return "sha256:" + digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Data:
+    """Checked data: `splits` by name ("train", "val", "test"; with a FOLD, val is that fold; no test
+    split where the data has none)."""
+
+    path: str
+    reason: str  # why this folder (DATA_ROOT itself, the attached competition, the generated sample)
+    dataset: Description
+    image_size: int
+    splits: dict[str, Split]
+    fold: int = -1
+
+    @property
+    def train(self) -> Split:
+        return self.splits["train"]
+
+    @property
+    def val(self) -> Split:
+        return self.splits["val"]
+
+    @property
+    def test(self) -> Split | None:
+        """None where the data has no test split (converted without --test; a code competition's test
+        pictures appear only when Kaggle reruns the notebook)."""
+        return self.splits.get("test")
+
+    def describe(self) -> str:
+        """Three lines: where the data is and why, the dataset, the images of each split."""
+        sizes = f"{self.image_size}x{self.image_size} images: {describe(self.splits)}"
+        fold = f" (fold {self.fold} validates)" if self.fold != -1 else ""
+        fold += " (no test split: no submission)" if self.test is None else ""
+        return f"data: {self.reason}\ndataset: {self.dataset.describe()}\n{sizes}{fold}"
+
+    def fingerprint(self) -> str:
+        """A short hash of the training and validation files (names, sizes, first and last bytes)."""
+        return _fingerprint(self.train.files + self.val.files)
+
+    def check_batch(self, per_replica_batch: int, replicas: int) -> int:
+        """The global batch, or a ParameterError saying what to pass: every training step and validation
+        pass needs a full batch, and the batch must fit in half the memory free here."""
+        counts = {name: split.count for name, split in self.splits.items() if split.labeled}
+        return _check_batch(per_replica_batch, replicas, self.image_size * self.image_size * 3, counts)
+
+    def score(self, labels: Sequence[int], probabilities: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """(confusion matrix, scores): accuracy, macro F1 / precision / recall and the competition's metric."""
+        return metrics.of_predictions(labels, probabilities, self.dataset.metric)
+
+    def write_submission(self, ids: Sequence[str], labels: Sequence[int], path: str | Path) -> Path:
+        """submission.csv in the competition's form, checked against its sample submission when there is one."""
+        return metrics.write_submission(ids, labels, self.dataset, path)
+
+    def write_oof(self, labels: Sequence[int], probabilities: np.ndarray, path: str | Path) -> Path:
+        """oof.csv: this fold's validation predictions, one row per validation id (`python -m nbkit oof`)."""
+        return metrics.write_oof(self.val.ids, labels, probabilities, self.fold, self.dataset, path)
+
+
+def load(
+    path: str, reason: str, dataset: Description, image_size: int = 0, fold: int = -1, names: Sequence[str] = ()
+) -> Data:
+    """The data in `path` (described by `dataset`): IMAGE_SIZE `image_size` (0: the smallest there), the
+    splits `names` (default all, the test split where there is one), with fold `fold` validating when
+    the data has folds; every record read and checked now, so bad data stops here with the file and record."""
+    size = layout.choose_size(path, image_size)
+    optional = () if names else ("test",)
+    files = layout.split_files(path, size, dataset.folds, fold, names=names or layout.SPLITS, optional=optional)
+    return Data(path, reason, dataset, size, check_splits(files, size, dataset.num_classes), fold)

@@ -15,16 +15,11 @@ _COUNT_IN_NAME = re.compile(r"-(\d+)\.tfrec$")
 _SIZE_FOLDER = re.compile(r"^tfrecords-jpeg-(\d+)x\1$")
 
 
-def _size_folder(data_root: str | Path, image_size: int) -> str:
-    """`<root>/tfrecords-jpeg-<s>x<s>` (a local path or a gs:// URL)."""
-    return storage.join(data_root, f"tfrecords-jpeg-{image_size}x{image_size}")
-
-
 def split_folder(data_root: str | Path, image_size: int, split: str) -> str:
-    """`<root>/tfrecords-jpeg-<s>x<s>/<split>`."""
+    """`<root>/tfrecords-jpeg-<s>x<s>/<split>` (a local path or a gs:// URL)."""
     if split not in SPLITS:
         raise ParameterError(f"split={split!r} is not one of {SPLITS}.")
-    return storage.join(_size_folder(data_root, image_size), split)
+    return storage.join(data_root, f"tfrecords-jpeg-{image_size}x{image_size}", split)
 
 
 def file_name(index: int, image_size: int, count: int) -> str:

@@ -1,9 +1,14 @@
-"""Scores of predictions against labels: the confusion matrix, accuracy, macro F1 / precision /
-recall, quadratic weighted kappa, and the competition's own metric (the dataset description names
-it); `metrics.json`."""
+"""Scores of predictions and the files that carry them: the confusion matrix, accuracy, macro F1 /
+precision / recall, quadratic weighted kappa and the competition's own metric (the dataset description
+names it); `metrics.json`; `submission.csv` in the competition's form, checked against its sample
+submission (the same header, every id once), so a submission Kaggle would refuse or score wrong stops
+here; and each fold's out-of-fold predictions, `oof.csv` (id, label, fold, one probability per class),
+which `python -m nbkit oof` gathers (`nbkit.images.oof`)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from nbkit import atomic
-from nbkit.errors import ParameterError
+from nbkit import atomic, storage
+from nbkit.errors import DataError, ParameterError
 
 METRICS = ("accuracy", "f1_macro", "qwk")  # what a dataset description may name as its metric
 
@@ -60,6 +65,12 @@ def _scores(counts: np.ndarray, metric: str = "accuracy") -> dict[str, Any]:
     return found
 
 
+def of_predictions(labels: Sequence[int], probabilities: np.ndarray, metric: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """(confusion matrix, scores) of class `probabilities` against `labels`; `metric` is the competition's."""
+    counts = _confusion_matrix(labels, np.asarray(probabilities).argmax(axis=1), np.asarray(probabilities).shape[1])
+    return counts, _scores(counts, metric)
+
+
 def describe(found: dict[str, Any], what: str = "validation") -> str:
     """`validation f1_macro 0.532 (the competition's metric); accuracy 0.550`."""
     metric = found["metric"]
@@ -67,13 +78,74 @@ def describe(found: dict[str, Any], what: str = "validation") -> str:
     return line if metric == "accuracy" else f"{line}; accuracy {found['accuracy']:.3f}"
 
 
-def write(values: dict[str, Any], path: str | Path) -> Path:
+def write_json(values: dict[str, Any], path: str | Path) -> Path:
     """`metrics.json`, sorted keys, plain Python numbers."""
     plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
     return atomic.write_text(path, json.dumps(plain, indent=2, sort_keys=True) + "\n")
 
 
-def of_predictions(labels: Sequence[int], probabilities: np.ndarray, metric: str) -> tuple[np.ndarray, dict[str, Any]]:
-    """(confusion matrix, scores) of class `probabilities` against `labels`; `metric` is the competition's."""
-    counts = _confusion_matrix(labels, np.asarray(probabilities).argmax(axis=1), np.asarray(probabilities).shape[1])
-    return counts, _scores(counts, metric)
+def _write_csv(rows: Sequence[Sequence[Any]], path: str | Path) -> Path:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return atomic.write_text(path, out.getvalue())
+
+
+def read_csv(path: str | Path) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a CSV file (local or gs://), every value as text."""
+    with storage.open_binary(path) as f:
+        header, *rows = list(csv.reader(io.StringIO(f.read().decode("utf-8-sig"))))
+    return header, [row for row in rows if row]
+
+
+def write_submission(ids: Sequence[str], labels: Sequence[int], dataset: Any, path: str | Path) -> Path:
+    """`submission.csv` in the dataset's form (its header, e.g. `id,label`, and its label values), one
+    row per test id, in the given order; checked against the dataset's sample submission if it has one
+    (the same header, the same ids in any order)."""
+    if len(ids) != len(labels):
+        raise DataError(f"{len(ids)} test ids but {len(labels)} predictions: they must match one to one.")
+    if len(set(ids)) != len(ids):
+        raise DataError("Test ids repeat: each id must appear once in submission.csv.")
+    header = [dataset.id_column, dataset.label_column]
+    if dataset.sample_submission:
+        sample = dataset.sample_submission
+        sample_header, rows = read_csv(sample)
+        if header != sample_header[:2]:
+            raise DataError(
+                f"submission.csv's header would be {','.join(header)} but {sample}'s is {','.join(sample_header)}: "
+                "the dataset description is wrong; convert the data again."
+            )
+        wanted, given = {row[0] for row in rows}, set(ids)
+        missing, extra = sorted(wanted - given), sorted(given - wanted)
+        if missing or extra:
+            raise DataError(
+                f"The test data's ids do not match {sample}: {len(missing)} of its ids have no test record "
+                f"(e.g. {missing[:3]}) and {len(extra)} test ids are not in it (e.g. {extra[:3]}). The test files "
+                "and the sample submission are from different versions: convert the data again."
+            )
+    return _write_csv([header, *([i, dataset.label_values[int(k)]] for i, k in zip(ids, labels))], path)
+
+
+def oof_columns(dataset: Any) -> list[str]:
+    """oof.csv's header: id, label, fold, then `p:<label value>` for each class in label order."""
+    return ["id", "label", "fold", *(f"p:{value}" for value in dataset.label_values)]
+
+
+def write_oof(
+    ids: Sequence[str],
+    labels: Sequence[int],
+    probabilities: np.ndarray,
+    fold: int | Sequence[int],
+    dataset: Any,
+    path: Any,
+) -> Path:
+    """`oof.csv` of validation predictions (labels as the dataset's label values); `fold`: the fold of
+    every row, or one fold per row (a gathered table)."""
+    folds = [fold] * len(ids) if isinstance(fold, int) else [int(f) for f in fold]
+    if not len(ids) == len(labels) == len(probabilities) == len(folds):
+        raise DataError(
+            f"{len(ids)} ids, {len(labels)} labels, {len(probabilities)} predictions and {len(folds)} folds: "
+            "they must match."
+        )
+    rows = zip(ids, labels, folds, np.asarray(probabilities, np.float64))
+    body = ([i, dataset.label_values[int(label)], f, *(f"{p:.6g}" for p in row)] for i, label, f, row in rows)
+    return _write_csv([oof_columns(dataset), *body], path)

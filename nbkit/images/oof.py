@@ -1,15 +1,10 @@
-"""Out-of-fold (OOF) predictions: each fold's run predicts the fold it did not train on and writes
-`oof.csv` (id, label, fold, then one probability per class); `gather` joins the K folds' files into
-one table and one score in the competition's metric, after checking that every labeled id is there
-exactly once, so the score is of every picture and of nothing twice.
-
-    python -m nbkit oof out/train-on-tpu-fold*/oof.csv --data <DATA_ROOT>
-"""
+"""The folds' out-of-fold predictions gathered (`python -m nbkit oof out/train-on-tpu-fold*/oof.csv
+--data <DATA_ROOT>`): the K folds' oof.csv files (`metrics.write_oof`) joined into one table and one
+score in the competition's metric, once every labeled id is there exactly once, so the score is of
+every picture and of nothing twice. The command line's: never in a notebook's bundle."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from nbkit import atomic, storage
 from nbkit.errors import DataError
 from nbkit.images import metrics
-
-_FIXED = ("id", "label", "fold")
 
 
 @dataclass(frozen=True)
@@ -33,45 +25,11 @@ class _OutOfFold:
     folds: np.ndarray
     probabilities: np.ndarray  # [pictures, classes]
 
-    def scores(self, metric: str) -> dict[str, Any]:
-        """The scores of these predictions (`metrics.scores`), the competition's `metric` among them."""
-        return metrics.of_predictions(self.labels, self.probabilities, metric)[1]
-
-
-def _columns(dataset: Any) -> list[str]:
-    """oof.csv's header: id, label, fold, then `p:<label value>` for each class in label order."""
-    return [*_FIXED, *(f"p:{value}" for value in dataset.label_values)]
-
-
-def write(
-    ids: Sequence[str],
-    labels: Sequence[int],
-    probabilities: np.ndarray,
-    fold: int | Sequence[int],
-    dataset: Any,
-    path: Any,
-) -> Path:
-    """`oof.csv` of validation predictions (labels as the dataset's label values); `fold`: the fold of
-    every row, or one fold per row (a gathered table)."""
-    folds = [fold] * len(ids) if isinstance(fold, int) else [int(f) for f in fold]
-    if not len(ids) == len(labels) == len(probabilities) == len(folds):
-        raise DataError(
-            f"{len(ids)} ids, {len(labels)} labels, {len(probabilities)} predictions and {len(folds)} folds: "
-            "they must match."
-        )
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(_columns(dataset))
-    for record_id, label, row_fold, row in zip(ids, labels, folds, np.asarray(probabilities, np.float64)):
-        writer.writerow([record_id, dataset.label_values[int(label)], row_fold, *(f"{p:.6g}" for p in row)])
-    return atomic.write_text(path, out.getvalue())
-
 
 def _read(path: str | Path, dataset: Any) -> _OutOfFold:
     """One oof.csv, checked against the dataset's classes."""
-    with storage.open_binary(path) as f:
-        header, *rows = list(csv.reader(io.StringIO(f.read().decode("utf-8"))))
-    if header != _columns(dataset):
+    header, rows = metrics.read_csv(path)
+    if header != metrics.oof_columns(dataset):
         raise DataError(
             f"{path}: its columns are not those of this dataset's oof.csv (id, label, fold, p:<each label value>): "
             "it was written for other data."
@@ -101,20 +59,15 @@ def gather(paths: Sequence[str | Path], dataset: Any, classes: Mapping[str, int]
     """The folds' OOF predictions as one, checked: each fold of the dataset once, no id twice, and
     (given `classes`, every labeled record's id -> class) every labeled id present with the data's label."""
     parts = [_read(path, dataset) for path in paths]
-    folds = [sorted(set(part.folds.tolist())) for part in parts]
-    every = sorted(f for found in folds for f in found)
+    every = sorted(f for part in parts for f in set(part.folds.tolist()))
     expected = list(range(len(dataset.folds))) if dataset.folds else every
     if every != expected:
         raise DataError(
             f"The OOF files hold folds {every}, but the data has {len(expected)} folds ({expected}): give each "
             "fold's oof.csv once (run notebook 05 or 02 with FOLD=k for each k)."
         )
-    joined = _OutOfFold(
-        ids=[i for part in parts for i in part.ids],
-        labels=np.concatenate([part.labels for part in parts]),
-        folds=np.concatenate([part.folds for part in parts]),
-        probabilities=np.concatenate([part.probabilities for part in parts]),
-    )
+    arrays = (np.concatenate([getattr(part, name) for part in parts]) for name in ("labels", "folds", "probabilities"))
+    joined = _OutOfFold([i for part in parts for i in part.ids], *arrays)
     seen: dict[str, int] = {}
     for record_id, fold in zip(joined.ids, joined.folds.tolist()):
         if record_id in seen:
@@ -128,7 +81,7 @@ def gather(paths: Sequence[str | Path], dataset: Any, classes: Mapping[str, int]
             f"The OOF predictions miss {len(missing)} labeled ids (e.g. {missing[:3]}) and hold {len(extra)} that "
             f"are not labeled here (e.g. {extra[:3]}): they are of other data, or a fold's run did not finish."
         )
-    wrong = [(i, label) for i, label in zip(joined.ids, joined.labels.tolist()) if classes and classes[i] != label]
+    wrong = [(i, k) for i, k in zip(joined.ids, joined.labels.tolist()) if classes and classes[i] != k]
     if wrong:
         (record_id, label), values = wrong[0], dataset.label_values
         raise DataError(

@@ -141,9 +141,9 @@ def _oof(args: argparse.Namespace) -> str:
         )
     train = checks.check_splits(layout.split_files(args.data, size, names=["train"]), size, dataset.num_classes)
     gathered = oof.gather(files, dataset, classes=train["train"].classes)
-    scores = gathered.scores(dataset.metric)
-    oof.write(gathered.ids, gathered.labels, gathered.probabilities, gathered.folds, dataset, out / "oof.csv")
-    metrics.write(
+    scores = metrics.of_predictions(gathered.labels, gathered.probabilities, dataset.metric)[1]
+    metrics.write_oof(gathered.ids, gathered.labels, gathered.probabilities, gathered.folds, dataset, out / "oof.csv")
+    metrics.write_json(
         {**scores, "folds": len(set(gathered.folds.tolist())), "pictures": len(gathered.ids)}, out / "metrics.json"
     )
     return (

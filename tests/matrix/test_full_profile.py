@@ -14,8 +14,8 @@ import pytest
 from conftest import execute, split_keys, text_outputs
 
 from nbkit.handoff import package
+from nbkit.images import metrics as results
 from nbkit.images import sample as flower_sample
-from nbkit.images import submission
 
 SIZE = 64  # EfficientNetB0 takes 32 px and more
 FULL = {
@@ -81,7 +81,7 @@ def test_notebook_02_full_profile_in_bfloat16_on_eight_devices(small, notebook_0
     assert "1 steps per epoch" in joined
     metrics = json.loads((tmp_path / "classifier" / "metrics.json").read_text())
     assert (metrics["precision"], metrics["model"], metrics["replicas"]) == ("mixed_bfloat16", "EfficientNetB0", 8)
-    _, rows = submission._read(tmp_path / "classifier" / "submission.csv")
+    _, rows = results.read_csv(tmp_path / "classifier" / "submission.csv")
     assert [i for i, _ in rows] == split_keys(small, "test", SIZE)
     assert computed_in_bfloat16(tmp_path / "classifier" / "model.keras") == ({"bfloat16"}, "float32")
 
@@ -117,6 +117,6 @@ def test_notebook_05_full_profile_package_predicts_in_notebook_06(small, compile
         )
     )
     assert "checked its outputs against the manifest" in out
-    submitted = submission._read(tmp_path / "submit" / "submission.csv")
-    assert submitted == submission._read(tmp_path / "train" / "submission.csv")  # what 05 predicted
+    submitted = results.read_csv(tmp_path / "submit" / "submission.csv")
+    assert submitted == results.read_csv(tmp_path / "train" / "submission.csv")  # what 05 predicted
     assert [i for i, _ in submitted[1]] == split_keys(small, "test", SIZE)

@@ -10,8 +10,8 @@ import pytest
 from conftest import check_submission, execute, text_outputs
 
 from nbkit.handoff import package
+from nbkit.images import metrics as results
 from nbkit.images import sample as flower_sample
-from nbkit.images import submission
 
 JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}  # Kaggle's TPUs today: Keras on JAX, 8 cores
 FLOWERS_FILES = (
@@ -77,8 +77,8 @@ def test_05_package_predicts_the_same_in_06(made, tmp_path, trained, predicted):
         )
     )
     assert "checked its outputs against the manifest" in out
-    submitted = submission._read(tmp_path / "submit" / "submission.csv")
-    assert submitted == submission._read(tmp_path / "train" / "submission.csv")
+    submitted = results.read_csv(tmp_path / "submit" / "submission.csv")
+    assert submitted == results.read_csv(tmp_path / "train" / "submission.csv")
 
 
 def test_08_text_on_eight_jax_devices_learns_the_sample_and_submits_in_its_order(tmp_path):
