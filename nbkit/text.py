@@ -125,9 +125,7 @@ def load_data(
     source = locate(data_root, _COMPETITION, fallback=_sample_source, environment=environment)
     folder = Path(source.path)
     train = _read(folder / "train.csv", id_column, text_columns, language_column, label_column)
-    classes = _classes(train, label_column)
-    raw = [str(v) for v in train.labels]
-    train.labels = np.array([classes.index(v) for v in raw], np.int32)
+    classes, train.labels = _classes(train, label_column)
     present = [(folder / name).is_file() for name in ("test.csv", "sample_submission.csv")]
     if present == [False, False]:
         return _TextData(source, train, None, classes, [], [])
@@ -214,8 +212,8 @@ def _read(
     )
 
 
-def _classes(train: _Split, label_column: str) -> list[str]:
-    """The label values, in order: numbers by value (0..K-1 with none missing), else as text."""
+def _classes(train: _Split, label_column: str) -> tuple[list[str], np.ndarray]:
+    """(the label values, in order: numbers by value (0..K-1 with none missing), else as text; each row's class)."""
     labels = [str(v) for v in train.labels]
     values = sorted(set(labels))
     rare = [f"{v!r} (id {train.ids[labels.index(v)]!r})" for v in values if labels.count(v) < 2]
@@ -231,8 +229,8 @@ def _classes(train: _Split, label_column: str) -> list[str]:
                 f"train.csv: the {label_column} values are {numbers}, not the classes 0..{len(numbers) - 1}: a label "
                 "outside the classes (e.g. -1 for 'unknown'). Remove those rows or number the classes from 0."
             )
-        return [str(n) for n in numbers]
-    return sorted(values)
+        return [str(n) for n in numbers], np.array([int(v) for v in labels], np.int32)
+    return values, np.array([values.index(v) for v in labels], np.int32)
 
 
 def _read_sample(path: Path, id_column: str) -> tuple[list[str], list[str]]:

@@ -6,21 +6,15 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
-import subprocess
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
-from test_bundle import ENGINE_SCRIPT, fresh_python  # noqa: F401  (a fixture)
 
 from nbkit import text, text_sample
 from nbkit.env import detect
 from nbkit.errors import DataError, ParameterError
-from nbkit.publish import bundle
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "08_text_classifier.py"
 WATSON = ("id", ("premise", "hypothesis"), "label", "language")
 
 
@@ -205,61 +199,3 @@ def test_a_preset_is_found_where_kaggle_attaches_it_and_checked(tmp_path, monkey
         ParameterError, match=r"PRESET='bert_base_mult' is not a KerasHub preset \(close: bert_base_multi"
     ):
         text.find_preset("bert_base_mult", environment=environment)
-
-
-def toxic_comments(folder: Path) -> dict[str, int]:
-    """Data in another form: one text column, labels 0/1 named `toxic`, ids not in file order, a sample
-    submission in yet another order; the test rows' true labels."""
-    rng = np.random.default_rng(5)
-    calm, rude = "thanks great article helpful agree nice".split(), "idiot stupid shut awful hate dumb".split()
-
-    def rows(count):
-        found = []
-        for i in rng.permutation(count):
-            toxic = int(rng.random() < 0.4)
-            words = list(rng.choice(calm, 6)) + (list(rng.choice(rude, 2)) if toxic else [])
-            found.append([f"c{i * 7919 % 100003:05d}", " ".join(rng.permutation(words)), toxic])
-        return found
-
-    folder.mkdir()
-    train, test = rows(1000), rows(150)
-    write_csv(folder / "train.csv", ["id", "comment_text", "toxic"], train)
-    write_csv(folder / "test.csv", ["id", "comment_text"], [r[:2] for r in test])
-    write_csv(
-        folder / "sample_submission.csv", ["id", "toxic"], [[r[0], 0.5] for r in sorted(test, key=lambda r: r[1])]
-    )
-    return {r[0]: r[2] for r in test}
-
-
-def test_the_bundle_runs_with_nbkit_hidden_on_binary_data_in_another_form(tmp_path, fresh_python):
-    python, env = fresh_python
-    truth = toxic_comments(tmp_path / "toxic")
-    folder = bundle.write(NOTEBOOK, tmp_path / "kernels", owner="alice")
-    executed, out = tmp_path / "08.ipynb", tmp_path / "outputs"
-    parameters = dict(
-        DATA_ROOT=tmp_path / "toxic",
-        TEXT_COLUMNS="comment_text",
-        LABEL_COLUMN="toxic",
-        LANGUAGE_COLUMN="",
-        METRIC="roc_auc",
-        OUTPUT_DIR=out,
-        BACKEND="jax",
-        SIMULATE_DEVICES=8,
-    )
-    run = subprocess.run(
-        [python, ENGINE_SCRIPT, str(folder / "08-text-classifier.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
-         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
-        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    said = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
-    assert "nbkit 0.2.0 from this notebook's bundle: " in said and "a tiny BERT from scratch" in said
-    rows = read_csv(out / "submission.csv")
-    sample = read_csv(tmp_path / "toxic" / "sample_submission.csv")
-    assert rows[0] == ["id", "toxic"] and [r[0] for r in rows] == [r[0] for r in sample]  # the sample's order
-    scores = np.array([float(r[1]) for r in rows[1:]])
-    positive = np.array([truth[r[0]] for r in rows[1:]], bool)
-    assert ((scores >= 0) & (scores <= 1)).all() and text._roc_auc(positive, scores) > 0.9
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["metric"] == "roc_auc" and metrics["roc_auc"] > 0.9 and "accuracy_per_language" not in metrics
-    assert metrics["replicas"] == 8 and metrics["test_rows"] == 150

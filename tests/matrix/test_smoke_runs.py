@@ -4,14 +4,23 @@ of Kaggle's TPU image, the oldest declared ones and Colab's are each proven on t
 
 from __future__ import annotations
 
+import csv
+import json
+import re
+import subprocess
 from pathlib import Path
 
+import nbformat
+import numpy as np
 import pytest
-from conftest import check_submission, execute, text_outputs
+from conftest import REPO, check_submission, execute, text_outputs
+from test_bundle import ENGINE_SCRIPT, fresh_python  # noqa: F401  (a fixture)
 
+from nbkit import text
 from nbkit.handoff import package
 from nbkit.images import metrics as results
 from nbkit.images import sample as flower_sample
+from nbkit.publish import bundle
 
 JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}  # Kaggle's TPUs today: Keras on JAX, 8 cores
 FLOWERS_FILES = (
@@ -81,40 +90,90 @@ def test_05_package_predicts_the_same_in_06(made, tmp_path, trained, predicted):
     assert submitted == results.read_csv(tmp_path / "train" / "submission.csv")
 
 
-def test_08_text_on_eight_jax_devices_learns_the_sample_and_submits_in_its_order(tmp_path):
-    import csv
-    import json
+def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
 
-    from nbkit import text_sample
 
-    out = text_outputs(execute(tmp_path, "08_text_classifier.ipynb", OUTPUT_DIR=str(tmp_path / "text"), **JAX8))
-    assert "learned (validation accuracy above 1.5x chance): True" in out and "a tiny BERT from scratch" in out
-    assert "Keras backend jax, 8 replica(s)" in " ".join(out.split()) and "global batch 128" in out
-    assert "of the training examples are longer than 32 tokens and get cut" in out
-    folder, sample = tmp_path / "text", tmp_path / "work" / "text-sample"
+def read_csv(path: Path) -> list[list[str]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))
 
-    def rows(path):
-        with open(path, encoding="utf-8", newline="") as f:
-            return list(csv.DictReader(f))
 
-    truth = {r["id"]: text_sample._label_of(r["hypothesis"], r["language"]) for r in rows(sample / "test.csv")}
-    submitted = rows(folder / "submission.csv")
-    assert [r["id"] for r in submitted] == [r["id"] for r in rows(sample / "sample_submission.csv")]
-    assert sum(int(r["prediction"]) == truth[r["id"]] for r in submitted) / len(submitted) > 0.9
-    metrics = json.loads((folder / "metrics.json").read_text())
-    assert metrics["replicas"] == 8 and metrics["global_batch"] == 128 and metrics["test_rows"] == len(truth)
-    per_language = metrics["accuracy_per_language"]
-    assert len(per_language) == 15
-    weighted = sum(v["accuracy"] * v["examples"] for v in per_language.values()) / sum(
-        v["examples"] for v in per_language.values()
+def toxic_comments(folder: Path) -> dict[str, int]:
+    """Text data in another form than Watson's: one text column, labels 0/1 named `toxic`, a `lang` column,
+    ids not in file order, a sample submission in yet another order; the test rows' true labels."""
+    rng = np.random.default_rng(5)
+    calm, rude = "thanks great article helpful agree nice".split(), "idiot stupid shut awful hate dumb".split()
+
+    def rows(count):
+        found = []
+        for i in rng.permutation(count):
+            toxic = int(rng.random() < 0.4)
+            words = list(rng.choice(calm, 6)) + (list(rng.choice(rude, 2)) if toxic else [])
+            found.append(
+                [f"c{i * 7919 % 100003:05d}", " ".join(rng.permutation(words)), rng.choice(["en", "de", "fr"]), toxic]
+            )
+        return found
+
+    folder.mkdir()
+    train, test = rows(1000), rows(150)
+    write_csv(folder / "train.csv", ["id", "comment_text", "lang", "toxic"], train)
+    write_csv(folder / "test.csv", ["id", "comment_text", "lang"], [r[:3] for r in test])
+    write_csv(
+        folder / "sample_submission.csv", ["id", "toxic"], [[r[0], 0.5] for r in sorted(test, key=lambda r: r[1])]
     )
+    return {r[0]: r[3] for r in test}
+
+
+def test_08_text_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_data_in_another_form(tmp_path, fresh_python):
+    """Notebook 08 as Kaggle gets it (`python -m nbkit bundle`, nbkit not installed), on two classes scored by ROC
+    AUC; Watson's own form is nbval's run of the committed notebook."""
+    python, env = fresh_python
+    truth = toxic_comments(tmp_path / "toxic")
+    folder = bundle.write(REPO / "notebooks" / "08_text_classifier.py", tmp_path / "kernels", owner="alice")
+    executed, out = tmp_path / "08.ipynb", tmp_path / "outputs"
+    parameters = dict(
+        DATA_ROOT=tmp_path / "toxic",
+        TEXT_COLUMNS="comment_text",
+        LABEL_COLUMN="toxic",
+        LANGUAGE_COLUMN="lang",
+        METRIC="roc_auc",
+        OUTPUT_DIR=out,
+        BACKEND="jax",
+        SIMULATE_DEVICES=8,
+    )
+    run = subprocess.run(
+        [python, ENGINE_SCRIPT, str(folder / "08-text-classifier.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
+         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
+        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
+    assert "nbkit 0.2.0 from this notebook's bundle: " in said and "a tiny BERT from scratch" in said
+    rows = read_csv(out / "submission.csv")
+    sample = read_csv(tmp_path / "toxic" / "sample_submission.csv")
+    assert rows[0] == ["id", "toxic"] and [r[0] for r in rows] == [r[0] for r in sample]  # the sample's order
+    scores = np.array([float(r[1]) for r in rows[1:]])
+    positive = np.array([truth[r[0]] for r in rows[1:]], bool)
+    assert ((scores >= 0) & (scores <= 1)).all() and text._roc_auc(positive, scores) > 0.9
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["metric"] == "roc_auc" and metrics["roc_auc"] > 0.9
+    assert metrics["replicas"] == 8 and metrics["global_batch"] == 128 and metrics["test_rows"] == 150
+    per_language = metrics["accuracy_per_language"]
+    training, validation = map(int, re.search(r"(\d+) training and (\d+) validation rows", said).groups())
+    assert training + validation == 1000 and 150 < validation < 250  # VALIDATION_SHARE 0.2 of train.csv
+    assert (
+        sorted(per_language) == ["de", "en", "fr"] and sum(v["examples"] for v in per_language.values()) == validation
+    )
+    weighted = sum(v["accuracy"] * v["examples"] for v in per_language.values()) / validation
     assert weighted == pytest.approx(metrics["accuracy"])  # the languages' accuracies add up to the whole
     for name in (
         "model.keras",
-        "training_curves.png",
         "learning_rate.png",
+        "training_curves.png",
+        "input_wait.png",
         "confusion_matrix.png",
         "accuracy_per_language.png",
-        "input_wait.png",
     ):
-        assert (folder / name).is_file(), name
+        assert (out / name).is_file(), name
