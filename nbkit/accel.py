@@ -240,6 +240,9 @@ def _jax_accelerator(simulate_devices: int, where: nbhosts.Hosts) -> Accelerator
         devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
         if where.joins_runtime:
             where = nbhosts.Hosts(jax.process_index(), jax.process_count(), where.coordinator)
+        if devices[0].platform == "cpu" and simulate_devices > 1:  # refused before TensorFlow and Keras load
+            local = sum(1 for d in devices if d.process_index == where.index)
+            _check_split("JAX", local, simulate_devices, "backend='jax', ")
         if importlib.util.find_spec("tensorflow") is not None:  # tf.data still reads the input: without the GPU
             import tensorflow as tf
 
@@ -251,10 +254,6 @@ def _jax_accelerator(simulate_devices: int, where: nbhosts.Hosts) -> Accelerator
     kind = "tpu" if platform == "tpu" else "gpu" if platform in ("gpu", "cuda", "rocm") else "cpu"
     ignored = kind != "cpu" and simulate_devices > 1
     notes = [f"simulate_devices is ignored: real {kind.upper()} devices were found."] if ignored else []
-    if kind == "cpu" and simulate_devices > 1:
-        _check_split(
-            "JAX", sum(1 for d in devices if d.process_index == where.index), simulate_devices, "backend='jax', "
-        )
     capability = None
     with contextlib.suppress(TypeError, ValueError, AttributeError):  # a GPU's, as "7.5"
         capability = tuple(int(p) for p in devices[0].compute_capability.split(".")[:2]) if kind == "gpu" else None

@@ -4,7 +4,6 @@ of Kaggle's TPU image, the oldest declared ones and Colab's are each proven on t
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import subprocess
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from conftest import REPO, check_submission, execute, text_outputs
 from test_bundle import ENGINE_SCRIPT, fresh_python  # noqa: F401  (a fixture)
+from test_text import read_csv, write_csv
 
 from nbkit import text
 from nbkit.handoff import package
@@ -88,16 +88,6 @@ def test_05_package_predicts_the_same_in_06(made, tmp_path, trained, predicted):
     assert "checked its outputs against the manifest" in out
     submitted = results.read_csv(tmp_path / "submit" / "submission.csv")
     assert submitted == results.read_csv(tmp_path / "train" / "submission.csv")
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f).writerows([header, *rows])
-
-
-def read_csv(path: Path) -> list[list[str]]:
-    with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.reader(f))
 
 
 def toxic_comments(folder: Path) -> dict[str, int]:
