@@ -1,6 +1,6 @@
 """Text competitions (notebook 08, nbkit.text): the CSV files checked before any training, each bad input one
-clear error naming the file, column or row; scores and submission.csv against answers worked apart; and the
-notebook bundled with nbkit hidden, on data in another form (two classes, one text column, ids out of order)."""
+clear error naming the file, column or row; scores and submission.csv against answers worked apart. The notebook's
+runs: nbval's (the generated Watson sample) and tests/matrix/test_smoke_runs.py's (bundled, data in another form)."""
 
 from __future__ import annotations
 
