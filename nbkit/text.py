@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import difflib
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from nbkit import atomic
 from nbkit import env as nbenv
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import metrics
@@ -80,13 +78,12 @@ class _TextData:
         if set(ids) != set(self.sample_ids):
             raise DataError(f"The predicted ids are not {self.sample_header[0]}s of sample_submission.csv.")
         row = {i: r for r, i in enumerate(ids)}
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(self.sample_header[:2])
-        for i in self.sample_ids:
-            p = probabilities[row[i]]
-            writer.writerow([i, f"{p[1]:.6f}" if metric == "roc_auc" else self.classes[int(p.argmax())]])
-        return atomic.write_text(path, out.getvalue())
+        predicted = [probabilities[row[i]] for i in self.sample_ids]
+        body = (
+            [i, f"{p[1]:.6f}" if metric == "roc_auc" else self.classes[int(p.argmax())]]
+            for i, p in zip(self.sample_ids, predicted)
+        )
+        return metrics.write_csv([self.sample_header[:2], *body], path)
 
 
 def check_metric(metric: str, num_classes: int) -> str:
@@ -126,14 +123,14 @@ def load_data(
     folder = Path(source.path)
     train = _read(folder / "train.csv", id_column, text_columns, language_column, label_column)
     classes, train.labels = _classes(train, label_column)
-    present = [(folder / name).is_file() for name in ("test.csv", "sample_submission.csv")]
-    if present == [False, False]:
+    present = [name for name in ("test.csv", "sample_submission.csv") if (folder / name).is_file()]
+    if not present:
         return _TextData(source, train, None, classes, [], [])
-    if present != [True, True]:
+    if len(present) == 1:
+        missing = "sample_submission.csv" if present[0] == "test.csv" else "test.csv"
         raise DataError(
-            f"{folder} has {('test.csv', 'sample_submission.csv')[present.index(True)]} but not "
-            f"{('test.csv', 'sample_submission.csv')[present.index(False)]}: a submission needs both (the test "
-            "texts, and the form and ids of the submission)."
+            f"{folder} has {present[0]} but not {missing}: a submission needs both (the test texts, and the form "
+            "and ids of the submission)."
         )
     test = _read(folder / "test.csv", id_column, text_columns, language_column)
     header, sample_ids = _read_sample(folder / "sample_submission.csv", id_column)

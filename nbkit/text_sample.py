@@ -7,10 +7,11 @@ nothing (entailment, 0). It checks the pipeline and that a model learns, not the
 from __future__ import annotations
 
 import csv
-import shutil
 from pathlib import Path
 
 import numpy as np
+
+from nbkit import atomic
 
 # lang_abv, language, "not", "maybe", six words; English is half of the competition's rows, as here.
 _LANGUAGES = (
@@ -64,18 +65,16 @@ def _write(path: Path, rows: list[dict[str, object]], columns: list[str]) -> Non
 
 def make(folder: str | Path, train_rows: int = 1200, test_rows: int = 240, seed: int = 0) -> Path:
     """Write the three files into `folder` (replaced whole); the folder."""
-    folder, rng = Path(folder), np.random.default_rng(seed)
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
     train, test = _rows(train_rows, rng), _rows(test_rows, rng)
     columns = ["id", "premise", "hypothesis", "lang_abv", "language", "label"]
-    _write(partial / "train.csv", train, columns)
-    _write(partial / "test.csv", test, columns[:-1])
-    _write(partial / "sample_submission.csv", [{"id": r["id"], "prediction": 0} for r in test], ["id", "prediction"])
-    shutil.rmtree(folder, ignore_errors=True)
-    partial.rename(folder)
-    return folder
+    with atomic.staged_dir(folder) as staging:
+        _write(staging / "train.csv", train, columns)
+        _write(staging / "test.csv", test, columns[:-1])
+        _write(
+            staging / "sample_submission.csv", [{"id": r["id"], "prediction": 0} for r in test], ["id", "prediction"]
+        )
+    return Path(folder)
 
 
 def ensure(folder: str | Path) -> Path:

@@ -84,7 +84,8 @@ def write_json(values: dict[str, Any], path: str | Path) -> Path:
     return atomic.write_text(path, json.dumps(plain, indent=2, sort_keys=True) + "\n")
 
 
-def _write_csv(rows: Sequence[Sequence[Any]], path: str | Path) -> Path:
+def write_csv(rows: Sequence[Sequence[Any]], path: str | Path) -> Path:
+    """A CSV file of `rows` (the header first), written whole or not at all."""
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows)
     return atomic.write_text(path, out.getvalue())
@@ -122,7 +123,7 @@ def write_submission(ids: Sequence[str], labels: Sequence[int], dataset: Any, pa
                 f"(e.g. {missing[:3]}) and {len(extra)} test ids are not in it (e.g. {extra[:3]}). The test files "
                 "and the sample submission are from different versions: convert the data again."
             )
-    return _write_csv([header, *([i, dataset.label_values[int(k)]] for i, k in zip(ids, labels))], path)
+    return write_csv([header, *([i, dataset.label_values[int(k)]] for i, k in zip(ids, labels))], path)
 
 
 def oof_columns(dataset: Any) -> list[str]:
@@ -148,4 +149,4 @@ def write_oof(
         )
     rows = zip(ids, labels, folds, np.asarray(probabilities, np.float64))
     body = ([i, dataset.label_values[int(label)], f, *(f"{p:.6g}" for p in row)] for i, label, f, row in rows)
-    return _write_csv([oof_columns(dataset), *body], path)
+    return write_csv([oof_columns(dataset), *body], path)
