@@ -288,9 +288,9 @@ def _process_count() -> int:
     return jax.process_count()
 
 
-def check_rows(model: Any, first_batch: np.ndarray, logits: np.ndarray) -> None:
-    """An AcceleratorError if `rows` images of the first batch, predicted undistributed, differ from their
-    distributed `logits` (which start at the batch's first row)."""
+def check_rows(model: Any, first_batch: Any, logits: np.ndarray) -> None:
+    """An AcceleratorError if _CHECKED_ROWS rows of the first batch (images, or a dict of named inputs),
+    predicted undistributed, differ from their distributed `logits` (which start at the batch's first row)."""
     count = min(len(logits), _length(first_batch))
     picks = sorted({int(i) for i in np.linspace(0, count - 1, min(_CHECKED_ROWS, count))})
     # One undistributed call on the picked rows: eager, op by op, so one call costs half of eight.
