@@ -56,8 +56,8 @@ print(acc.describe())
 
 # %%
 profile = PROFILE if PROFILE != "auto" else ("smoke" if acc.kind == "cpu" else "full")
-if profile == "smoke":  # seconds on a CPU: 4,096 generated digits, 2 epochs
-    epochs, per_replica_batch, train_images, test_images = 2, 16, 4096, 1024
+if profile == "smoke":  # seconds on a CPU: 2,048 generated digits, 2 epochs
+    epochs, per_replica_batch, train_images, test_images = 2, 16, 2048, 512
 else:  # the guide's run: all of MNIST, 5 epochs
     epochs, per_replica_batch, train_images, test_images = 5, 128, 60000, 10000
 epochs = EPOCHS or epochs
