@@ -98,5 +98,5 @@ def test_missing_optional_secret_is_reported_and_the_notebook_goes_on(tmp_path, 
 
 def test_bad_parameter_stops_at_the_first_cell(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        run(tmp_path, USE_GCS="sometimes")
-    assert error.value.ename == "ParameterError" and "USE_GCS='sometimes'" in error.value.evalue
+        run(tmp_path, DATA_ROOT="gs://bucket/my-private-tfrecords")
+    assert error.value.ename == "ParameterError" and "nbkit reads and writes local folders" in error.value.evalue
