@@ -2,7 +2,7 @@
 
 The package tree says what runs where:
 
-    errors, params, env, atomic, logs, storage, tfrecord, staging, hosts   the core, used by every notebook
+    errors, params, env, atomic, logs, tfrecord, staging, hosts   the core, used by every notebook
     accel, accelerator   the accelerator: backend, replicas, precision, compile cache
     models      Keras plumbing around a notebook's model: offline ImageNet backbones, input monitor, predictions
     images/     image classification from TFRecords, for any competition: description, layout, checks (the

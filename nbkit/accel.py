@@ -53,6 +53,7 @@ def setup(
     set now, and then setup prints what it set."""
     check_int("simulate_devices", simulate_devices, minimum=0)
     tpu_vm = env.is_tpu_vm()
+    _refuse_a_tpu_node(tpu_vm)
     keras = sys.modules.get("keras")
     chosen, reason = _choose_backend(
         backend,
@@ -70,14 +71,14 @@ def setup(
     elif where.joins_runtime:
         raise AcceleratorError(
             f"This is {where.describe()}, a multi-host run, which nbkit runs through JAX's distributed runtime: "
-            "use backend='jax' (or 'auto'). A TPU Pod driven by one TensorFlow process is named with TPU_NAME instead."
+            "use backend='jax' (or 'auto')."
         )
     else:
         with quiet_tensorflow():
             import tensorflow as tf
 
             tf.get_logger().setLevel(logging.WARNING)  # one INFO line per all-reduce otherwise
-            acc = _tf_accelerator(tf, _tpu_addresses(env.tpu_address(), tpu_vm, env.platform()), simulate_devices)
+            acc = _tf_accelerator(tf, _tpu_addresses(tpu_vm, env.platform()), simulate_devices)
         if tpu_vm and acc.kind != "tpu":
             acc.notes.append(
                 "This is a TPU VM but TensorFlow cannot see its TPU (Kaggle ships tensorflow-cpu): "
@@ -96,6 +97,17 @@ def setup(
         said = acc.set_precision(precision)
         print(acc.describe(), said, sep="\n")
     return acc
+
+
+def _refuse_a_tpu_node(tpu_vm: bool) -> None:
+    remote = [f"{name}={os.environ[name]}" for name in ("COLAB_TPU_ADDR", "TPU_NAME") if os.environ.get(name)]
+    if remote and not tpu_vm:
+        raise AcceleratorError(
+            f"This runtime advertises a remote TPU ({', '.join(remote)}: a legacy TPU Node), which nbkit does not "
+            "drive: it trains on TPU VMs, whose TPU is attached to the notebook's machine. Choose a TPU VM runtime "
+            "(Kaggle: TPU v5e-8; Colab: any of its TPU runtimes today), or unset the variable to train on the GPU/CPU "
+            "here."
+        )
 
 
 def _choose_backend(
@@ -135,10 +147,8 @@ def _choose_backend(
     return "tensorflow", "the default backend"
 
 
-def _tpu_addresses(advertised: str | None, tpu_vm: bool, platform: str) -> list[str]:
+def _tpu_addresses(tpu_vm: bool, platform: str) -> list[str]:
     """The TPUClusterResolver `tpu=` values worth trying (empty: look for no TPU)."""
-    if advertised:  # a legacy Colab TPU Node (grpc://...) or a named Cloud TPU (TPU_NAME)
-        return [advertised]
     # Colab's resolver finds its own TPU; elsewhere it would ask the GCE metadata server: slow, and pointless.
     return ["local"] if tpu_vm else [""] if platform == "colab" else []
 
@@ -167,7 +177,7 @@ def _tpu_type(accelerator_type: str | None) -> str:
 
 def _tf_accelerator(tf: Any, addresses: list[str], simulate_devices: int) -> Accelerator:
     """TPUStrategy on the first of `addresses` that connects, as the TPU guide does it
-    (resolve, connect a remote TPU, initialize); else MirroredStrategy over GPUs (one: the default strategy); else
+    (resolve, connect Colab's, initialize); else MirroredStrategy over GPUs (one: the default strategy); else
     the CPU, split into `simulate_devices` logical CPUs under MirroredStrategy. `tf` may be a fake for tests."""
     notes: list[str] = []
     for address in addresses:
@@ -184,7 +194,7 @@ def _tf_accelerator(tf: Any, addresses: list[str], simulate_devices: int) -> Acc
         names = [d.name for d in tf.config.list_logical_devices("TPU")]
         hardware = _tpu_type(os.environ.get("TPU_ACCELERATOR_TYPE"))
         acc = Accelerator("tpu", "tensorflow", strategy.num_replicas_in_sync, names, hardware, strategy, notes=notes)
-        acc.reason, acc.remote_tpu = f"TPUClusterResolver(tpu={address!r}) found a TPU", address != "local"
+        acc.reason = f"TPUClusterResolver(tpu={address!r}) found a TPU"
         return acc
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:

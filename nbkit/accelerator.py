@@ -22,7 +22,6 @@ from nbkit import atomic
 from nbkit import hosts as nbhosts
 from nbkit.errors import ParameterError
 from nbkit.params import check_choice
-from nbkit.storage import user_path
 
 # Workaround, TensorFlow 2.18-2.21 with Keras 3.10-3.15 (measured on 2 and 8 logical CPUs); building the
 # optimizer first does not help (it does for a hand-written multi-step tf.function, notebook 01's custom loop).
@@ -84,9 +83,9 @@ class CompileCache:
         """Add this runtime's entries from an earlier run's cache folder, before the model is built; one line."""
         if self.folder is None:
             return self.describe()
-        source = Path(user_path(earlier)) / self.folder.name
+        source = Path(earlier).expanduser() / self.folder.name
         if not source.is_dir():
-            there = sorted(p.name for p in Path(user_path(earlier)).glob("jax-*") if p.is_dir())
+            there = sorted(p.name for p in Path(earlier).expanduser().glob("jax-*") if p.is_dir())
             held = f"it holds {', '.join(there)} only" if there else "it holds none"
             return f"compile cache: nothing to copy from {earlier} for {self.folder.name} ({held})"
         copied = 0
@@ -113,7 +112,7 @@ class CompileCache:
         import jax
         from jax import monitoring
 
-        root = Path(user_path(folder))
+        root = Path(folder).expanduser()
         name = _runtime_name(jax.__version__, devices[0].device_kind, len(devices))
         # JAX makes the folder when it first compiles (after the data checks); whether it can is checked now.
         existing = next(p for p in (root, *root.parents) if p.exists())
@@ -151,7 +150,6 @@ class Accelerator:
     strategy: Any = None  # tf.distribute.Strategy on the TensorFlow backend
     distribution: Any = None  # keras.distribution.DataParallel on the JAX backend (None: one device)
     max_steps_per_execution: int | None = None  # None: no known limit
-    remote_tpu: bool = False  # a TPU Node / named Cloud TPU: it reads input files itself, so from GCS
     reason: str = ""  # how this accelerator was chosen
     notes: list[str] = field(default_factory=list)
     jax_devices: list[Any] = field(default_factory=list, repr=False)

@@ -1,4 +1,4 @@
-"""Where the notebook runs (Kaggle, Colab or a local machine), its folders, and hints about TPUs;
+"""Where the notebook runs (Kaggle, Colab or a local machine), its folders, and whether it is a TPU VM;
 standard library only, as it runs before any heavy import."""
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ class _Environment:
     input_dir: Path  # where attached datasets live (read-only on Kaggle)
     working_dir: Path  # where outputs go (kept by Kaggle after a commit)
     tpu_vm: bool  # a TPU is attached to this very machine (TPU VM)
-    tpu_address: str | None  # a remote TPU (legacy TPU Node / named Cloud TPU), if one is advertised
 
     def describe(self) -> str:
-        tpu = "TPU VM" if self.tpu_vm else ("remote TPU advertised" if self.tpu_address else "no TPU advertised")
+        tpu = "TPU VM" if self.tpu_vm else "no TPU VM"
         return f"platform={self.platform}; input={self.input_dir}; working={self.working_dir}; {tpu}"
 
 
@@ -43,15 +42,6 @@ def is_tpu_vm(environ: Mapping[str, str] | None = None, dev: Path = Path("/dev")
     return any(dev.glob("accel[0-9]*")) or any((dev / "vfio").glob("[0-9]*"))
 
 
-def tpu_address(environ: Mapping[str, str] | None = None) -> str | None:
-    environ = os.environ if environ is None else environ
-    if environ.get("COLAB_TPU_ADDR"):  # legacy Colab TPU Node
-        return "grpc://" + environ["COLAB_TPU_ADDR"]
-    if environ.get("TPU_NAME"):  # a named Cloud TPU
-        return environ["TPU_NAME"]
-    return None
-
-
 def detect(environ: Mapping[str, str] | None = None, dev: Path = Path("/dev")) -> _Environment:
     """The running environment; NBKIT_INPUT_DIR / NBKIT_WORKING_DIR override the folders anywhere."""
     environ = os.environ if environ is None else environ
@@ -63,7 +53,6 @@ def detect(environ: Mapping[str, str] | None = None, dev: Path = Path("/dev")) -
         input_dir=Path(environ.get("NBKIT_INPUT_DIR", input_dir)),
         working_dir=Path(environ.get("NBKIT_WORKING_DIR", working_dir)),
         tpu_vm=is_tpu_vm(environ, dev),
-        tpu_address=tpu_address(environ),
     )
 
 

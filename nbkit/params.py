@@ -167,7 +167,7 @@ _SHARED = {"BACKEND": BACKENDS, "PROFILE": _PROFILES}
 def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[object]) -> None:
     """Stop on a parameter the notebook does not have (`-p EPOCH 3`, naming the closest), of another type
     than declared (`NAME: int = 3`), or of a value not `allowed` (NAME=n: a whole number >= n; NAME=(a, b)
-    or a range: one of those; other ints >= 0). Call it in the first cell with `globals()`: the cells are
+    or a range: one of those; other ints >= 0), or a gs:// URL (nbkit reads local folders). Call it in the first cell with `globals()`: the cells are
     read from IPython's history `In` (a name only papermill's `# Parameters` cell assigns is unknown); a
     plain script's `__annotations__` give the types only."""
     history = namespace.get("In")
@@ -198,6 +198,12 @@ def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[
     for name in checked:  # not the notebook's own variables
         _check_type(name, namespace[name], *declared.types[name])
     for name in checked:
+        if str(namespace[name]).startswith("gs://"):
+            raise ParameterError(
+                f"{name}={namespace[name]!r}: nbkit reads and writes local folders, not Google Cloud Storage (Kaggle's "
+                "and Colab's TPU VMs read local files). On Kaggle, attach the data with 'Add Input'; elsewhere copy it "
+                "into a local folder (`gsutil -m cp -r gs://bucket/data .`) and give that folder."
+            )
         rule = allowed.get(name, _SHARED.get(name, 0 if declared.types[name][0] == "int" else None))
         if isinstance(rule, int) and not isinstance(rule, bool):
             check_int(name, namespace[name], minimum=rule)

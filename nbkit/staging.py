@@ -25,7 +25,6 @@ from typing import IO, Any
 
 from nbkit import atomic, env, hosts
 from nbkit.errors import ParameterError
-from nbkit.storage import is_remote, user_path
 
 _STAGING, _FAILED, _LOCK = ".incomplete-run", ".failed-run", ".run.lock"
 
@@ -78,10 +77,10 @@ def start(folder: str | Path, default: str = "", data_root: str = "") -> _RunOut
     folder, so calling it in the first cell checks at once that the folder can be written."""
     if folder == "auto":
         folder = env.detect().working_dir / default
-    path = Path(user_path(folder))
+    path = Path(folder).expanduser()
     if path.exists() and not path.is_dir():
         raise ParameterError(f"OUTPUT_DIR={str(folder)!r} is a file, not a folder: give a folder for the outputs.")
-    inputs = "" if data_root in ("", "auto", "sample") or is_remote(data_root) else Path(user_path(data_root)).resolve()
+    inputs = "" if data_root in ("", "auto", "sample") else Path(data_root).expanduser().resolve()
     if inputs and inputs in (path.resolve(), *path.resolve().parents):
         raise ParameterError(
             f"OUTPUT_DIR={str(folder)!r} is or lies inside DATA_ROOT={data_root!r}: converting the data again replaces "

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from nbkit import storage
 from nbkit.errors import DataError
 
 # ---- crc32c (Castagnoli), masked as TFRecord files store it -------------------------------------
@@ -62,7 +61,7 @@ def _compression_of(head: bytes) -> str:
 
 def compression(path: str | Path) -> str:
     """A TFRecord file's compression as `TFRecordDataset(compression_type=...)` takes it: "", "GZIP" or "ZLIB"."""
-    with storage.open_binary(path) as f:
+    with open(path, "rb") as f:
         return _compression_of(f.read(12))
 
 
@@ -83,8 +82,8 @@ class _Inflated:
 
 
 def read_records(path: str | Path) -> Iterator[bytes]:
-    """The raw records of one TFRecord file (local or gs://); a DataError names a truncated or corrupt record."""
-    with storage.open_binary(path) as raw:
+    """The raw records of one TFRecord file; a DataError names a truncated or corrupt record."""
+    with open(path, "rb") as raw:
         kind = _compression_of(raw.read(12))
         raw.seek(0)
         f = _Inflated(raw) if kind else raw

@@ -97,7 +97,7 @@ print(f"{'smoke' if SMOKE else 'full'}: {MODEL} (weights {WEIGHTS}), {EPOCHS} ep
 # %%
 from nbkit.competitions import flowers
 
-data = flowers.load_data(DATA_ROOT, IMAGE_SIZE, FOLD, remote_tpu=acc.remote_tpu)  # FOLD k: fold k validates
+data = flowers.load_data(DATA_ROOT, IMAGE_SIZE, FOLD)  # FOLD k: fold k validates
 print(data.describe())
 data.check_batch(PER_REPLICA_BATCH, acc.num_replicas)
 image_size, dataset = data.image_size, data.dataset

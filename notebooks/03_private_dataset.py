@@ -11,11 +11,11 @@
 # %% [markdown]
 # # Private datasets and secrets on Kaggle (and Colab, and your laptop)
 #
-# The recipe of Kaggle's TPU docs for private data, as one call per step: read a user secret
-# without ever printing it, find where the dataset's files are (a `/kaggle/input` folder on TPU VMs
-# and GPU/CPU kernels, a `gs://` copy with this kernel's Google Cloud credential where a remote TPU
-# needs one), then list and read a few records. Outside Kaggle it reads the local sample data
-# instead and says so, and a missing secret is reported with where to add it.
+# Private data, one call per step: read a user secret without ever printing it, find where the
+# dataset's files are (attached under `/kaggle/input` on TPU VMs and GPU/CPU kernels alike, else
+# fetched by kagglehub with your Kaggle credentials), then list and read a few records. Outside
+# Kaggle it reads the local sample data instead and says so, and a missing secret is reported with
+# where to add it.
 #
 # On Kaggle: **Add Input** your private dataset, **Add-ons -> Secrets** for the secret, then run all.
 #
@@ -23,8 +23,7 @@
 
 # %% tags=["parameters"]
 DATASET: str = "your-name/your-private-tfrecords"  # the Kaggle dataset to read, as owner/slug (attach it with Add Input)
-DATA_ROOT: str = "auto"  # "auto" (on Kaggle the attached dataset or its GCS copy; elsewhere the sample data) or a folder / gs:// URL
-USE_GCS: str = "auto"  # read from GCS with this kernel's credential: "auto" (only for a remote TPU), "yes" or "no"
+DATA_ROOT: str = "auto"  # "auto" (on Kaggle the attached dataset; elsewhere kagglehub, else the sample data) or a folder
 SECRET_NAME: str = "NBKIT_EXAMPLE_TOKEN"  # a secret to read: Kaggle Add-ons -> Secrets, Colab secrets, or an env variable / .env line
 SECRET_REQUIRED: bool = False  # True stops here when the secret is missing; False says where it looked and goes on
 RECORDS: int = 3  # how many records to show
@@ -39,7 +38,6 @@ from nbkit.inputs import datasets, secrets
 
 params.check_parameters(globals())
 params.check_handle("DATASET", DATASET, example="alice/my-private-tfrecords")
-params.check_choice("USE_GCS", USE_GCS, datasets.GCS_CHOICES)
 params.check_int("RECORDS", RECORDS, minimum=1)
 environment = env.detect()
 print(environment.describe())
@@ -55,21 +53,14 @@ print(token.describe())
 
 # %% [markdown]
 # ## Dataset path
-# A private dataset on a remote TPU needs the credential flow of Kaggle's TPU docs
-# (`get_gcloud_credential` + `set_tensorflow_credential`, then `get_gcs_path`); TPU VMs and GPU/CPU
-# kernels read `/kaggle/input/<slug>` directly. Outside Kaggle the flowers sample stands in.
+# On Kaggle, TPU VMs and GPU/CPU kernels read the attached `/kaggle/input/<slug>` directly (a
+# private dataset attaches for its owner and collaborators). Elsewhere kagglehub fetches it with
+# your Kaggle credentials; without them the flowers sample stands in.
 
 # %%
 from nbkit.competitions import flowers
 
-where = datasets.locate(
-    DATA_ROOT,
-    DATASET,
-    use_gcs=USE_GCS,
-    credential=secrets.use_gcloud_credential,
-    fallback=flowers.sample_source,
-    environment=environment,
-)
+where = datasets.locate(DATA_ROOT, DATASET, fallback=flowers.sample_source, environment=environment)
 print(f"reading {DATASET} from {where.describe()}")
 
 # %% [markdown]

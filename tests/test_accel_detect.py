@@ -48,17 +48,30 @@ def test_unknown_backend_is_a_parameter_error():
 
 
 @pytest.mark.parametrize(
-    "advertised, tpu_vm, platform, expected",
+    "tpu_vm, platform, expected",
     [
-        ("my-tpu", True, "local", ["my-tpu"]),  # a named Cloud TPU (TPU_NAME) wins
-        ("grpc://10.0.0.2:8470", False, "colab", ["grpc://10.0.0.2:8470"]),  # legacy COLAB_TPU_ADDR
-        (None, True, "kaggle", ["local"]),  # TPU VM
-        (None, False, "colab", [""]),  # Colab's resolver finds its own TPU
-        (None, False, "local", []),  # nothing to ask
+        (True, "kaggle", ["local"]),  # TPU VM
+        (False, "colab", [""]),  # Colab's resolver finds its own TPU
+        (False, "local", []),  # nothing to ask
     ],
 )
-def test_tpu_addresses(advertised, tpu_vm, platform, expected):
-    assert accel._tpu_addresses(advertised, tpu_vm, platform) == expected
+def test_tpu_addresses(tpu_vm, platform, expected):
+    assert accel._tpu_addresses(tpu_vm, platform) == expected
+
+
+@pytest.mark.parametrize("variable, value", [("COLAB_TPU_ADDR", "10.0.0.2:8470"), ("TPU_NAME", "my-tpu")])
+def test_a_remote_tpu_is_refused_before_any_import_and_a_tpu_vm_goes_on(monkeypatch, variable, value):
+    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setattr(accel.env, "is_tpu_vm", lambda: False)
+    with pytest.raises(AcceleratorError) as error:
+        accel.setup()
+    assert f"remote TPU ({variable}={value}: a legacy TPU Node)" in str(error.value)
+    assert "Choose a TPU VM runtime" in str(error.value) and "unset the variable" in str(error.value)
+    monkeypatch.setattr(accel.env, "is_tpu_vm", lambda: True)  # a TPU VM naming itself: past that check
+    with pytest.raises(ParameterError, match="backend='bogus'"):  # the next check, still before any import
+        accel.setup("bogus")
 
 
 def test_recommended_precision_policy():
@@ -173,10 +186,10 @@ def test_tpu_vm_connects_locally_with_tpu_strategy(monkeypatch):
     assert len(acc.device_names) == 8 and "TPUClusterResolver(tpu='local')" in acc.reason
 
 
-def test_legacy_tpu_node_is_connected_first():
+def test_colabs_tpu_is_connected_first_as_tensorflows_tpu_guide_does():
     log = []
-    accel._tf_accelerator(fake_tf(tpu_cores=8, log=log), ["grpc://10.0.0.2:8470"], 0)
-    assert log[:2] == [("resolve", "grpc://10.0.0.2:8470"), ("connect", "grpc://10.0.0.2:8470")]
+    accel._tf_accelerator(fake_tf(tpu_cores=8, log=log), [""], 0)
+    assert log == [("resolve", ""), ("connect", ""), ("init", ""), ("strategy", "")]
 
 
 def test_no_tpu_found_falls_back_to_cpu_with_a_note():

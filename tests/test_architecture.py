@@ -15,7 +15,7 @@ from nbkit.publish import bundle
 
 PACKAGE = REPO / "nbkit"
 MODULES = sorted(str(p.relative_to(PACKAGE).with_suffix("")) for p in PACKAGE.rglob("*.py"))
-CORE = {"errors", "params", "env", "atomic", "logs", "storage", "tfrecord", "staging", "hosts"}
+CORE = {"errors", "params", "env", "atomic", "logs", "tfrecord", "staging", "hosts"}
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 # The modules whose public names must each have a user outside the module (tests are no users).
 MODULES_CHECKED = [m for m in MODULES if not m.endswith("__init__")]
@@ -140,8 +140,7 @@ def test_nothing_under_pytorch_reaches_keras_jax_or_tensorflow_code(module):
     assert not modules & {"models", "images/checks", "competitions/flowers", "accel", "accelerator"}
     for other in modules:
         heavy = external_imports(other) & {"keras", "jax", "tensorflow"}
-        # storage reads gs:// URLs with TensorFlow's gfile: only then, and never in PyTorch's own code.
-        assert not heavy or (other == "storage" and heavy == {"tensorflow"}), (other, heavy)
+        assert not heavy, (other, heavy)
 
 
 def test_publish_is_never_reached_from_outside_it_nor_from_a_notebook():
@@ -157,7 +156,7 @@ def test_the_converter_never_reaches_a_framework(module):
     # It runs in any notebook, before (or without) TensorFlow: Pillow, numpy and nbkit's own TFRecord writer.
     for other in reachable(module):
         heavy = external_imports(other) & {"keras", "jax", "tensorflow", "torch"}
-        assert not heavy or (other == "storage" and heavy == {"tensorflow"}), (other, heavy)
+        assert not heavy, (other, heavy)
 
 
 @pytest.mark.parametrize("module", under("handoff"))

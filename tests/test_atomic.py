@@ -80,7 +80,7 @@ def test_an_output_folder_inside_the_data_root_is_refused_before_anything_is_wri
     with pytest.raises(ParameterError, match="OUTPUT_DIR=.* is or lies inside DATA_ROOT='data'"):
         staging.start(output, data_root="data")
     assert [p.name for p in (tmp_path / "data").iterdir()] == []  # nothing made, nothing locked
-    for data_root in ("auto", "sample", "gs://bucket/data", str(tmp_path / "data" / "run" / "x"), "dat"):
+    for data_root in ("auto", "sample", str(tmp_path / "data" / "run" / "x"), "dat"):
         staging.start("data/run", data_root=data_root).publish()  # no overlap: taken as before
 
 

@@ -25,12 +25,6 @@ def test_tpu_vm_from_device_files(tmp_path):
     assert env.is_tpu_vm({}, dev=other)
 
 
-def test_tpu_address_legacy_and_named():
-    assert env.tpu_address({"COLAB_TPU_ADDR": "10.0.0.2:8470"}) == "grpc://10.0.0.2:8470"
-    assert env.tpu_address({"TPU_NAME": "my-tpu"}) == "my-tpu"
-    assert env.tpu_address({}) is None
-
-
 def test_detect_kaggle(tmp_path):
     found = env.detect({"KAGGLE_KERNEL_RUN_TYPE": "Batch", "ISTPUVM": "1"}, dev=tmp_path)
     assert (found.platform, found.tpu_vm) == ("kaggle", True)

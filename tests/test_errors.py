@@ -87,19 +87,16 @@ def read_only_output_dir(tmp_path):
         staging.start(tmp_path / "out")
 
 
-def gcs_offline(tmp_path):
+def a_remote_tpu(tmp_path):
     from unittest import mock
 
-    import tensorflow as tf
+    from nbkit import accel
 
-    from nbkit import storage
-
-    class Offline:
-        def stat(self, path):
-            raise tf.errors.FailedPreconditionError(None, None, "Error executing an HTTP request: libcurl code 6")
-
-    with mock.patch.object(storage, "_gfile", Offline):
-        layout.find_files("gs://no-such-bucket/flowers", 192, "train")
+    with (
+        mock.patch.dict("os.environ", {"COLAB_TPU_ADDR": "10.0.0.2:8470"}),
+        mock.patch.object(accel.env, "is_tpu_vm", lambda: False),
+    ):
+        accel.setup()
 
 
 def a_bundle_without_owner_run(tmp_path):
@@ -140,10 +137,10 @@ CASES = [
     ),
     ("an accelerator", lambda t: bundle._accelerator("tpu-v9"), errors.ParameterError, "Unknown accelerator"),
     (
-        "a GCS choice",
-        lambda t: datasets.locate("auto", "a/b", use_gcs="maybe"),
+        "a gs:// URL for a folder",
+        lambda t: params.check_parameters({"OUTPUT_DIR": "gs://b/out", "__annotations__": {"OUTPUT_DIR": "str"}}),
         errors.ParameterError,
-        "USE_GCS='maybe'",
+        "OUTPUT_DIR='gs://b/out': nbkit reads and writes local folders, not Google Cloud Storage",
     ),
     ("a secret name", lambda t: secrets.secret(""), errors.ParameterError, "A secret name is needed"),
     ("a picture size", lambda t: convert.convert(t, t / "out", 8), errors.ParameterError, "--size 8"),
@@ -229,10 +226,10 @@ CASES = [
         "out' cannot be written (Read-only file system): give a writable folder (on Kaggle: under /kaggle/working)",
     ),
     (
-        "a gs:// DATA_ROOT offline",
-        gcs_offline,
-        errors.DataError,
-        "Cannot reach Google Cloud Storage for gs://no-such-bucket/flowers",
+        "a remote TPU (TPU Node)",
+        a_remote_tpu,
+        errors.AcceleratorError,
+        "This runtime advertises a remote TPU (COLAB_TPU_ADDR=10.0.0.2:8470: a legacy TPU Node)",
     ),
     (
         "a kernel that is no handle",

@@ -4,6 +4,7 @@ service through a test copy of kaggle_secrets, and the executed notebook never c
 from __future__ import annotations
 
 import json
+import os
 import secrets
 
 import papermill
@@ -39,7 +40,10 @@ def kaggle_kernel(monkeypatch, tmp_path, attached_dataset):
         monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
         monkeypatch.setenv("KAGGLE_URL_BASE", stub.url)
         monkeypatch.setenv("KAGGLE_USER_SECRETS_TOKEN", token)
-        monkeypatch.setenv("PYTHONPATH", str(FAKE_KAGGLE))  # kaggle_secrets as in Kaggle's image
+        # kaggle_secrets as in Kaggle's image, before the nbkit under test (a worktree's, not the installed one)
+        monkeypatch.setenv(
+            "PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE_KAGGLE), os.environ.get("PYTHONPATH")]))
+        )
         monkeypatch.setenv("NBKIT_INPUT_DIR", str(attached_dataset))
         monkeypatch.setenv("NBKIT_WORKING_DIR", str(tmp_path / "working"))
         yield stub, served
@@ -98,5 +102,5 @@ def test_missing_optional_secret_is_reported_and_the_notebook_goes_on(tmp_path, 
 
 def test_bad_parameter_stops_at_the_first_cell(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        run(tmp_path, USE_GCS="sometimes")
-    assert error.value.ename == "ParameterError" and "USE_GCS='sometimes'" in error.value.evalue
+        run(tmp_path, DATA_ROOT="gs://bucket/my-private-tfrecords")
+    assert error.value.ename == "ParameterError" and "nbkit reads and writes local folders" in error.value.evalue

@@ -119,6 +119,15 @@ def test_unknown_parameter_names_the_closest_known_one():
         params.check_parameters(kernel_namespace(SEEDS=1))
 
 
+@pytest.mark.parametrize("url", ["gs://bucket/flowers", "gs://bucket"])
+def test_a_gs_url_is_refused_in_the_first_cell_with_what_to_do(url):
+    params.check_parameters(kernel_namespace(DATA_ROOT="/data/flowers"))  # a local folder goes on
+    with pytest.raises(ParameterError) as error:
+        params.check_parameters(kernel_namespace(DATA_ROOT=url))
+    assert str(error.value).startswith(f"DATA_ROOT={url!r}: nbkit reads and writes local folders")
+    assert "attach the data with 'Add Input'" in str(error.value) and "gsutil -m cp -r" in str(error.value)
+
+
 @pytest.mark.parametrize(
     "name, value, words",
     [

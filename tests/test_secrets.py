@@ -44,12 +44,10 @@ def on_kaggle(monkeypatch, tmp_path):
     routes = {SECRETS_ENDPOINT: secrets_route(served, token)}
     with StubServer(routes) as stub:
         monkeypatch.syspath_prepend(str(FAKE_KAGGLE))
-        for name in ("kaggle_secrets", "kaggle_datasets"):
-            monkeypatch.delitem(sys.modules, name, raising=False)
+        monkeypatch.delitem(sys.modules, "kaggle_secrets", raising=False)
         monkeypatch.setenv("KAGGLE_URL_BASE", stub.url)
         monkeypatch.setenv("KAGGLE_USER_SECRETS_TOKEN", token)
         monkeypatch.setenv("HOME", str(tmp_path))
-        monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
         yield stub, served, routes
 
 

@@ -174,3 +174,18 @@ def test_compression_of_a_plain_file_even_a_damaged_one_is_none(val_file):
     assert codec.compression(val_file) == ""
     damage(val_file, 0, b"\x09")  # a bad length checksum: still plain, and reading it says so
     assert codec.compression(val_file) == ""
+
+
+def test_records_lists_every_visible_file_under_a_folder_sorted(tmp_path):
+    from nbkit.inputs import records
+
+    for name in ("b/01.tfrec", "a/00.tfrec", "a/.partial-02.tfrec", "a/notes.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    assert records.list_files(str(tmp_path)) == [f"{tmp_path}/a/00.tfrec", f"{tmp_path}/b/01.tfrec"]
+    with pytest.raises(DataError, match=r"No \*\.csv files under"):
+        records.list_files(str(tmp_path), ".csv")
+    with pytest.raises(DataError, match="nowhere: no such file or folder. Check the path"):
+        records.list_files(str(tmp_path / "nowhere"))
+    with pytest.raises(DataError, match="00.tfrec: not a folder"):
+        records.list_files(f"{tmp_path}/a/00.tfrec")

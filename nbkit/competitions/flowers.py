@@ -3,7 +3,7 @@ its 104 classes, its image sizes, its slug and its metric, as a `Description` li
 `python -m nbkit tfrecords` writes for other data. The competition's files have no nbkit-dataset.json:
 `load_description` reads one where there is one, and describes the data as this competition where not.
 
-DATA_ROOT of the notebooks: a folder or gs:// URL; "auto" (this competition attached on Kaggle,
+DATA_ROOT of the notebooks: a folder; "auto" (this competition attached on Kaggle,
 else kagglehub: attached on Kaggle, downloaded elsewhere with Kaggle credentials; else a generated
 sample in its format); or "sample".
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from nbkit import env as nbenv
-from nbkit import storage
 from nbkit.errors import DataError
 from nbkit.images import checks, description
 from nbkit.inputs.datasets import DataSource, locate
@@ -75,30 +75,28 @@ def sample_source(environment: Any) -> DataSource:
     return DataSource(str(folder), f"the generated sample in {folder} stands in")
 
 
-def locate_data(data_root: str, remote_tpu: bool = False, environment: Any = None) -> DataSource:
+def locate_data(data_root: str, environment: Any = None) -> DataSource:
     """Where the TFRecords are, and why there: DATA_ROOT itself, or for "auto" this competition's data
     (else the generated sample), for "sample" the sample."""
     environment = environment or nbenv.detect()
     if data_root == "sample":
         stand_in = sample_source(environment)
         return DataSource(stand_in.path, "DATA_ROOT='sample', so " + stand_in.reason.removesuffix(" stands in"))
-    return locate(data_root, _COMPETITION, remote_tpu=remote_tpu, fallback=sample_source, environment=environment)
+    return locate(data_root, _COMPETITION, fallback=sample_source, environment=environment)
 
 
-def load_data(
-    data_root: str, image_size: int = 0, fold: int = -1, names: Sequence[str] = (), remote_tpu: bool = False
-) -> checks.Data:
+def load_data(data_root: str, image_size: int = 0, fold: int = -1, names: Sequence[str] = ()) -> checks.Data:
     """The notebooks' data, found (`locate_data`), described (`load_description`) and checked
     (`nbkit.images.checks.load`): DATA_ROOT, IMAGE_SIZE, FOLD; `names`: the splits to read (default all)."""
-    found = locate_data(data_root, remote_tpu=remote_tpu)
+    found = locate_data(data_root)
     return checks.load(found.path, found.reason, load_description(found.path), image_size, fold, names)
 
 
 def load_description(data_root: str) -> description.Description:
-    """The description of the data in `data_root` (a folder or gs:// URL): its nbkit-dataset.json
+    """The description of the data in the folder `data_root`: its nbkit-dataset.json
     where it has one (converted data), else this competition's (Kaggle's files, the sample); its
     `origin` says which."""
-    if storage.exists(storage.join(data_root, description.DESCRIPTION_FILE)):
+    if Path(data_root, description.DESCRIPTION_FILE).exists():
         return description.load(data_root)
     return replace(
         _DATASET,

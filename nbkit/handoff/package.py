@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import platform
 import re
 from collections.abc import Mapping, Sequence
@@ -299,10 +300,8 @@ def find_packages(locations: str, local_default: str | Path, input_dir: str | Pa
     (owner/model/framework/variation[/version]) attached or downloaded by kagglehub; "auto": every
     package under Kaggle's input folder (`input_dir`) when on Kaggle, else `local_default` (where
     notebook 05 writes its package)."""
-    from nbkit.storage import user_path
-
     if locations != "auto":
-        return [_folder_or_model(user_path(place.strip())) for place in locations.split(",") if place.strip()]
+        return [_folder_or_model(os.path.expanduser(place.strip())) for place in locations.split(",") if place.strip()]
     if input_dir is None:
         return [Path(local_default)]
     # Datasets mount as <input>/<slug>/..., models as <input>/<model>/<framework>/<variation>/<version>

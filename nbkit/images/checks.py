@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from nbkit import storage, tfrecord
+from nbkit import tfrecord
 from nbkit.env import available_memory
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import layout, metrics
@@ -221,10 +221,10 @@ def _fingerprint(files: Sequence[str], sample_bytes: int = 2**16) -> str:
     model or a checkpoint was made from these files, without reading gigabytes."""
     digest = hashlib.sha256()
     for name in sorted(files):
-        if not storage.exists(name):
+        if not Path(name).exists():
             raise DataError(f"{name} does not exist: the data folder changed after the files were listed.")
-        size = storage.size(name)
-        with storage.open_binary(name) as f:
+        size = Path(name).stat().st_size
+        with open(name, "rb") as f:
             head = f.read(sample_bytes)
             f.seek(max(0, size - sample_bytes))
             tail = f.read(sample_bytes)

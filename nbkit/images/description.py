@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from nbkit import atomic, storage
+from nbkit import atomic
 from nbkit.errors import DataError
 from nbkit.images.metrics import METRICS
 
@@ -133,18 +133,17 @@ def write(folder: str | Path, dataset: Description) -> Path:
 
 
 def _read(data_root: str | Path) -> Description | None:
-    """The description in `data_root` (a folder or gs:// URL), or None when there is none."""
-    path = storage.join(data_root, DESCRIPTION_FILE)
-    if not storage.exists(path):
+    """The description in `data_root`, or None when there is none."""
+    path = Path(data_root, DESCRIPTION_FILE)
+    if not path.exists():
         return None
     try:
-        with storage.open_binary(path) as f:
-            values = json.loads(f.read().decode("utf-8"))
+        values = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:
         raise DataError(f"{path} is not valid JSON ({error}): convert the data again.") from None
     if not isinstance(values, dict):
         raise DataError(f"{path} is not an nbkit dataset description: convert the data again.")
-    return _from_json(values, path)
+    return _from_json(values, str(path))
 
 
 def load(data_root: str | Path) -> Description:
@@ -156,5 +155,5 @@ def load(data_root: str | Path) -> Description:
             f"No {DESCRIPTION_FILE} in {data_root}: convert the data with `python -m nbkit tfrecords`, which "
             "writes one beside the TFRecords."
         )
-    sample = storage.join(data_root, found.sample_submission) if found.sample_submission else ""
-    return replace(found, sample_submission=sample, origin=f"from {storage.join(data_root, DESCRIPTION_FILE)}")
+    sample = str(Path(data_root, found.sample_submission)) if found.sample_submission else ""
+    return replace(found, sample_submission=sample, origin=f"from {Path(data_root, DESCRIPTION_FILE)}")

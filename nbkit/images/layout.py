@@ -7,7 +7,6 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from nbkit import storage
 from nbkit.errors import DataError, ParameterError
 
 SPLITS = ("train", "val", "test")
@@ -16,10 +15,16 @@ _SIZE_FOLDER = re.compile(r"^tfrecords-jpeg-(\d+)x\1$")
 
 
 def split_folder(data_root: str | Path, image_size: int, split: str) -> str:
-    """`<root>/tfrecords-jpeg-<s>x<s>/<split>` (a local path or a gs:// URL)."""
+    """`<root>/tfrecords-jpeg-<s>x<s>/<split>`."""
     if split not in SPLITS:
         raise ParameterError(f"split={split!r} is not one of {SPLITS}.")
-    return storage.join(data_root, f"tfrecords-jpeg-{image_size}x{image_size}", split)
+    return str(Path(data_root, f"tfrecords-jpeg-{image_size}x{image_size}", split))
+
+
+def _visible_files(folder: str | Path, pattern: str = "*") -> list[str]:
+    """The files in `folder` matching `pattern`, sorted, but not the hidden partial files of an interrupted
+    write; none when the folder is not there."""
+    return sorted(str(p) for p in Path(folder).glob(pattern) if not p.name.startswith("."))
 
 
 def file_name(index: int, image_size: int, count: int) -> str:
@@ -29,7 +34,7 @@ def file_name(index: int, image_size: int, count: int) -> str:
 
 def _sizes_present(data_root: str | Path) -> list[int]:
     """The image sizes of the `tfrecords-jpeg-<s>x<s>` folders in `data_root`, smallest first."""
-    names = [Path(p).name for p in storage.list_folder(data_root, "tfrecords-jpeg-*")]
+    names = [Path(p).name for p in _visible_files(data_root, "tfrecords-jpeg-*")]
     return sorted(int(m[1]) for m in map(_SIZE_FOLDER.match, names) if m)
 
 
@@ -46,7 +51,7 @@ def _too_deep(data_root: str | Path) -> str | None:
 
 def choose_size(data_root: str | Path, requested: int) -> int:
     """IMAGE_SIZE: `requested` if `data_root` has its folder, or, for 0, the smallest size there."""
-    if not storage.is_dir(data_root):
+    if not Path(data_root).is_dir():
         raise DataError(
             f"Data root {data_root} does not exist: set DATA_ROOT to the folder that holds tfrecords-jpeg-*/."
         )
@@ -73,7 +78,7 @@ def choose_size(data_root: str | Path, requested: int) -> int:
 def find_files(data_root: str | Path, image_size: int, split: str) -> list[str]:
     """The `.tfrec` files of one split, sorted; a DataError says what is missing."""
     folder = split_folder(data_root, image_size, split)
-    files = storage.list_folder(folder, "*.tfrec")
+    files = _visible_files(folder, "*.tfrec")
     if files:
         return files
     choose_size(data_root, image_size)  # a missing root or size folder says so first
@@ -97,7 +102,7 @@ def split_files(
     with fold -1, the data's own train/val split."""
 
     def has_files(split: str) -> bool:
-        return bool(storage.list_folder(split_folder(data_root, image_size, split), "*.tfrec"))
+        return bool(_visible_files(split_folder(data_root, image_size, split), "*.tfrec"))
 
     names = [name for name in names if name not in optional or has_files(name)]
     if fold == -1:

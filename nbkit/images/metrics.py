@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nbkit import atomic, storage
+from nbkit import atomic
 from nbkit.errors import DataError, ParameterError
 
 METRICS = ("accuracy", "f1_macro", "qwk")  # what a dataset description may name as its metric
@@ -92,9 +92,9 @@ def write_csv(rows: Sequence[Sequence[Any]], path: str | Path) -> Path:
 
 
 def read_csv(path: str | Path) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of a CSV file (local or gs://), every value as text."""
-    with storage.open_binary(path) as f:
-        header, *rows = list(csv.reader(io.StringIO(f.read().decode("utf-8-sig"))))
+    """(header, rows) of a CSV file, every value as text."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        header, *rows = list(csv.reader(f))
     return header, [row for row in rows if row]
 
 

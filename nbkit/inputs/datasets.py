@@ -1,6 +1,5 @@
 """Where a Kaggle dataset's or competition's files are read from, and why: DATA_ROOT when given; on Kaggle
-the attached input (else kagglehub attaches it), or its GCS copy where a remote TPU reads files itself;
-elsewhere kagglehub, else the notebook's stand-in (e.g. the generated sample).
+the attached input (else kagglehub attaches it); elsewhere kagglehub, else the notebook's stand-in (e.g. the generated sample).
 
 Kaggle competitions, datasets, models and notebook outputs come through kagglehub (attached on Kaggle,
 even offline; mounted in Colab; downloaded elsewhere), its errors as a DataError that says what to do.
@@ -16,18 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import env as nbenv
-from nbkit import storage
 from nbkit.errors import DataError, ParameterError
-from nbkit.params import check_choice, check_handle
-
-GCS_CHOICES = ("auto", "yes", "no")
+from nbkit.params import check_handle
 
 
 @dataclass(frozen=True)
 class DataSource:
     path: str
     reason: str
-    credentials: bool = False  # the GCS credential flow ran
 
     def describe(self) -> str:
         return f"{self.path}  ({self.reason})"
@@ -37,30 +32,21 @@ def locate(
     data_root: str,
     handle: str,
     *,
-    use_gcs: str = "auto",
-    remote_tpu: bool | None = None,
-    credential: Callable[[], object] | None = None,
     fallback: Callable[[Any], DataSource] | None = None,
     environment: Any = None,
 ) -> DataSource:
-    """Where to read `handle` (a dataset's "owner/slug", or a competition's slug) from. `use_gcs`: "yes", or
-    "auto" for a `remote_tpu` (None: one the environment advertises); a private dataset's GCS copy needs
-    the `credential` flow. `fallback(environment)` gives the stand-in outside Kaggle (else an error)."""
-    check_choice("USE_GCS", use_gcs, GCS_CHOICES)
+    """Where to read `handle` (a dataset's "owner/slug", or a competition's slug) from.
+    `fallback(environment)` gives the stand-in outside Kaggle (else an error)."""
     if data_root != "auto":
-        path = storage.user_path(data_root)
-        if storage.is_remote(path) or storage.is_dir(path):
-            return DataSource(path, "DATA_ROOT was given")
+        path = Path(data_root).expanduser()
+        if path.is_dir():
+            return DataSource(str(path), "DATA_ROOT was given")
         raise DataError(
-            f"DATA_ROOT={data_root!r} does not exist: give the folder (or gs:// URL) that holds the data, "
-            "or use DATA_ROOT='auto'."
+            f"DATA_ROOT={data_root!r} does not exist: give the folder that holds the data, or use DATA_ROOT='auto'."
         )
     environment = environment or nbenv.detect()
-    slug = handle.split("/")[-1]
-    if remote_tpu is None:
-        remote_tpu = environment.tpu_address is not None and not environment.tpu_vm
     if environment.platform == "kaggle":
-        return _on_kaggle(handle, slug, environment, use_gcs, remote_tpu, credential)
+        return _on_kaggle(handle, environment)
     where = f"not on Kaggle ({environment.platform})"
     found, why_not = through_kagglehub(handle, environment.platform)
     if found:
@@ -101,15 +87,7 @@ def _attached_path(input_dir: Path, handle: str) -> Path | None:
     return next((p for p in (input_dir / slug, input_dir / nested) if p.is_dir()), None)
 
 
-def _on_kaggle(
-    handle: str, slug: str, environment: Any, use_gcs: str, remote_tpu: bool, credential: Callable[[], object] | None
-) -> DataSource:
-    if use_gcs == "yes" or (use_gcs == "auto" and remote_tpu):
-        why = "USE_GCS='yes'" if use_gcs == "yes" else "a remote TPU reads the files itself"
-        if credential is None:
-            return DataSource(_gcs_path(slug), f"{why}, so the GCS copy")
-        credential()  # TensorFlow here and the TPU then read gs:// with it
-        return DataSource(_gcs_path(slug), f"{why}, so the GCS copy, with this kernel's credential", True)
+def _on_kaggle(handle: str, environment: Any) -> DataSource:
     attached = _attached_path(environment.input_dir, handle)
     if attached:
         machine = "a TPU VM" if environment.tpu_vm else "this GPU/CPU kernel"
@@ -117,16 +95,11 @@ def _on_kaggle(
     found, why_not = through_kagglehub(handle, "kaggle")
     if found:
         return DataSource(found, f"{handle} was not attached, so kagglehub attached it")
-    private_note = " (a private dataset: only its owner and collaborators can)" if credential else ""
+    private_note = " (if it is private, only its owner and collaborators can)" if "/" in handle else ""
+    slug = handle.split("/")[-1]
     raise DataError(
         f"{environment.input_dir / slug} is not there and {why_not}: attach {handle} with 'Add Input'{private_note}."
     )
-
-
-def _gcs_path(slug: str) -> str:
-    from kaggle_datasets import KaggleDatasets
-
-    return KaggleDatasets().get_gcs_path(slug)
 
 
 # ---- kagglehub --------------------------------------------------------------------------------------
@@ -182,7 +155,7 @@ def fetch(kind: str, handle: str) -> str:
 def notebook_output(location: str, inside: str) -> str:
     """`location` if it is a folder here, else a Kaggle notebook's output (owner/slug[/versions/N]) fetched by
     kagglehub: the folder `inside` it."""
-    local = storage.user_path(location)
+    local = os.path.expanduser(location)
     if Path(local).exists() or not _NOTEBOOK_OUTPUT.match(location):
         return local
     found = Path(fetch("notebook output", location)) / inside

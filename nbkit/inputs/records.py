@@ -1,16 +1,22 @@
-"""Look into any TFRecord dataset, local or on GCS: its files, a few records' features (no TensorFlow)."""
+"""Look into any TFRecord dataset: its files, a few records' features (no TensorFlow)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from nbkit import storage, tfrecord
+from nbkit import tfrecord
 from nbkit.errors import DataError
 
 
 def list_files(root: str, suffix: str = ".tfrec") -> list[str]:
-    found = storage.walk_files(root, suffix)
+    if not Path(root).is_dir():
+        where = "not a folder" if Path(root).exists() else "no such file or folder"
+        raise DataError(f"{root}: {where}. Check the path (DATA_ROOT, DATASET) and that the data is there.")
+    walk = os.walk(root)
+    found = sorted(f"{d.rstrip('/')}/{n}" for d, _, names in walk for n in names if n.endswith(suffix) and n[0] != ".")
     if not found:
         raise DataError(f"No *{suffix} files under {root}: is it the right dataset, or another file type?")
     return found

@@ -10,7 +10,6 @@ from pathlib import Path
 from nbkit import env as nbenv
 from nbkit.errors import ParameterError, SecretError
 
-_GCLOUD_CREDENTIAL = "the Google Cloud credential of this kernel"
 MIN_LENGTH = 8  # shorter values (e.g. "true", "1234") would match everywhere
 _WHERE = {
     "kaggle": "Kaggle user secrets",
@@ -92,23 +91,6 @@ def _from_colab(name: str) -> str | None:
             f"Colab could not return {name} ({type(error).__name__}): grant this notebook access in the "
             "Secrets panel; a headless run cannot answer Colab's prompt, so pass the value in an environment variable."
         ) from None
-
-
-def use_gcloud_credential() -> None:
-    """Kaggle's TPU docs' flow for private data on GCS: this kernel's Google Cloud credential, set for
-    TensorFlow and the TPU to read gs:// with."""
-    from kaggle_secrets import UserSecretsClient  # only inside Kaggle
-
-    client = UserSecretsClient()
-    try:
-        value = client.get_gcloud_credential()
-    except Exception as error:  # NotFoundError when no Google Cloud account is attached
-        raise SecretError(
-            f"No Google Cloud credential for this kernel ({type(error).__name__}): attach one in "
-            "Add-ons -> Google Cloud Services (Cloud Storage), or make the dataset public."
-        ) from None
-    _remember(_GCLOUD_CREDENTIAL, value)
-    client.set_tensorflow_credential(value)
 
 
 def dotenv_values(path: str | Path = ".env") -> dict[str, str]:

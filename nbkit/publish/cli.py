@@ -15,6 +15,7 @@ python -m nbkit launch notebooks/02_flowers_classifier.py --processes 2 --device
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,6 @@ from nbkit.params import check_handle
 from nbkit.publish import bundle, push, scan
 from nbkit.publish.bundle import CURRENT, RETIRED
 from nbkit.publish.scan import redact
-from nbkit.storage import user_path
 
 _ACCELERATOR_HELP = (
     f"one of {', '.join(CURRENT)} (default tpu-v5e-8); retired on Kaggle, accepted with a warning: "
@@ -39,7 +39,7 @@ _BUNDLE_OPTIONS = (  # what `bundle.write` takes of the options `_bundle_options
 
 
 def _bundle_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("notebook", type=user_path, help="notebooks/NN_name.py or .ipynb")
+    parser.add_argument("notebook", type=os.path.expanduser, help="notebooks/NN_name.py or .ipynb")
     parser.add_argument("--accelerator", default="tpu-v5e-8", dest="accelerator_name", help=_ACCELERATOR_HELP)
     parser.add_argument(
         "--owner", help="your Kaggle user name, needed only to push (default: KAGGLE_USERNAME or kaggle.json)"
@@ -65,13 +65,19 @@ def _bundle_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--docker-image", help="pin a Docker image (default: none, Kaggle's current image)")
     parser.add_argument(
-        "--out", type=user_path, default="build/kernels", help="parent folder of the bundle (default build/kernels)"
+        "--out",
+        type=os.path.expanduser,
+        default="build/kernels",
+        help="parent folder of the bundle (default build/kernels)",
     )
 
 
 def _follow_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--outputs", type=user_path, default="out/kaggle", help="outputs go to OUTPUTS/<slug>/ (default out/kaggle)"
+        "--outputs",
+        type=os.path.expanduser,
+        default="out/kaggle",
+        help="outputs go to OUTPUTS/<slug>/ (default out/kaggle)",
     )
     parser.add_argument(
         "--expect", action="append", default=[], help="an output file the run must produce, e.g. metrics.json"
@@ -114,7 +120,6 @@ def _convert(args: argparse.Namespace) -> str:
 
 def _oof(args: argparse.Namespace) -> str:
     """Gather the folds' out-of-fold predictions into one table and one score (checked against the data)."""
-    from nbkit import storage
     from nbkit.competitions import flowers
     from nbkit.images import checks, layout, metrics, oof
 
@@ -125,15 +130,15 @@ def _oof(args: argparse.Namespace) -> str:
             f"--data {args.data}: this data has no folds (one train/val split), so there are no out-of-fold "
             "predictions to gather: convert it with --folds K and train each fold (FOLD=0 .. K-1) first."
         )
-    out = Path(storage.user_path(args.out))
-    files = [storage.join(p, "oof.csv") if storage.is_dir(p) else p for p in map(storage.user_path, args.files)]
+    out = Path(args.out).expanduser()
+    files = [p / "oof.csv" if p.is_dir() else p for p in (Path(f).expanduser() for f in args.files)]
     in_the_way = [p for p in (out, *out.parents) if p.exists() and not p.is_dir()]
     in_the_way += [out / name for name in ("oof.csv", "metrics.json") if (out / name).is_dir()]
     if in_the_way:
         raise ParameterError(
             f"--out {args.out}: {in_the_way[0]} is in the way of oof.csv and metrics.json; give another --out folder."
         )
-    missing = [f for f in files if not storage.exists(f)]
+    missing = [f for f in files if not f.exists()]
     if missing:
         raise ParameterError(
             f"{missing[0]}: no such file or folder. Give each fold's oof.csv, or the OUTPUT_DIR of the run that "
@@ -160,33 +165,35 @@ def _parser() -> argparse.ArgumentParser:
     pushing = commands.add_parser(
         "push", help="scan a bundle, then `kaggle kernels push -p` it and report URL and status"
     )
-    pushing.add_argument("folder", type=user_path, help="build/kernels/<slug>")
+    pushing.add_argument("folder", type=os.path.expanduser, help="build/kernels/<slug>")
     pushing.add_argument("--no-status", action="store_true", help="do not ask the status after pushing")
     run = commands.add_parser("run", help="bundle, push, follow the session, fetch its outputs into out/kaggle/<slug>/")
     _bundle_options(run)
     _follow_options(run)
     follow = commands.add_parser("follow", help="follow a pushed kernel to its end and fetch its outputs")
-    follow.add_argument("kernel", type=user_path, help="build/kernels/<slug> or owner/slug")
+    follow.add_argument("kernel", type=os.path.expanduser, help="build/kernels/<slug> or owner/slug")
     _follow_options(follow)
     status = commands.add_parser("status", help="`kaggle kernels status` of a bundle folder or owner/slug")
-    status.add_argument("kernel", type=user_path, help="build/kernels/<slug> or owner/slug")
+    status.add_argument("kernel", type=os.path.expanduser, help="build/kernels/<slug> or owner/slug")
     scan = commands.add_parser("scan", help="fail if notebooks or bundles contain secrets (naming file and cell)")
-    scan.add_argument("paths", nargs="+", type=user_path, help="notebooks, bundles, or folders of them")
+    scan.add_argument("paths", nargs="+", type=os.path.expanduser, help="notebooks, bundles, or folders of them")
     tfrecords = commands.add_parser("tfrecords", help="a competition's pictures + CSV -> TFRecords for the notebooks")
     _tfrecords_options(tfrecords)
     oof = commands.add_parser("oof", help="the folds' oof.csv files -> one out-of-fold score in the data's metric")
     oof.add_argument("files", nargs="+", help="each fold's oof.csv, or the folder holding it (its OUTPUT_DIR)")
-    oof.add_argument("--data", required=True, type=user_path, help="the folded data (its DATA_ROOT)")
+    oof.add_argument("--data", required=True, type=os.path.expanduser, help="the folded data (its DATA_ROOT)")
     oof.add_argument("--size", type=int, default=0, help="its image size (default: the smallest there)")
     oof.add_argument("--out", default="out/oof", help="where oof.csv and metrics.json go (default out/oof)")
     launch = commands.add_parser("launch", help="a notebook as local processes joined like a pod slice's hosts (JAX)")
-    launch.add_argument("notebook", type=user_path, help="notebooks/NN_name.py (its .ipynb runs) or .ipynb")
+    launch.add_argument("notebook", type=os.path.expanduser, help="notebooks/NN_name.py (its .ipynb runs) or .ipynb")
     launch.add_argument("--processes", type=int, default=2, help="processes, as hosts (default 2)")
     launch.add_argument("--devices-per-process", type=int, default=4, help="simulated CPU devices each (default 4)")
     launch.add_argument(
         "-p", nargs=2, action="append", default=[], dest="parameters", metavar=("NAME", "VALUE"), help="as papermill's"
     )
-    launch.add_argument("--out", type=user_path, default="out/launch", help="executed notebooks (default out/launch)")
+    launch.add_argument(
+        "--out", type=os.path.expanduser, default="out/launch", help="executed notebooks (default out/launch)"
+    )
     launch.add_argument("--timeout", type=float, default=3600, help="seconds before every process is stopped")
     return parser
 

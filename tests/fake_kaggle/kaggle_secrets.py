@@ -17,10 +17,6 @@ class BackendError(Exception):
     pass
 
 
-class NotFoundError(Exception):
-    pass
-
-
 class UserSecretsClient:
     GET_USER_SECRET_BY_LABEL_ENDPOINT = "/requests/GetUserSecretByLabelRequest"
 
@@ -54,18 +50,3 @@ class UserSecretsClient:
         if "secret" not in result:
             raise BackendError(f"Unexpected response from the service. Response: {result}")
         return result["secret"]
-
-    def get_gcloud_credential(self):
-        try:
-            return self.get_secret("__gcloud_sdk_auth__")
-        except BackendError as error:
-            if "No user secrets exist" in str(error):
-                raise NotFoundError("Google Cloud SDK credential not found.") from error
-            raise
-
-    def set_tensorflow_credential(self, credential):
-        # The real one also hands the credential to the TPU (tensorflow_gcs_config.configure_gcs).
-        path = os.path.join(os.environ.get("HOME", "/"), "gcloud_credential.json")
-        with open(path, "w") as f:
-            f.write(credential)
-        os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = path
