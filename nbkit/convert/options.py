@@ -48,7 +48,6 @@ class Options(SimpleNamespace):
             raise ParameterError(f"--fit {self.fit!r} is not one of {', '.join(FITS)}.")
         if self.metric not in METRICS:
             raise ParameterError(f"--metric {self.metric!r} is not one of {', '.join(METRICS)}.")
-        _whole_number("--quality", self.quality, 50, 100, "the JPEG quality, e.g. 95")
         _whole_number("--workers", self.workers, 1, 1024, "the processes that encode pictures")
         _whole_number("--seed", self.seed, 0, 2**63, "any whole number")
         output = self.output  # replaced as a whole: never a file, an input, or a folder of other things
@@ -122,13 +121,11 @@ class Options(SimpleNamespace):
             "labels": name(self.labels),
             "id_column": columns[0],
             "label_column": columns[1],
-            "split_column": self.split_column,
             "test": name(self.test),
             "sample_submission": name(self.sample_submission),
             "class_names": class_names,
             "size": self.size,
             "fit": self.fit,
-            "quality": self.quality,
             "split": split,
             "val_fraction": self.val_fraction if split == "stratified" else None,
             "folds": self.folds,

@@ -33,14 +33,12 @@ from nbkit.images import layout, writer
 
 FITS = ("resize", "crop", "pad")
 SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")  # what Pillow reads cheaply
-_RESAMPLE_GAP = 3.0  # Pillow's reducing_gap: box-reduce first, then resample; 3.0 looks like a full resample
-_ORIENTATION = 0x0112  # the EXIF tag
-_WHITE = (255, 255, 255)
+_QUALITY = 95  # JPEG quality of the converted pictures
 # What Pillow raises for a file that is not a picture, is cut short, or is too large to open safely.
 _UNREADABLE = (OSError, ValueError, SyntaxError, EOFError, IndexError)
 
 
-def square_jpeg(path: str | Path, size: int, fit: str = "resize", quality: int = 95) -> bytes:
+def square_jpeg(path: str | Path, size: int, fit: str = "resize") -> bytes:
     """The JPEG bytes of the picture at `path`, upright, RGB and `size` x `size`.
 
     `fit` says how a picture that is not square becomes square: "resize" squashes the whole
@@ -53,11 +51,10 @@ def square_jpeg(path: str | Path, size: int, fit: str = "resize", quality: int =
     with Image.open(path) as image:
         if image.format == "JPEG":
             image.draft(image.mode, (size, size))  # decode at 1/2, 1/4 or 1/8 scale while still >= size
-        if image.getexif().get(_ORIENTATION, 1) != 1:
-            image = ImageOps.exif_transpose(image)  # a copy: only for the pictures that need turning
+        ImageOps.exif_transpose(image, in_place=True)
         image = to_square(_to_rgb(image), size, fit)
     buffer = io.BytesIO()
-    image.save(buffer, "JPEG", quality=quality)
+    image.save(buffer, "JPEG", quality=_QUALITY)
     return buffer.getvalue()
 
 
@@ -74,45 +71,32 @@ def _to_rgb(image: Any) -> Any:
         return Image.fromarray(scaled, "L").convert("RGB")
     if (image.mode == "P" and "transparency" in image.info) or image.mode in ("PA", "LA", "La", "RGBA", "RGBa"):
         rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, _WHITE + (255,))
-        return Image.alpha_composite(background, rgba).convert("RGB")
+        return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
     return image.convert("RGB")  # L, 1, P, CMYK (Adobe's inverted CMYK is undone by the decoder), YCbCr, F...
 
 
 def to_square(image: Any, size: int, fit: str) -> Any:
     """`image` made `size` x `size` the way `fit` says (see square_jpeg)."""
-    from PIL import Image
+    from PIL import Image, ImageOps
 
-    width, height = image.size
     # Pillow's bilinear filter widens with the reduction (antialiased, unlike a GPU's bilinear): as
     # smooth as bicubic for training pictures, at half its cost, and resizing is most of the time.
     resample = Image.Resampling.BILINEAR
-    if fit == "resize":
-        return image.resize((size, size), resample, reducing_gap=_RESAMPLE_GAP)
     if fit == "crop":
-        side = min(width, height)
-        left, top = (width - side) // 2, (height - side) // 2
-        return image.resize(
-            (size, size), resample, box=(left, top, left + side, top + side), reducing_gap=_RESAMPLE_GAP
-        )
-    # pad: the whole picture scaled to fit the square, centred on black (letterbox)
-    longest = max(width, height)
-    inner = (max(1, round(width * size / longest)), max(1, round(height * size / longest)))
-    canvas = Image.new("RGB", (size, size))
-    canvas.paste(
-        image.resize(inner, resample, reducing_gap=_RESAMPLE_GAP), ((size - inner[0]) // 2, (size - inner[1]) // 2)
-    )
-    return canvas
+        return ImageOps.fit(image, (size, size), resample)
+    if fit == "pad":
+        return ImageOps.pad(image, (size, size), resample, color=(0, 0, 0))
+    return image.resize((size, size), resample, reducing_gap=3.0)  # box-reduce, then resample: looks the same
 
 
-def _encode_batch(paths: Sequence[str], size: int, fit: str, quality: int) -> list[bytes | str]:
+def _encode_batch(paths: Sequence[str], size: int, fit: str) -> list[bytes | str]:
     """square_jpeg of each path, or, for a picture Pillow cannot read, why (a str). Runs in worker processes."""
     from PIL import Image
 
     results: list[bytes | str] = []
     for path in paths:
         try:
-            results.append(square_jpeg(path, size, fit, quality))
+            results.append(square_jpeg(path, size, fit))
         except (*_UNREADABLE, Image.DecompressionBombError) as error:
             results.append(f"{type(error).__name__}: {error}")
     return results
@@ -131,19 +115,19 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def encoded(paths: Sequence[Path], size: int, fit: str, quality: int, workers: int) -> Iterator[bytes | str]:
+def encoded(paths: Sequence[Path], size: int, fit: str, workers: int) -> Iterator[bytes | str]:
     """`square_jpeg` of each path, in order: JPEG bytes, or why the picture could not be read.
     `workers=1` encodes in this process."""
     chunks = [[str(p) for p in paths[start : start + _CHUNK]] for start in range(0, len(paths), _CHUNK)]
     if workers == 1:
         for chunk in chunks:
-            yield from _encode_batch(chunk, size, fit, quality)
+            yield from _encode_batch(chunk, size, fit)
         return
     pool = ProcessPoolExecutor(min(workers, len(chunks) or 1), mp_context=multiprocessing.get_context("spawn"))
     try:
         waiting: deque[Future[list[bytes | str]]] = deque()
         for chunk in chunks:
-            waiting.append(pool.submit(_encode_batch, chunk, size, fit, quality))
+            waiting.append(pool.submit(_encode_batch, chunk, size, fit))
             if len(waiting) > workers * _AHEAD:
                 yield from waiting.popleft().result()
         while waiting:
@@ -154,30 +138,23 @@ def encoded(paths: Sequence[Path], size: int, fit: str, quality: int, workers: i
 
 class Progress:
     """Counts pictures and prints `done/total pictures (p%), N images/s` every tenth of the way and
-    at least every EVERY_S seconds: plain lines, for notebooks as much as terminals."""
+    at least every _EVERY_S seconds: plain lines, for notebooks as much as terminals."""
 
-    def __init__(self, total: int, say: Callable[[str], None] = print) -> None:
-        self.total, self.say = total, say
-        self.done = 0
-        self.start = self.last_time = time.perf_counter()
-        self.last_tenth = 0
-
-    @property
-    def seconds(self) -> float:
-        return time.perf_counter() - self.start
+    def __init__(self, total: int, say: Callable[[str], None]) -> None:
+        self.total, self.say, self.done = total, say, 0
+        self.start = self.last = time.perf_counter()
 
     @property
     def rate(self) -> float:  # pictures per second so far
-        return self.done / max(self.seconds, 1e-9)
+        return self.done / max(time.perf_counter() - self.start, 1e-9)
 
     def advance(self, doing: str) -> None:
         """One more picture done; `doing` says what (e.g. "train")."""
         self.done += 1
-        tenth = self.done * 10 // max(self.total, 1)
         now = time.perf_counter()
-        if tenth > self.last_tenth or now - self.last_time >= _EVERY_S:
-            self.last_tenth, self.last_time = tenth, now
-            percent = 100 * self.done // max(self.total, 1)
+        if self.done * 10 // self.total > (self.done - 1) * 10 // self.total or now - self.last >= _EVERY_S:
+            self.last = now
+            percent = 100 * self.done // self.total
             self.say(f"  {self.done:,}/{self.total:,} pictures ({percent}%), {self.rate:,.0f} images/s, {doing}")
 
 
@@ -206,24 +183,12 @@ def write_files(
     a None (a skipped picture) takes its place but writes nothing. The file names, per group."""
     folder.mkdir(parents=True, exist_ok=True)
     names: list[list[str]] = []
-    index = 0
     for group in counts:
         names.append([])
         for count in group:
-            written = [0]
-
-            def taken(count: int = count, written: list[int] = written) -> Iterator[bytes]:
-                for record in islice(records, count):
-                    if record is not None:
-                        written[0] += 1
-                        yield record
-
-            path = writer.write_records(folder / f"{index:02d}-writing.tfrec", taken())
-            if not written[0]:
-                path.unlink()  # every picture of this file was skipped
-                continue
-            name = layout.file_name(index, image_size, written[0])
-            os.replace(path, folder / name)
-            names[-1].append(name)
-            index += 1
+            kept = [record for record in islice(records, count) if record is not None]  # one file: ~100 MB
+            if kept:  # else every picture of this file was skipped
+                name = layout.file_name(sum(map(len, names)), image_size, len(kept))
+                writer.write_records(folder / name, kept)
+                names[-1].append(name)
     return names

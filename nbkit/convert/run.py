@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
@@ -54,7 +55,6 @@ def convert(
     labels: str | Path | None = None,
     id_column: str | None = None,
     label_column: str | None = None,
-    split_column: str | None = None,
     test: str | Path | None = None,
     sample_submission: str | Path | None = None,
     val_fraction: float = 0.2,
@@ -68,13 +68,12 @@ def convert(
     title: str | None = None,
     dataset_id: str | None = None,
     competition: str | None = None,
-    quality: int = 95,
 ) -> Path:
     """Convert SOURCE's pictures into OUTPUT (see the module docstring); returns OUTPUT.
 
     SOURCE is a folder of pictures named in the `labels` CSV (`id_column`, `label_column`: its first
-    two columns unless named; `split_column`: the competition's own train/val), or, without `labels`,
-    one sub-folder per class (or train/ and val/ folders of class folders). `test`: a folder of test
+    two columns unless named), or, without `labels`, one sub-folder per class (or train/ and val/
+    folders of class folders: the competition's own split). `test`: a folder of test
     pictures, ids as `sample_submission` writes them. `val_fraction` of each class validates, or with
     `folds=K` all labeled pictures go into K stratified folds (no val/). `fit`: "resize" (whole
     picture squashed square), "crop" (centre square) or "pad" (black borders). `class_names`: a JSON
@@ -153,11 +152,9 @@ def _read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None
     leave_out = [p for p in (test, options.output) if p is not None]
     if options.labels is not None:
         table = labels.read_csv(options.labels, "--labels", delimiters=",;\t")
-        labeled = sources.from_csv(
-            source, table, options.id_column, options.label_column, options.split_column, leave_out
-        )
-    elif options.split_column or options.id_column or options.label_column:
-        raise ParameterError("--id-column, --label-column and --split-column name columns of --labels CSV: give it.")
+        labeled = sources.from_csv(source, table, options.id_column, options.label_column, leave_out)
+    elif options.id_column or options.label_column:
+        raise ParameterError("--id-column and --label-column name columns of --labels CSV: give it.")
     else:
         labeled = sources.from_folders(source, leave_out)
     sample = None
@@ -180,54 +177,36 @@ def _read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None
 def _assign(
     options: Options, pictures: Sequence[Picture], label_of: Sequence[int], classes: labels.Classes
 ) -> tuple[dict[str, list[_Group]], str]:
-    """{split: its groups}, each group's pictures in the order they are written (a seeded shuffle,
-    so every file mixes the classes), and how the pictures were split: "stratified", "given" (by
-    the source) or "folds"."""
-    if options.folds:
-        members, kind = _fold_members(options, pictures, label_of, classes)
-    else:
-        members, kind = _train_val_members(options, pictures, label_of)
-    splits: dict[str, list[_Group]] = {}
-    for number, chosen in enumerate(members):
-        name = "train" if options.folds or number == 0 else "val"
-        order = labels.shuffled(chosen, options.seed, f"{name}-{number}")
-        splits.setdefault(name, []).append(_Group(name, [pictures[i] for i in order], [label_of[i] for i in order]))
-    return splits, kind
-
-
-def _train_val_members(
-    options: Options, pictures: Sequence[Picture], label_of: Sequence[int]
-) -> tuple[list[list[int]], str]:
-    """([train positions, val positions], how): the source's own split, or a stratified one."""
+    """{split: its groups}, each group's pictures in a seeded order (so every file mixes the classes),
+    and how the pictures were split: "folds" (stratified), "given" (by the source) or "stratified"."""
     given = any(p.split for p in pictures)
-    if given:
-        kind, validates = "given", [p.split == "val" for p in pictures]
+    if options.folds:
+        if given:
+            raise ParameterError(
+                "--folds puts every labeled picture into a fold, but the source has its own val split."
+            )
+        counts = Counter(label_of)
+        smallest = min(counts, key=counts.__getitem__)
+        if counts[smallest] < options.folds:
+            raise ParameterError(
+                f"--folds {options.folds}: class {classes.names[smallest]!r} has only {counts[smallest]} "
+                "pictures, fewer than the folds, so some fold would lack it. Use fewer folds."
+            )
+        kind, names, group_of = "folds", ["train"] * options.folds, labels.folds(label_of, options.folds, options.seed)
     else:
-        kind = "stratified"
-        validates = labels.validation_split(label_of, options.val_fraction, options.seed)
-    members = [[i for i, v in enumerate(validates) if not v], [i for i, v in enumerate(validates) if v]]
-    for name, chosen in zip(("train", "val"), members):
-        if not chosen:
+        if given:
+            validates = [p.split == "val" for p in pictures]
+        else:
+            validates = labels.validation_split(label_of, options.val_fraction, options.seed)
+        kind, names, group_of = "given" if given else "stratified", ["train", "val"], [int(v) for v in validates]
+    splits: dict[str, list[_Group]] = {}
+    for number, name in enumerate(names):
+        chosen = labels.shuffled([i for i, g in enumerate(group_of) if g == number], options.seed, f"{name}-{number}")
+        if not chosen:  # a fold always has pictures: every class has one for each
             reason = "the source's own split names none" if given else "no class has two pictures or more"
             raise DataError(f"No {name} pictures: {reason}. Training needs both (or no val/ at all: --folds).")
-    return members, kind
-
-
-def _fold_members(
-    options: Options, pictures: Sequence[Picture], label_of: Sequence[int], classes: labels.Classes
-) -> tuple[list[list[int]], str]:
-    """([the positions in each fold], how): stratified folds of every labeled picture."""
-    if any(p.split for p in pictures):
-        raise ParameterError("--folds puts every labeled picture into a fold, but the source has its own val split.")
-    per_class = labels.by_class(label_of)
-    smallest = min(per_class, key=lambda label: len(per_class[label]))
-    if len(per_class[smallest]) < options.folds:
-        raise ParameterError(
-            f"--folds {options.folds}: class {classes.names[smallest]!r} has only {len(per_class[smallest])} "
-            "pictures, fewer than the folds, so some fold would lack it. Use fewer folds."
-        )
-    fold_of = labels.folds(label_of, options.folds, options.seed)
-    return [[i for i, f in enumerate(fold_of) if f == fold] for fold in range(options.folds)], "folds"
+        splits.setdefault(name, []).append(_Group(name, [pictures[i] for i in chosen], [label_of[i] for i in chosen]))
+    return splits, kind
 
 
 def _write_splits(
@@ -241,9 +220,7 @@ def _write_splits(
     paths = [picture.path for picture in everything]
     names, skipped = {}, []
     # closing(): a failure stops the worker processes now, not when the generator is collected
-    with contextlib.closing(
-        pictures.encoded(paths, options.size, options.fit, options.quality, options.workers)
-    ) as encoded:
+    with contextlib.closing(pictures.encoded(paths, options.size, options.fit, options.workers)) as encoded:
         head = list(islice(encoded, pictures.ESTIMATE_FROM))
         sizes = [len(r) for r in head if isinstance(r, bytes)]
         bytes_per_record = sum(sizes) / len(sizes) if sizes else options.size**2 / 4
@@ -311,7 +288,7 @@ def _summary(
     dataset_id: str,
 ) -> str:
     """The closing lines: records and files per split, classes, skipped pictures, how to publish."""
-    lines = [f"done: {progress.done:,} pictures in {progress.seconds:.1f} s, {progress.rate:,.0f} images/s"]
+    lines = [f"done: {progress.done:,} pictures, {progress.rate:,.0f} images/s"]
     for name, groups in names.items():
         files = sum(len(g) for g in groups)
         per_fold = f" ({len(groups)} folds: {', '.join(str(len(g)) for g in groups)} files)" if len(groups) > 1 else ""

@@ -20,7 +20,6 @@ from nbkit.convert.pictures import SUFFIXES
 from nbkit.errors import DataError, ParameterError
 
 _VAL_FOLDERS = ("val", "valid", "validation")
-_SPLIT_VALUES = {"train": "train", "val": "val", "valid": "val", "validation": "val"}
 _SHOWN = 5  # problems named in one message; the rest are counted
 _say = functools.partial(print, flush=True)
 _nfc = functools.partial(unicodedata.normalize, "NFC")
@@ -187,7 +186,6 @@ def _match(
     option: str,
     id_column: str,
     label_column: str | None = None,
-    split_column: str | None = None,
 ) -> tuple[list[Picture], bool]:
     """(the pictures `table` (given as `option`) names, each matched to its file among `files` in `folder`;
     whether every id carries its suffix): every line a picture, every picture a line. With `label_column`, labeled."""
@@ -211,10 +209,7 @@ def _match(
             raise DataError(f"{where} names the same picture as line {used[file]} ({file}): keep one line.")
         used[file] = line
         suffixed.append(with_suffix)
-        split = _SPLIT_VALUES.get(row.get(split_column, "").lower()) if split_column else None
-        if split_column and split is None:
-            raise DataError(f"{where}: {split_column} is {row.get(split_column, '')!r}; write train or val.")
-        pictures.append(Picture(folder / file, picture_id, label, where, split))
+        pictures.append(Picture(folder / file, picture_id, label, where))
     if missing:
         raise _problems(f"lines of {table.path.name} name no picture", missing, f"Check {option} and {folder}.")
     unnamed = [f"{folder.name}/{file}" for file in files if file not in used]
@@ -232,16 +227,13 @@ def from_csv(
     table: labels.Table,
     id_column: str | None,
     label_column: str | None,
-    split_column: str | None = None,
     leave_out: Sequence[Path] = (),
 ) -> Labeled:
     """The pictures a labels CSV names (id and label per line), each matched to its file in SOURCE."""
     id_column = table.column(id_column, 0, "--id-column")
     label_column = table.column(label_column, 1, "--label-column")
-    if split_column is not None:
-        table.column(split_column, 0, "--split-column")
     files = _list_pictures(source, leave_out)
-    pictures, suffixed = _match(table, source, files, "--labels", id_column, label_column, split_column)
+    pictures, suffixed = _match(table, source, files, "--labels", id_column, label_column)
     return Labeled(pictures, id_column, label_column, ids_with_extension=suffixed)
 
 
