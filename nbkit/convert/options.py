@@ -20,6 +20,7 @@ from nbkit.inputs import account
 METADATA_FILE = "dataset-metadata.json"  # for `kaggle datasets create`
 # What a conversion writes in OUTPUT (see nbkit.convert.run): a new one replaces exactly these.
 _WRITTEN = re.compile(rf"tfrecords-jpeg-\d+x\d+|{DESCRIPTION_FILE}|{METADATA_FILE}|sample_submission\.csv")
+_NOT_KEPT = ("output", "workers", "title", "dataset_id", "competition", "metric")
 _SIZES = (32, 2048)  # smallest and largest picture side: below 32 a CNN sees little, above 2048 no TPU batch fits
 
 
@@ -28,8 +29,8 @@ class Options(SimpleNamespace):
 
     def __init__(self, **arguments: Any) -> None:
         """Paths as Paths, workers=None as every core; a ParameterError names the first unusable option."""
-        for name in ("source", "output", "labels", "test", "sample_submission"):
-            if arguments[name] is not None:
+        for name in ("source", "output", "labels", "test", "sample_submission", "class_names"):
+            if isinstance(arguments[name], (str, Path)):
                 arguments[name] = Path(arguments[name])
         arguments["workers"] = cores() if arguments["workers"] is None else arguments["workers"]
         super().__init__(**arguments)
@@ -108,31 +109,11 @@ class Options(SimpleNamespace):
         return slug[:50].strip("-")
 
     def converted_with(self, split: str, columns: tuple[str | None, str | None], skipped: list[str]) -> dict[str, Any]:
-        """The options as the description keeps them: names, not paths; the labels CSV's `columns`
-        (id, label) as used; no worker count (it changes nothing)."""
-
-        def name(path: Path | None) -> str | None:
-            return None if path is None else path.resolve().name
-
-        class_names = name(Path(self.class_names)) if isinstance(self.class_names, (str, Path)) else self.class_names
-        return {
-            "nbkit": __version__,
-            "source": name(self.source),
-            "labels": name(self.labels),
-            "id_column": columns[0],
-            "label_column": columns[1],
-            "test": name(self.test),
-            "sample_submission": name(self.sample_submission),
-            "class_names": class_names,
-            "size": self.size,
-            "fit": self.fit,
-            "split": split,
-            "val_fraction": self.val_fraction if split == "stratified" else None,
-            "folds": self.folds,
-            "seed": self.seed,
-            "skip_damaged": self.skip_damaged,
-            "skipped": skipped,
-        }
+        """The options as the description keeps them: file names, not paths; the labels CSV's `columns`
+        (id, label) as used; nothing that changes no record (workers, the dataset's id and title)."""
+        kept = {k: v.resolve().name if isinstance(v, Path) else v for k, v in vars(self).items() if k not in _NOT_KEPT}
+        kept.update(id_column=columns[0], label_column=columns[1], split=split, skipped=skipped)
+        return {"nbkit": __version__, **kept, "val_fraction": self.val_fraction if split == "stratified" else None}
 
 
 def _whole_number(option: str, value: object, low: int, high: int, meaning: str) -> None:

@@ -64,11 +64,8 @@ def _to_rgb(image: Any) -> Any:
 
     if image.mode == "RGB":
         return image
-    if image.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):  # 16-bit: scaled (Pillow's convert clips at 255)
-        import numpy as np
-
-        scaled = np.clip((np.asarray(image).astype(np.int64) + 128) // 257, 0, 255).astype(np.uint8)  # 257*255=65535
-        return Image.fromarray(scaled, "L").convert("RGB")
+    if image.mode.startswith("I"):  # 16-bit: scaled to 0-255, rounded (Pillow's convert clips at 255)
+        return image.convert("I").point(lambda v: v / 257 + 0.5).convert("RGB")
     if (image.mode == "P" and "transparency" in image.info) or image.mode in ("PA", "LA", "La", "RGBA", "RGBa"):
         rgba = image.convert("RGBA")
         return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
@@ -109,10 +106,7 @@ _EVERY_S = 10.0  # a progress line at least this often, besides every tenth of t
 
 def cores() -> int:
     """The cores this process may use (its CPU affinity where the system has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def encoded(paths: Sequence[Path], size: int, fit: str, workers: int) -> Iterator[bytes | str]:
