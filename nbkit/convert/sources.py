@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -154,29 +154,25 @@ def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
 # ---- the CSV form: SOURCE holds the pictures the CSV names ---------------------------------------
 
 
-class _PictureIndex:
-    """The pictures under a folder, found by relative path, with or without their suffix, in either
-    Unicode form (macOS writes `é` in file names as e + accent, a CSV mostly as one character)."""
+def _finder(folder: Path, files: Sequence[PurePosixPath]) -> Callable[[str], tuple[PurePosixPath | None, bool, str]]:
+    """find(id) -> (the file of `files` the id names or None, whether the id carries the suffix, what is
+    wrong): by relative path, the suffix in any letter case, or without it; in either Unicode form
+    (macOS writes `é` in file names as e + accent, a CSV mostly as one character)."""
+    by_name = {_nfc(str(file.with_suffix(file.suffix.lower()))): file for file in files}
+    by_stem: dict[str, list[PurePosixPath]] = {}
+    for file in files:
+        by_stem.setdefault(_nfc(str(file.with_suffix(""))), []).append(file)
 
-    def __init__(self, folder: Path, files: Sequence[PurePosixPath]) -> None:
-        self.folder, self.files = folder, list(files)
-        self.by_name: dict[str, PurePosixPath] = {}
-        self.by_stem: dict[str, list[PurePosixPath]] = {}
-        for file in files:
-            self.by_name[_nfc(str(file))] = file
-            self.by_name.setdefault(_nfc(str(file.with_suffix(file.suffix.lower()))), file)
-            self.by_stem.setdefault(_nfc(str(file.with_suffix(""))), []).append(file)
-
-    def find(self, picture_id: str) -> tuple[PurePosixPath | None, bool, str]:
-        """(the file `picture_id` names or None, whether the id carries the suffix, what is wrong)."""
+    def find(picture_id: str) -> tuple[PurePosixPath | None, bool, str]:
         name = PurePosixPath(_nfc(picture_id))
-        exact = self.by_name.get(str(name)) or self.by_name.get(str(name.with_suffix(name.suffix.lower())))
-        if exact is not None:
-            return exact, True, ""
-        files = self.by_stem.get(str(name), [])
-        if len(files) > 1:
-            return None, False, f"{picture_id!r} could be any of {', '.join(map(str, files))}"
-        return (files[0], False, "") if files else (None, False, f"no picture {picture_id!r} in {self.folder}")
+        if str(name.with_suffix(name.suffix.lower())) in by_name:
+            return by_name[str(name.with_suffix(name.suffix.lower()))], True, ""
+        found = by_stem.get(str(name), [])
+        if len(found) > 1:
+            return None, False, f"{picture_id!r} could be any of {', '.join(map(str, found))}"
+        return (found[0], False, "") if found else (None, False, f"no picture {picture_id!r} in {folder}")
+
+    return find
 
 
 def _match(
@@ -189,7 +185,7 @@ def _match(
 ) -> tuple[list[Picture], bool]:
     """(the pictures `table` (given as `option`) names, each matched to its file among `files` in `folder`;
     whether every id carries its suffix): every line a picture, every picture a line. With `label_column`, labeled."""
-    index = _PictureIndex(folder, files)
+    find = _finder(folder, files)
     pictures, seen, missing, used, suffixed = [], {}, [], {}, []
     for line, row in table.rows:
         picture_id, label = row.get(id_column, ""), row.get(label_column, "") if label_column else None
@@ -201,7 +197,7 @@ def _match(
         if picture_id in seen:
             raise DataError(f"{where} repeats the id of line {seen[picture_id]}: each picture needs one line.")
         seen[picture_id] = line
-        file, with_suffix, wrong = index.find(picture_id)
+        file, with_suffix, wrong = find(picture_id)
         if file is None:
             missing.append(f"line {line}: {wrong}")
             continue
