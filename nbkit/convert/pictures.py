@@ -163,9 +163,7 @@ def _balanced(count: int, parts: int) -> list[int]:
 def plan(group_sizes: Sequence[int], bytes_per_record: float) -> list[list[int]]:
     """Records per file for each group of one split (the split itself, or each of its folds: a file
     never mixes folds), the split's files shared among the groups by their sizes."""
-    total = sum(group_sizes)
-    if not total:
-        return [[] for _ in group_sizes]
+    total = sum(group_sizes)  # never 0: every split has pictures
     files = writer.shard_count(round(bytes_per_record * total), total)
     return [_balanced(size, min(size, math.ceil(files * size / total))) for size in group_sizes]
 

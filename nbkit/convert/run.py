@@ -69,17 +69,9 @@ def convert(
     dataset_id: str | None = None,
     competition: str | None = None,
 ) -> Path:
-    """Convert SOURCE's pictures into OUTPUT (see the module docstring); returns OUTPUT.
-
-    SOURCE is a folder of pictures named in the `labels` CSV (`id_column`, `label_column`: its first
-    two columns unless named), or, without `labels`, one sub-folder per class (or train/ and val/
-    folders of class folders: the competition's own split). `test`: a folder of test
-    pictures, ids as `sample_submission` writes them. `val_fraction` of each class validates, or with
-    `folds=K` all labeled pictures go into K stratified folds (no val/). `fit`: "resize" (whole
-    picture squashed square), "crop" (centre square) or "pad" (black borders). `class_names`: a JSON
-    file or a {label value: name} mapping, or a list of label values in label order. `workers`:
-    processes encoding pictures (None: every core; 1: this process). `skip_damaged`: leave out
-    pictures that cannot be decoded, and list them, instead of stopping.
+    """Convert SOURCE's pictures into OUTPUT (see the module docstring); returns OUTPUT. The options are
+    `python -m nbkit tfrecords --help`'s; besides, `class_names` may be a {label value: name} mapping or a
+    list of label values in label order, and `workers=None` is every core (1: this process).
     """
     return _convert(Options(**locals()))
 
