@@ -17,6 +17,7 @@ plan is deterministic). A file is named once written, with the records it really
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import multiprocessing
@@ -25,10 +26,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
+from nbkit.errors import DataError
 from nbkit.images import layout, writer
 
 FITS = ("resize", "crop", "pad")
@@ -130,7 +132,7 @@ def encoded(paths: Sequence[Path], size: int, fit: str, workers: int) -> Iterato
         pool.shutdown(wait=True, cancel_futures=True)  # a failure stops the queued tasks, not just this loop
 
 
-class Progress:
+class _Progress:
     """Counts pictures and prints `done/total pictures (p%), N images/s` every tenth of the way and
     at least every _EVERY_S seconds: plain lines, for notebooks as much as terminals."""
 
@@ -152,7 +154,7 @@ class Progress:
             self.say(f"  {self.done:,}/{self.total:,} pictures ({percent}%), {self.rate:,.0f} images/s, {doing}")
 
 
-ESTIMATE_FROM = 32  # pictures encoded before the files are planned; their mean size stands for all
+_ESTIMATE_FROM = 32  # pictures encoded before the files are planned; their mean size stands for all
 
 
 def _balanced(count: int, parts: int) -> list[int]:
@@ -160,7 +162,7 @@ def _balanced(count: int, parts: int) -> list[int]:
     return [count // parts + (i < count % parts) for i in range(parts)]
 
 
-def plan(group_sizes: Sequence[int], bytes_per_record: float) -> list[list[int]]:
+def _plan(group_sizes: Sequence[int], bytes_per_record: float) -> list[list[int]]:
     """Records per file for each group of one split (the split itself, or each of its folds: a file
     never mixes folds), the split's files shared among the groups by their sizes."""
     total = sum(group_sizes)  # never 0: every split has pictures
@@ -168,10 +170,10 @@ def plan(group_sizes: Sequence[int], bytes_per_record: float) -> list[list[int]]
     return [_balanced(size, min(size, math.ceil(files * size / total))) for size in group_sizes]
 
 
-def write_files(
+def _write_files(
     records: Iterator[bytes | None], folder: Path, image_size: int, counts: Sequence[Sequence[int]]
 ) -> list[list[str]]:
-    """Write the next records of `records` into files of `counts` (per group, as `plan` gives them);
+    """Write the next records of `records` into files of `counts` (per group, as `_plan` gives them);
     a None (a skipped picture) takes its place but writes nothing. The file names, per group."""
     folder.mkdir(parents=True, exist_ok=True)
     names: list[list[str]] = []
@@ -184,3 +186,51 @@ def write_files(
                 writer.write_records(folder / name, kept)
                 names[-1].append(name)
     return names
+
+
+def write_splits(
+    splits: dict[str, list[Any]], staging: Path, options: Any, say: Callable[[str], None]
+) -> tuple[dict[str, list[list[str]]], list[str], _Progress]:
+    """Encode every picture of `splits` ({split: its groups}, see nbkit.convert.run) with `options.workers`
+    processes and write each split's files in `staging`: (the file names per split and group, the ids of
+    the damaged pictures left out, the progress: pictures done and their rate)."""
+    everything = [picture for groups in splits.values() for group in groups for picture in group.pictures]
+    progress = _Progress(len(everything), say)
+    say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
+    names, skipped = {}, []
+    stream = encoded([picture.path for picture in everything], options.size, options.fit, options.workers)
+    with contextlib.closing(stream):  # a failure stops the worker processes now, not when `stream` is collected
+        head = list(islice(stream, _ESTIMATE_FROM))
+        sizes = [len(r) for r in head if isinstance(r, bytes)]
+        bytes_per_record = sum(sizes) / len(sizes) if sizes else options.size**2 / 4
+        results = chain(head, stream)
+        for name, groups in splits.items():
+            counts = _plan([len(g.pictures) for g in groups], bytes_per_record)
+            records = (r for g in groups for r in _examples(g, results, options.skip_damaged, skipped, progress, say))
+            folder = Path(layout.split_folder(staging, options.size, name))
+            names[name] = _write_files(records, folder, options.size, counts)
+    return names, skipped, progress
+
+
+def _examples(
+    group: Any, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: _Progress, say: Any
+) -> Iterator[bytes | None]:
+    """The group's serialized examples (`image`, `id`, and `class` when labeled), in order; None
+    for a damaged picture when skipping, else a DataError naming it."""
+    for picture, label, result in zip(group.pictures, group.labels, results):
+        progress.advance(group.split)
+        if isinstance(result, bytes):
+            yield writer.encode_example(
+                {"image": result, "id": picture.id, **({} if label is None else {"class": label})}
+            )
+        elif skip_damaged and label is not None:
+            say(f"  skipped {picture.where}: {result}")
+            skipped.append(picture.id)
+            yield None
+        else:
+            advice = (
+                "it: a test picture cannot be left out (the submission needs it)"
+                if label is None
+                else "or delete it, or pass --skip-damaged (skip_damaged=True) to leave it out and list it"
+            )
+            raise DataError(f"{picture.where}: cannot decode {picture.path} as a picture ({result}). Replace {advice}.")

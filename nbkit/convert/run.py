@@ -12,16 +12,15 @@ end, so a failed or killed conversion leaves an earlier OUTPUT exactly as it was
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, islice
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from nbkit.convert.options import METADATA_FILE, Options
 from nbkit.convert.sources import Picture
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import description as descriptions
-from nbkit.images import layout, writer
+from nbkit.images import layout
 from nbkit.inputs import account
 
 _say = functools.partial(print, flush=True)
@@ -98,7 +97,7 @@ def _convert(options: Options) -> Path:
     _say(_describe_plan(options, labeled, classes, splits, split_kind))
     _remove_killed_leftovers(options.output)
     with atomic.staged_dir(options.output) as staging:
-        names, skipped, progress = _write_splits(options, splits, staging)
+        names, skipped, progress = pictures.write_splits(splits, staging, options, _say)
         # submission.csv's header: the sample submission's, else the labels CSV's columns, else id,label
         id_column, label_column = sample.header[:2] if sample else (labeled.id_column, labeled.label_column)
         description = descriptions.Description(
@@ -199,59 +198,6 @@ def _assign(
             raise DataError(f"No {name} pictures: {reason}. Training needs both (or no val/ at all: --folds).")
         splits.setdefault(name, []).append(_Group(name, [pictures[i] for i in chosen], [label_of[i] for i in chosen]))
     return splits, kind
-
-
-def _write_splits(
-    options: Options, splits: dict[str, list[_Group]], staging: Path
-) -> tuple[dict[str, list[list[str]]], list[str], pictures.Progress]:
-    """Encode every picture (all cores) and write each split's files; (file names per split and
-    group, the ids of skipped pictures, the progress: pictures done and their rate)."""
-    everything = [picture for groups in splits.values() for group in groups for picture in group.pictures]
-    progress = pictures.Progress(len(everything), _say)
-    _say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
-    paths = [picture.path for picture in everything]
-    names, skipped = {}, []
-    # closing(): a failure stops the worker processes now, not when the generator is collected
-    with contextlib.closing(pictures.encoded(paths, options.size, options.fit, options.workers)) as encoded:
-        head = list(islice(encoded, pictures.ESTIMATE_FROM))
-        sizes = [len(r) for r in head if isinstance(r, bytes)]
-        bytes_per_record = sum(sizes) / len(sizes) if sizes else options.size**2 / 4
-        results = chain(head, encoded)
-        for name, groups in splits.items():
-            counts = pictures.plan([len(g.pictures) for g in groups], bytes_per_record)
-            records = (
-                r for group in groups for r in _examples(group, results, options.skip_damaged, skipped, progress)
-            )
-            folder = Path(layout.split_folder(staging, options.size, name))
-            names[name] = pictures.write_files(records, folder, options.size, counts)
-    return names, skipped, progress
-
-
-def _examples(
-    group: _Group, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: pictures.Progress
-) -> Iterator[bytes | None]:
-    """The group's serialized examples (`image`, `id`, and `class` when labeled), in order; None
-    for a damaged picture when skipping, else a DataError naming it."""
-    for picture, label, result in zip(group.pictures, group.labels, results):
-        progress.advance(group.split)
-        if isinstance(result, str):
-            if not skip_damaged or label is None:
-                advice = (
-                    "it: a test picture cannot be left out (the submission needs it)"
-                    if label is None
-                    else "or delete it, or pass --skip-damaged (skip_damaged=True) to leave it out and list it"
-                )
-                raise DataError(
-                    f"{picture.where}: cannot decode {picture.path} as a picture ({result}). Replace {advice}."
-                )
-            _say(f"  skipped {picture.where}: {result}")
-            skipped.append(picture.id)
-            yield None
-            continue
-        features: dict[str, Any] = {"image": result, "id": picture.id}
-        if label is not None:
-            features["class"] = label
-        yield writer.encode_example(features)
 
 
 def _describe_plan(
