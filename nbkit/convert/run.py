@@ -78,7 +78,7 @@ def convert(
 def _convert(options: Options) -> Path:
     """`convert` with its options checked."""
     metadata = options.dataset_metadata()  # a bad id or title stops here, before minutes of encoding
-    labeled, sample, tests = _read_source(options)
+    labeled, sample, tests = sources.read(options)
     found: dict[str, str] = {}
     for picture in labeled.pictures:
         found.setdefault(picture.label, picture.where)
@@ -134,35 +134,6 @@ def _remove_killed_leftovers(output: Path) -> None:
             _say(f"  removed {folder}, left by a conversion that was killed")
         except PermissionError:  # a process we may not signal: it runs
             pass
-
-
-def _read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None, list[Picture]]:
-    """The labeled pictures, the sample submission (or None) and the test pictures (maybe none)."""
-    source = sources.existing_folder(options.source, "SOURCE")
-    test = sources.existing_folder(options.test, "--test") if options.test is not None else None
-    leave_out = [p for p in (test, options.output) if p is not None]
-    if options.labels is not None:
-        table = labels.read_csv(options.labels, "--labels", delimiters=",;\t")
-        labeled = sources.from_csv(source, table, options.id_column, options.label_column, leave_out)
-    elif options.id_column or options.label_column:
-        raise ParameterError("--id-column and --label-column name columns of --labels CSV: give it.")
-    else:
-        labeled = sources.from_folders(source, leave_out)
-    sample = None
-    if options.sample_submission is not None:
-        if test is None:
-            raise ParameterError("--sample-submission names the test pictures' ids: give --test FOLDER too.")
-        sample = labels.read_csv(options.sample_submission, "--sample-submission")
-        if len(sample.header) < 2:
-            raise DataError(f"{sample.path.name} has {len(sample.header)} column; a submission needs id and label.")
-    tests = sources.find_test_pictures(test, sample, labeled.ids_with_extension) if test is not None else []
-    both = {p.path.resolve() for p in tests} & {p.path.resolve() for p in labeled.pictures} if tests else set()
-    if both:
-        raise ParameterError(
-            f"--test {test} holds {len(both)} of the training pictures (e.g. {min(both)}): a test split must be "
-            "pictures the model never trained on. Give the competition's test folder, apart from SOURCE."
-        )
-    return labeled, sample, tests
 
 
 def _assign(

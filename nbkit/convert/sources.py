@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from nbkit.convert import labels
 from nbkit.convert.pictures import SUFFIXES
@@ -85,7 +86,7 @@ def _list_pictures(
     return sorted(found)
 
 
-def existing_folder(path: str | Path, option: str) -> Path:
+def _existing_folder(path: str | Path, option: str) -> Path:
     """`path` as a folder, or a ParameterError saying it is not one."""
     path = Path(path)
     if not path.is_dir():
@@ -125,7 +126,7 @@ def _split_parts(source: Path, leave_out: Sequence[Path]) -> dict[str | None, Pa
     return {"train": folders["train"], "val": folders[val_name]} if val_name else {None: folders["train"]}
 
 
-def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
+def _from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
     """One sub-folder per class (the folder names are the labels); the competition's own split when
     SOURCE holds train/ and val/ (or valid/, validation/) folders of class folders."""
     leave_out = [p.resolve() for p in leave_out]
@@ -218,7 +219,7 @@ def _match(
     return pictures, all(suffixed)
 
 
-def from_csv(
+def _from_csv(
     source: Path,
     table: labels.Table,
     id_column: str | None,
@@ -236,7 +237,7 @@ def from_csv(
 # ---- test pictures -------------------------------------------------------------------------------
 
 
-def find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extension: bool) -> list[Picture]:
+def _find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extension: bool) -> list[Picture]:
     """The test pictures, each with its id as the sample submission writes it (in its order), or,
     without one, as the labels CSV writes ids (with or without the suffix; the folder form: without)."""
     files = _list_pictures(test)
@@ -252,3 +253,33 @@ def find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extensi
         seen[picture_id] = file
         pictures.append(Picture(test / file, picture_id, None, f"{test.name}/{file}"))
     return pictures
+
+
+def read(options: Any) -> tuple[Labeled, labels.Table | None, list[Picture]]:
+    """The labeled pictures, the sample submission (or None) and the test pictures (maybe none) that
+    `options` (of nbkit.convert.run.convert) name."""
+    source = _existing_folder(options.source, "SOURCE")
+    test = _existing_folder(options.test, "--test") if options.test is not None else None
+    leave_out = [p for p in (test, options.output) if p is not None]
+    if options.labels is not None:
+        table = labels.read_csv(options.labels, "--labels", delimiters=",;\t")
+        labeled = _from_csv(source, table, options.id_column, options.label_column, leave_out)
+    elif options.id_column or options.label_column:
+        raise ParameterError("--id-column and --label-column name columns of --labels CSV: give it.")
+    else:
+        labeled = _from_folders(source, leave_out)
+    sample = None
+    if options.sample_submission is not None:
+        if test is None:
+            raise ParameterError("--sample-submission names the test pictures' ids: give --test FOLDER too.")
+        sample = labels.read_csv(options.sample_submission, "--sample-submission")
+        if len(sample.header) < 2:
+            raise DataError(f"{sample.path.name} has {len(sample.header)} column; a submission needs id and label.")
+    tests = _find_test_pictures(test, sample, labeled.ids_with_extension) if test is not None else []
+    both = {p.path.resolve() for p in tests} & {p.path.resolve() for p in labeled.pictures} if tests else set()
+    if both:
+        raise ParameterError(
+            f"--test {test} holds {len(both)} of the training pictures (e.g. {min(both)}): a test split must be "
+            "pictures the model never trained on. Give the competition's test folder, apart from SOURCE."
+        )
+    return labeled, sample, tests
