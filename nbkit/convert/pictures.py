@@ -111,7 +111,7 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def encoded(paths: Sequence[Path], size: int, fit: str, workers: int) -> Iterator[bytes | str]:
+def _encoded(paths: Sequence[Path], size: int, fit: str, workers: int) -> Iterator[bytes | str]:
     """`square_jpeg` of each path, in order: JPEG bytes, or why the picture could not be read.
     `workers=1` encodes in this process."""
     chunks = [[str(p) for p in paths[start : start + _CHUNK]] for start in range(0, len(paths), _CHUNK)]
@@ -198,7 +198,7 @@ def write_splits(
     progress = _Progress(len(everything), say)
     say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
     names, skipped = {}, []
-    stream = encoded([picture.path for picture in everything], options.size, options.fit, options.workers)
+    stream = _encoded([picture.path for picture in everything], options.size, options.fit, options.workers)
     with contextlib.closing(stream):  # a failure stops the worker processes now, not when `stream` is collected
         head = list(islice(stream, _ESTIMATE_FROM))
         sizes = [len(r) for r in head if isinstance(r, bytes)]
