@@ -202,7 +202,7 @@ def _summary(
     description: descriptions.Description,
     names: dict[str, list[list[str]]],
     skipped: list[str],
-    progress: pictures.Progress,
+    progress: Any,  # pictures.write_splits's: pictures done and their rate
     dataset_id: str,
 ) -> str:
     """The closing lines: records and files per split, classes, skipped pictures, how to publish."""
