@@ -251,10 +251,9 @@ class _Options(SimpleNamespace):
             )
         if self.folds != 0:
             _whole_number("--folds", self.folds, 2, 100, "0 for a train/val split, or 2 or more folds, e.g. 5")
-        if self.fit not in pictures.FITS:
-            raise ParameterError(f"--fit {self.fit!r} is not one of {', '.join(pictures.FITS)}.")
-        if self.metric not in METRICS:
-            raise ParameterError(f"--metric {self.metric!r} is not one of {', '.join(METRICS)}.")
+        for option, value, allowed in (("--fit", self.fit, pictures.FITS), ("--metric", self.metric, METRICS)):
+            if value not in allowed:
+                raise ParameterError(f"{option} {value!r} is not one of {', '.join(allowed)}.")
         _whole_number("--workers", self.workers, 1, 1024, "the processes that encode pictures")
         _whole_number("--seed", self.seed, 0, 2**63, "any whole number")
         output = self.output  # replaced as a whole: never a file, an input, or a folder of other things
@@ -294,25 +293,18 @@ class _Options(SimpleNamespace):
             if not kept["id"].startswith(account.PLACEHOLDER_OWNER):  # no owner yet: nothing of the user's
                 print(f"  keeping {earlier} (id {kept['id']}): --dataset-id or --title writes it anew", flush=True)
                 return dict(kept)
+        # By default from OUTPUT's name: the slug in Kaggle's letters (a-z, 0-9, -), the title with the size;
+        # each 6 to 50 characters.
+        name = self.output.resolve().name
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+        slug = (slug if len(slug) >= 6 else f"{slug}-tfrecords".strip("-"))[:50].strip("-")
+        title = f"{re.sub(r'[-_ ]+', ' ', name).strip() or 'pictures'} {self.size}px"[:50].strip()
         return account.dataset_metadata(
-            self.dataset_id or account.default_dataset_id(self.default_slug()),
-            self.title or self.default_title(),
+            self.dataset_id or account.default_dataset_id(slug),
+            self.title or (title if len(title) >= 6 else f"{title} TFRecords"),
             [{"path": DESCRIPTION_FILE, "description": "classes, label values, submission columns (nbkit)"}],
             example="alice/cassava-tfrecords",
         )
-
-    def default_title(self) -> str:
-        """The dataset's title: the output folder's name and the size, 6 to 50 characters."""
-        base = re.sub(r"[-_ ]+", " ", self.output.resolve().name).strip() or "pictures"
-        title = f"{base} {self.size}px"[:50].strip()
-        return title if len(title) >= 6 else f"{title} TFRecords"
-
-    def default_slug(self) -> str:
-        """The dataset's slug: the output folder's name in Kaggle's letters (a-z, 0-9, -)."""
-        slug = re.sub(r"[^a-z0-9]+", "-", self.output.resolve().name.lower()).strip("-")
-        if len(slug) < 6:
-            slug = f"{slug}-tfrecords".strip("-")
-        return slug[:50].strip("-")
 
     def converted_with(self, split: str, columns: tuple[str | None, str | None], skipped: list[str]) -> dict[str, Any]:
         """The options as the description keeps them: file names, not paths; the labels CSV's `columns`
