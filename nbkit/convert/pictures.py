@@ -1,18 +1,16 @@
-"""Pictures -> records: one picture file -> one upright, square, RGB JPEG of exactly `size` x `size`
-(Pillow), encoded on every core, results in order, written into files of about 100 MB as they come.
-
-Phone pictures are turned upright by their EXIF orientation; grayscale, palette, transparent
-(composited on white), CMYK and 16-bit pictures all become 8-bit RGB. Large JPEGs are decoded at a
-reduced scale (`Image.draft`). Same file, same options -> same bytes.
+"""Pictures -> records -> files: each picture one upright, square, 8-bit RGB JPEG of `size` x `size`
+(Pillow: EXIF orientation applied, as phones need; grayscale, palette, transparent (on white), CMYK and
+16-bit pictures converted; large JPEGs decoded at a reduced scale), encoded on every core, in order, and
+written as they come. Same file, same options -> same bytes.
 
 Worker processes are spawned, not forked: a notebook may already hold threads (TensorFlow, JAX)
 that a fork would copy in whatever state they were in. Only a few tasks per worker are queued at a
 time, so memory holds a bounded number of encoded pictures however many there are.
 
-Files (`writer.shard_count`): about 100 MB each, at least 16 per split when there are enough
-records. The total size is estimated from the first pictures encoded (the same ones every run: the
-plan is deterministic). A file is named once written, with the records it really holds
-(`00-512x512-2003.tfrec`): a skipped damaged picture makes it one shorter.
+Files (`writer.shard_count`): about 100 MB each, at least 16 per split when there are enough records,
+the total estimated from the first pictures encoded (the same ones every run). A file is named once
+written, with the records it really holds (`00-512x512-2003.tfrec`): a damaged picture skipped makes
+it one shorter.
 """
 
 from __future__ import annotations
