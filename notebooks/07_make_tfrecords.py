@@ -53,11 +53,7 @@ from nbkit import env, params
 from nbkit.convert import pictures
 from nbkit.images import metrics
 
-params.check_parameters(globals())
-params.check_choice("FIT", FIT, pictures.FITS)
-params.check_choice("METRIC", METRIC, metrics.METRICS)
-for name, value in {"IMAGE_SIZE": IMAGE_SIZE, "FOLDS": FOLDS, "SEED": SEED}.items():
-    params.check_int(name, value)
+params.check_parameters(globals(), FIT=pictures.FITS, METRIC=metrics.METRICS)  # and every int >= 0
 environment = env.detect()
 output = environment.working_dir / f"{COMPETITION}-tfrecords" if OUTPUT_DIR == "auto" else OUTPUT_DIR
 print(environment.describe())

@@ -354,10 +354,10 @@ def test_folds_are_balanced_within_each_class():
 
 
 def test_the_file_plan_follows_the_seeds_rule():
-    assert pictures.plan([1000], 200_000) == [pictures._balanced(1000, writer._MIN_SHARDS)]  # small: 16 files
-    assert len(pictures.plan([100_000], 150_000)[0]) == writer.shard_count(15_000_000_000, 100_000)  # ~100 MB each
-    assert [len(files) for files in pictures.plan([200] * 5, 100)] == [4] * 5  # folds share the files
-    assert pictures.plan([5], 100) == [[1] * 5]
+    assert pictures._plan([1000], 200_000) == [pictures._balanced(1000, writer._MIN_SHARDS)]  # small: 16 files
+    assert len(pictures._plan([100_000], 150_000)[0]) == writer.shard_count(15_000_000_000, 100_000)  # ~100 MB each
+    assert [len(files) for files in pictures._plan([200] * 5, 100)] == [4] * 5  # folds share the files
+    assert pictures._plan([5], 100) == [[1] * 5]
 
 
 def test_label_order_integers_numerically_names_alphabetically_or_as_given():

@@ -66,7 +66,7 @@ def kernel_globals(**injected):
 def truncated_gzip_records(tmp_path):
     import gzip
 
-    plain = writer.write_records(tmp_path / "plain.tfrec", [writer._encode_record({"image": b"x" * 999, "class": 1})])
+    plain = writer.write_records(tmp_path / "plain.tfrec", [writer.encode_example({"image": b"x" * 999, "class": 1})])
     (tmp_path / "00-8x8-1.tfrec").write_bytes(gzip.compress(plain.read_bytes())[:40])
     record_items([tmp_path / "00-8x8-1.tfrec"], labeled=True)
 

@@ -55,7 +55,7 @@ def test_tensorflow_reads_the_written_files_and_would_write_the_same_bytes(tmp_p
     theirs = tmp_path / "tf.tfrec"
     with tf.io.TFRecordWriter(str(theirs)) as tf_writer:
         for record in records[:3]:
-            example = tf.train.Example.FromString(writer._encode_record(record))
+            example = tf.train.Example.FromString(writer.encode_example(record))
             tf_writer.write(example.SerializeToString(deterministic=True))
     assert theirs.read_bytes() == written[0].read_bytes()
 
@@ -88,7 +88,7 @@ def test_round_trip_keeps_images_labels_and_ids_in_order(tmp_path):
         (r["image"], r["id"]) for r in records
     ]
     assert sorted(p.name for p in written[0].parent.iterdir()) == [p.name for p in written]  # no partial files left
-    assert struct.unpack("<Q", written[1].read_bytes()[:8])[0] == len(writer._encode_record(records[4]))
+    assert struct.unpack("<Q", written[1].read_bytes()[:8])[0] == len(writer.encode_example(records[4]))
 
 
 def test_shard_count_rule():
@@ -130,7 +130,7 @@ def test_records_that_are_not_examples_or_lack_features_are_named(tmp_path):
     garbage = writer.write_records(tmp_path / "garbage.tfrec", [b"\x0a\xff"])
     with pytest.raises(DataError, match="garbage.tfrec: record 0 is not a tf.train.Example"):
         record_items([str(garbage)], labeled=True)
-    test_file = writer.write_records(tmp_path / "test.tfrec", [writer._encode_record({"image": b"x", "id": "a"})])
+    test_file = writer.write_records(tmp_path / "test.tfrec", [writer.encode_example({"image": b"x", "id": "a"})])
     with pytest.raises(
         DataError, match=r"record 0 is not a labeled record \(needs one image and one class; has \['id', 'image'\]\)"
     ):
@@ -142,7 +142,7 @@ def compressed(tmp_path):
     """The same records written by TensorFlow plain, GZIP and ZLIB: {compression: path}, and the records."""
     import tensorflow as tf
 
-    records = [writer._encode_record({"image": bytes([i]) * (3000 * i + 7), "class": i}) for i in range(12)]
+    records = [writer.encode_example({"image": bytes([i]) * (3000 * i + 7), "class": i}) for i in range(12)]
     paths = {}
     for kind in ("", "GZIP", "ZLIB"):
         paths[kind] = tmp_path / f"{kind or 'plain'}-12.tfrec"

@@ -2,6 +2,6 @@
 (`python -m nbkit tfrecords`, or `nbkit.convert.run.convert(...)` in a notebook), without TensorFlow.
 
 sources (find pictures, labels, ids), labels (CSV rows, label order, class names, split, folds),
-pictures (one upright square RGB JPEG, encoded on every core, into files of ~100 MB), options
-(checked), run (convert), example (a generated stand-in).
+pictures (one upright square RGB JPEG, encoded on every core, into files of ~100 MB), run
+(convert: options checked, split, description), example (a generated stand-in).
 """

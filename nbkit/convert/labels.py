@@ -177,7 +177,7 @@ def _random(seed: int, purpose: str) -> random.Random:
     return random.Random(f"nbkit-convert-{purpose}-{seed}")
 
 
-def by_class(labels: Sequence[int]) -> dict[int, list[int]]:
+def _by_class(labels: Sequence[int]) -> dict[int, list[int]]:
     """{label: the positions of its pictures}, labels in increasing order."""
     groups: dict[int, list[int]] = {}
     for position, label in enumerate(labels):
@@ -191,7 +191,7 @@ def validation_split(labels: Sequence[int], fraction: float, seed: int) -> list[
     with one picture stays in train)."""
     rng = _random(seed, "val")
     validates = [False] * len(labels)
-    for positions in by_class(labels).values():
+    for positions in _by_class(labels).values():
         if len(positions) < 2:
             continue
         count = min(max(round(len(positions) * fraction), 1), len(positions) - 1)
@@ -207,7 +207,7 @@ def folds(labels: Sequence[int], count: int, seed: int) -> list[int]:
     rng = _random(seed, "folds")
     fold_of = [0] * len(labels)
     dealt = 0
-    for positions in by_class(labels).values():
+    for positions in _by_class(labels).values():
         for position in rng.sample(positions, len(positions)):
             fold_of[position] = dealt % count
             dealt += 1

@@ -1,22 +1,21 @@
-"""Pictures -> records: one picture file -> one upright, square, RGB JPEG of exactly `size` x `size`
-(Pillow), encoded on every core, results in order, written into files of about 100 MB as they come.
-
-Phone pictures are turned upright by their EXIF orientation; grayscale, palette, transparent
-(composited on white), CMYK and 16-bit pictures all become 8-bit RGB. Large JPEGs are decoded at a
-reduced scale (`Image.draft`). Same file, same options -> same bytes.
+"""Pictures -> records -> files: each picture one upright, square, 8-bit RGB JPEG of `size` x `size`
+(Pillow: EXIF orientation applied, as phones need; grayscale, palette, transparent (on white), CMYK and
+16-bit pictures converted; large JPEGs decoded at a reduced scale), encoded on every core, in order, and
+written as they come. Same file, same options -> same bytes.
 
 Worker processes are spawned, not forked: a notebook may already hold threads (TensorFlow, JAX)
 that a fork would copy in whatever state they were in. Only a few tasks per worker are queued at a
 time, so memory holds a bounded number of encoded pictures however many there are.
 
-Files (`writer.shard_count`): about 100 MB each, at least 16 per split when there are enough
-records. The total size is estimated from the first pictures encoded (the same ones every run: the
-plan is deterministic). A file is named once written, with the records it really holds
-(`00-512x512-2003.tfrec`): a skipped damaged picture makes it one shorter.
+Files (`writer.shard_count`): about 100 MB each, at least 16 per split when there are enough records,
+the total estimated from the first pictures encoded (the same ones every run). A file is named once
+written, with the records it really holds (`00-512x512-2003.tfrec`): a damaged picture skipped makes
+it one shorter.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import multiprocessing
@@ -25,22 +24,21 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
+from nbkit.errors import DataError
 from nbkit.images import layout, writer
 
 FITS = ("resize", "crop", "pad")
 SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")  # what Pillow reads cheaply
-_RESAMPLE_GAP = 3.0  # Pillow's reducing_gap: box-reduce first, then resample; 3.0 looks like a full resample
-_ORIENTATION = 0x0112  # the EXIF tag
-_WHITE = (255, 255, 255)
+_QUALITY = 95  # JPEG quality of the converted pictures
 # What Pillow raises for a file that is not a picture, is cut short, or is too large to open safely.
 _UNREADABLE = (OSError, ValueError, SyntaxError, EOFError, IndexError)
 
 
-def square_jpeg(path: str | Path, size: int, fit: str = "resize", quality: int = 95) -> bytes:
+def square_jpeg(path: str | Path, size: int, fit: str = "resize") -> bytes:
     """The JPEG bytes of the picture at `path`, upright, RGB and `size` x `size`.
 
     `fit` says how a picture that is not square becomes square: "resize" squashes the whole
@@ -53,11 +51,10 @@ def square_jpeg(path: str | Path, size: int, fit: str = "resize", quality: int =
     with Image.open(path) as image:
         if image.format == "JPEG":
             image.draft(image.mode, (size, size))  # decode at 1/2, 1/4 or 1/8 scale while still >= size
-        if image.getexif().get(_ORIENTATION, 1) != 1:
-            image = ImageOps.exif_transpose(image)  # a copy: only for the pictures that need turning
+        ImageOps.exif_transpose(image, in_place=True)
         image = to_square(_to_rgb(image), size, fit)
     buffer = io.BytesIO()
-    image.save(buffer, "JPEG", quality=quality)
+    image.save(buffer, "JPEG", quality=_QUALITY)
     return buffer.getvalue()
 
 
@@ -67,52 +64,36 @@ def _to_rgb(image: Any) -> Any:
 
     if image.mode == "RGB":
         return image
-    if image.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):  # 16-bit: scaled (Pillow's convert clips at 255)
-        import numpy as np
-
-        scaled = np.clip((np.asarray(image).astype(np.int64) + 128) // 257, 0, 255).astype(np.uint8)  # 257*255=65535
-        return Image.fromarray(scaled, "L").convert("RGB")
+    if image.mode.startswith("I"):  # 16-bit: scaled to 0-255, rounded (Pillow's convert clips at 255)
+        return image.convert("I").point(lambda v: v / 257 + 0.5).convert("RGB")
     if (image.mode == "P" and "transparency" in image.info) or image.mode in ("PA", "LA", "La", "RGBA", "RGBa"):
         rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, _WHITE + (255,))
-        return Image.alpha_composite(background, rgba).convert("RGB")
+        return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
     return image.convert("RGB")  # L, 1, P, CMYK (Adobe's inverted CMYK is undone by the decoder), YCbCr, F...
 
 
 def to_square(image: Any, size: int, fit: str) -> Any:
     """`image` made `size` x `size` the way `fit` says (see square_jpeg)."""
-    from PIL import Image
+    from PIL import Image, ImageOps
 
-    width, height = image.size
     # Pillow's bilinear filter widens with the reduction (antialiased, unlike a GPU's bilinear): as
     # smooth as bicubic for training pictures, at half its cost, and resizing is most of the time.
     resample = Image.Resampling.BILINEAR
-    if fit == "resize":
-        return image.resize((size, size), resample, reducing_gap=_RESAMPLE_GAP)
     if fit == "crop":
-        side = min(width, height)
-        left, top = (width - side) // 2, (height - side) // 2
-        return image.resize(
-            (size, size), resample, box=(left, top, left + side, top + side), reducing_gap=_RESAMPLE_GAP
-        )
-    # pad: the whole picture scaled to fit the square, centred on black (letterbox)
-    longest = max(width, height)
-    inner = (max(1, round(width * size / longest)), max(1, round(height * size / longest)))
-    canvas = Image.new("RGB", (size, size))
-    canvas.paste(
-        image.resize(inner, resample, reducing_gap=_RESAMPLE_GAP), ((size - inner[0]) // 2, (size - inner[1]) // 2)
-    )
-    return canvas
+        return ImageOps.fit(image, (size, size), resample)
+    if fit == "pad":
+        return ImageOps.pad(image, (size, size), resample, color=(0, 0, 0))
+    return image.resize((size, size), resample, reducing_gap=3.0)  # box-reduce, then resample: looks the same
 
 
-def _encode_batch(paths: Sequence[str], size: int, fit: str, quality: int) -> list[bytes | str]:
+def _encode_batch(paths: Sequence[str], size: int, fit: str) -> list[bytes | str]:
     """square_jpeg of each path, or, for a picture Pillow cannot read, why (a str). Runs in worker processes."""
     from PIL import Image
 
     results: list[bytes | str] = []
     for path in paths:
         try:
-            results.append(square_jpeg(path, size, fit, quality))
+            results.append(square_jpeg(path, size, fit))
         except (*_UNREADABLE, Image.DecompressionBombError) as error:
             results.append(f"{type(error).__name__}: {error}")
     return results
@@ -125,25 +106,22 @@ _EVERY_S = 10.0  # a progress line at least this often, besides every tenth of t
 
 def cores() -> int:
     """The cores this process may use (its CPU affinity where the system has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def encoded(paths: Sequence[Path], size: int, fit: str, quality: int, workers: int) -> Iterator[bytes | str]:
+def _encoded(paths: Sequence[Path], size: int, fit: str, workers: int) -> Iterator[bytes | str]:
     """`square_jpeg` of each path, in order: JPEG bytes, or why the picture could not be read.
     `workers=1` encodes in this process."""
     chunks = [[str(p) for p in paths[start : start + _CHUNK]] for start in range(0, len(paths), _CHUNK)]
     if workers == 1:
         for chunk in chunks:
-            yield from _encode_batch(chunk, size, fit, quality)
+            yield from _encode_batch(chunk, size, fit)
         return
     pool = ProcessPoolExecutor(min(workers, len(chunks) or 1), mp_context=multiprocessing.get_context("spawn"))
     try:
         waiting: deque[Future[list[bytes | str]]] = deque()
         for chunk in chunks:
-            waiting.append(pool.submit(_encode_batch, chunk, size, fit, quality))
+            waiting.append(pool.submit(_encode_batch, chunk, size, fit))
             if len(waiting) > workers * _AHEAD:
                 yield from waiting.popleft().result()
         while waiting:
@@ -152,36 +130,29 @@ def encoded(paths: Sequence[Path], size: int, fit: str, quality: int, workers: i
         pool.shutdown(wait=True, cancel_futures=True)  # a failure stops the queued tasks, not just this loop
 
 
-class Progress:
+class _Progress:
     """Counts pictures and prints `done/total pictures (p%), N images/s` every tenth of the way and
-    at least every EVERY_S seconds: plain lines, for notebooks as much as terminals."""
+    at least every _EVERY_S seconds: plain lines, for notebooks as much as terminals."""
 
-    def __init__(self, total: int, say: Callable[[str], None] = print) -> None:
-        self.total, self.say = total, say
-        self.done = 0
-        self.start = self.last_time = time.perf_counter()
-        self.last_tenth = 0
-
-    @property
-    def seconds(self) -> float:
-        return time.perf_counter() - self.start
+    def __init__(self, total: int, say: Callable[[str], None]) -> None:
+        self.total, self.say, self.done = total, say, 0
+        self.start = self.last = time.perf_counter()
 
     @property
     def rate(self) -> float:  # pictures per second so far
-        return self.done / max(self.seconds, 1e-9)
+        return self.done / max(time.perf_counter() - self.start, 1e-9)
 
     def advance(self, doing: str) -> None:
         """One more picture done; `doing` says what (e.g. "train")."""
         self.done += 1
-        tenth = self.done * 10 // max(self.total, 1)
         now = time.perf_counter()
-        if tenth > self.last_tenth or now - self.last_time >= _EVERY_S:
-            self.last_tenth, self.last_time = tenth, now
-            percent = 100 * self.done // max(self.total, 1)
+        if self.done * 10 // self.total > (self.done - 1) * 10 // self.total or now - self.last >= _EVERY_S:
+            self.last = now
+            percent = 100 * self.done // self.total
             self.say(f"  {self.done:,}/{self.total:,} pictures ({percent}%), {self.rate:,.0f} images/s, {doing}")
 
 
-ESTIMATE_FROM = 32  # pictures encoded before the files are planned; their mean size stands for all
+_ESTIMATE_FROM = 32  # pictures encoded before the files are planned; their mean size stands for all
 
 
 def _balanced(count: int, parts: int) -> list[int]:
@@ -189,41 +160,75 @@ def _balanced(count: int, parts: int) -> list[int]:
     return [count // parts + (i < count % parts) for i in range(parts)]
 
 
-def plan(group_sizes: Sequence[int], bytes_per_record: float) -> list[list[int]]:
+def _plan(group_sizes: Sequence[int], bytes_per_record: float) -> list[list[int]]:
     """Records per file for each group of one split (the split itself, or each of its folds: a file
     never mixes folds), the split's files shared among the groups by their sizes."""
-    total = sum(group_sizes)
-    if not total:
-        return [[] for _ in group_sizes]
+    total = sum(group_sizes)  # never 0: every split has pictures
     files = writer.shard_count(round(bytes_per_record * total), total)
     return [_balanced(size, min(size, math.ceil(files * size / total))) for size in group_sizes]
 
 
-def write_files(
+def _write_files(
     records: Iterator[bytes | None], folder: Path, image_size: int, counts: Sequence[Sequence[int]]
 ) -> list[list[str]]:
-    """Write the next records of `records` into files of `counts` (per group, as `plan` gives them);
+    """Write the next records of `records` into files of `counts` (per group, as `_plan` gives them);
     a None (a skipped picture) takes its place but writes nothing. The file names, per group."""
     folder.mkdir(parents=True, exist_ok=True)
     names: list[list[str]] = []
-    index = 0
     for group in counts:
         names.append([])
         for count in group:
-            written = [0]
-
-            def taken(count: int = count, written: list[int] = written) -> Iterator[bytes]:
-                for record in islice(records, count):
-                    if record is not None:
-                        written[0] += 1
-                        yield record
-
-            path = writer.write_records(folder / f"{index:02d}-writing.tfrec", taken())
-            if not written[0]:
-                path.unlink()  # every picture of this file was skipped
-                continue
-            name = layout.file_name(index, image_size, written[0])
-            os.replace(path, folder / name)
-            names[-1].append(name)
-            index += 1
+            kept = [record for record in islice(records, count) if record is not None]  # one file: ~100 MB
+            if kept:  # else every picture of this file was skipped
+                name = layout.file_name(sum(map(len, names)), image_size, len(kept))
+                writer.write_records(folder / name, kept)
+                names[-1].append(name)
     return names
+
+
+def write_splits(
+    splits: dict[str, list[Any]], staging: Path, options: Any, say: Callable[[str], None]
+) -> tuple[dict[str, list[list[str]]], list[str], _Progress]:
+    """Encode every picture of `splits` ({split: its groups}, see nbkit.convert.run) with `options.workers`
+    processes and write each split's files in `staging`: (the file names per split and group, the ids of
+    the damaged pictures left out, the progress: pictures done and their rate)."""
+    everything = [picture for groups in splits.values() for group in groups for picture in group.pictures]
+    progress = _Progress(len(everything), say)
+    say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
+    names, skipped = {}, []
+    stream = _encoded([picture.path for picture in everything], options.size, options.fit, options.workers)
+    with contextlib.closing(stream):  # a failure stops the worker processes now, not when `stream` is collected
+        head = list(islice(stream, _ESTIMATE_FROM))
+        sizes = [len(r) for r in head if isinstance(r, bytes)]
+        bytes_per_record = sum(sizes) / len(sizes) if sizes else options.size**2 / 4
+        results = chain(head, stream)
+        for name, groups in splits.items():
+            counts = _plan([len(g.pictures) for g in groups], bytes_per_record)
+            records = (r for g in groups for r in _examples(g, results, options.skip_damaged, skipped, progress, say))
+            folder = Path(layout.split_folder(staging, options.size, name))
+            names[name] = _write_files(records, folder, options.size, counts)
+    return names, skipped, progress
+
+
+def _examples(
+    group: Any, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: _Progress, say: Any
+) -> Iterator[bytes | None]:
+    """The group's serialized examples (`image`, `id`, and `class` when labeled), in order; None
+    for a damaged picture when skipping, else a DataError naming it."""
+    for picture, label, result in zip(group.pictures, group.labels, results):
+        progress.advance(group.split)
+        if isinstance(result, bytes):
+            yield writer.encode_example(
+                {"image": result, "id": picture.id, **({} if label is None else {"class": label})}
+            )
+        elif skip_damaged and label is not None:
+            say(f"  skipped {picture.where}: {result}")
+            skipped.append(picture.id)
+            yield None
+        else:
+            advice = (
+                "it: a test picture cannot be left out (the submission needs it)"
+                if label is None
+                else "or delete it, or pass --skip-damaged (skip_damaged=True) to leave it out and list it"
+            )
+            raise DataError(f"{picture.where}: cannot decode {picture.path} as a picture ({result}). Replace {advice}.")

@@ -7,34 +7,43 @@
 
 (Without `--dir-mode` the kaggle CLI skips folders and would upload the description alone.)
 Nothing half-written: OUTPUT is built in a staging folder beside it and renamed into place at the
-end, so a failed or killed conversion leaves an earlier OUTPUT exactly as it was.
+end, so a failed or killed conversion leaves an earlier OUTPUT exactly as it was. The options are
+checked before anything is read or written; the description keeps them by names relative to nothing
+on this machine, so the same input gives the same bytes wherever it is converted.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, islice
+from itertools import chain
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from nbkit import atomic
+from nbkit import __version__, atomic
 from nbkit.convert import labels, pictures, sources
-from nbkit.convert.options import METADATA_FILE, Options
 from nbkit.convert.sources import Picture
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import description as descriptions
-from nbkit.images import layout, writer
+from nbkit.images import layout
+from nbkit.images.description import DESCRIPTION_FILE, METRICS
 from nbkit.inputs import account
 
 _say = functools.partial(print, flush=True)
 _SAMPLE_FILE = "sample_submission.csv"
+_METADATA_FILE = "dataset-metadata.json"  # for `kaggle datasets create`
+# What a conversion writes in OUTPUT (see nbkit.convert.run): a new one replaces exactly these.
+_WRITTEN = re.compile(rf"tfrecords-jpeg-\d+x\d+|{DESCRIPTION_FILE}|{_METADATA_FILE}|{_SAMPLE_FILE}")
+_NOT_KEPT = ("output", "workers", "title", "dataset_id", "competition", "metric")
+_SIZES = (32, 2048)  # smallest and largest picture side: below 32 a CNN sees little, above 2048 no TPU batch fits
 
 
 @dataclass
@@ -54,7 +63,6 @@ def convert(
     labels: str | Path | None = None,
     id_column: str | None = None,
     label_column: str | None = None,
-    split_column: str | None = None,
     test: str | Path | None = None,
     sample_submission: str | Path | None = None,
     val_fraction: float = 0.2,
@@ -68,27 +76,18 @@ def convert(
     title: str | None = None,
     dataset_id: str | None = None,
     competition: str | None = None,
-    quality: int = 95,
 ) -> Path:
-    """Convert SOURCE's pictures into OUTPUT (see the module docstring); returns OUTPUT.
-
-    SOURCE is a folder of pictures named in the `labels` CSV (`id_column`, `label_column`: its first
-    two columns unless named; `split_column`: the competition's own train/val), or, without `labels`,
-    one sub-folder per class (or train/ and val/ folders of class folders). `test`: a folder of test
-    pictures, ids as `sample_submission` writes them. `val_fraction` of each class validates, or with
-    `folds=K` all labeled pictures go into K stratified folds (no val/). `fit`: "resize" (whole
-    picture squashed square), "crop" (centre square) or "pad" (black borders). `class_names`: a JSON
-    file or a {label value: name} mapping, or a list of label values in label order. `workers`:
-    processes encoding pictures (None: every core; 1: this process). `skip_damaged`: leave out
-    pictures that cannot be decoded, and list them, instead of stopping.
+    """Convert SOURCE's pictures into OUTPUT (see the module docstring); returns OUTPUT. The options are
+    `python -m nbkit tfrecords --help`'s; besides, `class_names` may be a {label value: name} mapping or a
+    list of label values in label order, and `workers=None` is every core (1: this process).
     """
-    return _convert(Options(**locals()))
+    return _convert(_Options(**locals()))
 
 
-def _convert(options: Options) -> Path:
+def _convert(options: _Options) -> Path:
     """`convert` with its options checked."""
     metadata = options.dataset_metadata()  # a bad id or title stops here, before minutes of encoding
-    labeled, sample, tests = _read_source(options)
+    labeled, sample, tests = sources.read(options)
     found: dict[str, str] = {}
     for picture in labeled.pictures:
         found.setdefault(picture.label, picture.where)
@@ -107,7 +106,7 @@ def _convert(options: Options) -> Path:
     _say(_describe_plan(options, labeled, classes, splits, split_kind))
     _remove_killed_leftovers(options.output)
     with atomic.staged_dir(options.output) as staging:
-        names, skipped, progress = _write_splits(options, splits, staging)
+        names, skipped, progress = pictures.write_splits(splits, staging, options, _say)
         # submission.csv's header: the sample submission's, else the labels CSV's columns, else id,label
         id_column, label_column = sample.header[:2] if sample else (labeled.id_column, labeled.label_column)
         description = descriptions.Description(
@@ -127,7 +126,7 @@ def _convert(options: Options) -> Path:
         descriptions.write(staging, description)
         if sample is not None:  # the notebooks check their submission.csv against it
             shutil.copyfile(sample.path, staging / _SAMPLE_FILE)
-        (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+        (staging / _METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
     _say(_summary(options, description, names, skipped, progress, metadata["id"]))
     return options.output
 
@@ -146,147 +145,43 @@ def _remove_killed_leftovers(output: Path) -> None:
             pass
 
 
-def _read_source(options: Options) -> tuple[sources.Labeled, labels.Table | None, list[Picture]]:
-    """The labeled pictures, the sample submission (or None) and the test pictures (maybe none)."""
-    source = sources.existing_folder(options.source, "SOURCE")
-    test = sources.existing_folder(options.test, "--test") if options.test is not None else None
-    leave_out = [p for p in (test, options.output) if p is not None]
-    if options.labels is not None:
-        table = labels.read_csv(options.labels, "--labels", delimiters=",;\t")
-        labeled = sources.from_csv(
-            source, table, options.id_column, options.label_column, options.split_column, leave_out
-        )
-    elif options.split_column or options.id_column or options.label_column:
-        raise ParameterError("--id-column, --label-column and --split-column name columns of --labels CSV: give it.")
-    else:
-        labeled = sources.from_folders(source, leave_out)
-    sample = None
-    if options.sample_submission is not None:
-        if test is None:
-            raise ParameterError("--sample-submission names the test pictures' ids: give --test FOLDER too.")
-        sample = labels.read_csv(options.sample_submission, "--sample-submission")
-        if len(sample.header) < 2:
-            raise DataError(f"{sample.path.name} has {len(sample.header)} column; a submission needs id and label.")
-    tests = sources.find_test_pictures(test, sample, labeled.ids_with_extension) if test is not None else []
-    both = {p.path.resolve() for p in tests} & {p.path.resolve() for p in labeled.pictures} if tests else set()
-    if both:
-        raise ParameterError(
-            f"--test {test} holds {len(both)} of the training pictures (e.g. {min(both)}): a test split must be "
-            "pictures the model never trained on. Give the competition's test folder, apart from SOURCE."
-        )
-    return labeled, sample, tests
-
-
 def _assign(
-    options: Options, pictures: Sequence[Picture], label_of: Sequence[int], classes: labels.Classes
+    options: _Options, pictures: Sequence[Picture], label_of: Sequence[int], classes: labels.Classes
 ) -> tuple[dict[str, list[_Group]], str]:
-    """{split: its groups}, each group's pictures in the order they are written (a seeded shuffle,
-    so every file mixes the classes), and how the pictures were split: "stratified", "given" (by
-    the source) or "folds"."""
+    """{split: its groups}, each group's pictures in a seeded order (so every file mixes the classes),
+    and how the pictures were split: "folds" (stratified), "given" (by the source) or "stratified"."""
+    given = any(p.split for p in pictures)
     if options.folds:
-        members, kind = _fold_members(options, pictures, label_of, classes)
+        if given:
+            raise ParameterError(
+                "--folds puts every labeled picture into a fold, but the source has its own val split."
+            )
+        counts = Counter(label_of)
+        smallest = min(counts, key=counts.__getitem__)
+        if counts[smallest] < options.folds:
+            raise ParameterError(
+                f"--folds {options.folds}: class {classes.names[smallest]!r} has only {counts[smallest]} "
+                "pictures, fewer than the folds, so some fold would lack it. Use fewer folds."
+            )
+        kind, names, group_of = "folds", ["train"] * options.folds, labels.folds(label_of, options.folds, options.seed)
     else:
-        members, kind = _train_val_members(options, pictures, label_of)
+        if given:
+            validates = [p.split == "val" for p in pictures]
+        else:
+            validates = labels.validation_split(label_of, options.val_fraction, options.seed)
+        kind, names, group_of = "given" if given else "stratified", ["train", "val"], [int(v) for v in validates]
     splits: dict[str, list[_Group]] = {}
-    for number, chosen in enumerate(members):
-        name = "train" if options.folds or number == 0 else "val"
-        order = labels.shuffled(chosen, options.seed, f"{name}-{number}")
-        splits.setdefault(name, []).append(_Group(name, [pictures[i] for i in order], [label_of[i] for i in order]))
+    for number, name in enumerate(names):
+        chosen = labels.shuffled([i for i, g in enumerate(group_of) if g == number], options.seed, f"{name}-{number}")
+        if not chosen:  # a fold always has pictures: every class has one for each
+            reason = "the source's own split names none" if given else "no class has two pictures or more"
+            raise DataError(f"No {name} pictures: {reason}. Training needs both (or no val/ at all: --folds).")
+        splits.setdefault(name, []).append(_Group(name, [pictures[i] for i in chosen], [label_of[i] for i in chosen]))
     return splits, kind
 
 
-def _train_val_members(
-    options: Options, pictures: Sequence[Picture], label_of: Sequence[int]
-) -> tuple[list[list[int]], str]:
-    """([train positions, val positions], how): the source's own split, or a stratified one."""
-    given = any(p.split for p in pictures)
-    if given:
-        kind, validates = "given", [p.split == "val" for p in pictures]
-    else:
-        kind = "stratified"
-        validates = labels.validation_split(label_of, options.val_fraction, options.seed)
-    members = [[i for i, v in enumerate(validates) if not v], [i for i, v in enumerate(validates) if v]]
-    for name, chosen in zip(("train", "val"), members):
-        if not chosen:
-            reason = "the source's own split names none" if given else "no class has two pictures or more"
-            raise DataError(f"No {name} pictures: {reason}. Training needs both (or no val/ at all: --folds).")
-    return members, kind
-
-
-def _fold_members(
-    options: Options, pictures: Sequence[Picture], label_of: Sequence[int], classes: labels.Classes
-) -> tuple[list[list[int]], str]:
-    """([the positions in each fold], how): stratified folds of every labeled picture."""
-    if any(p.split for p in pictures):
-        raise ParameterError("--folds puts every labeled picture into a fold, but the source has its own val split.")
-    per_class = labels.by_class(label_of)
-    smallest = min(per_class, key=lambda label: len(per_class[label]))
-    if len(per_class[smallest]) < options.folds:
-        raise ParameterError(
-            f"--folds {options.folds}: class {classes.names[smallest]!r} has only {len(per_class[smallest])} "
-            "pictures, fewer than the folds, so some fold would lack it. Use fewer folds."
-        )
-    fold_of = labels.folds(label_of, options.folds, options.seed)
-    return [[i for i, f in enumerate(fold_of) if f == fold] for fold in range(options.folds)], "folds"
-
-
-def _write_splits(
-    options: Options, splits: dict[str, list[_Group]], staging: Path
-) -> tuple[dict[str, list[list[str]]], list[str], pictures.Progress]:
-    """Encode every picture (all cores) and write each split's files; (file names per split and
-    group, the ids of skipped pictures, the progress: pictures done and their rate)."""
-    everything = [picture for groups in splits.values() for group in groups for picture in group.pictures]
-    progress = pictures.Progress(len(everything), _say)
-    _say(f"encoding {len(everything):,} pictures with {options.workers} worker(s)")
-    paths = [picture.path for picture in everything]
-    names, skipped = {}, []
-    # closing(): a failure stops the worker processes now, not when the generator is collected
-    with contextlib.closing(
-        pictures.encoded(paths, options.size, options.fit, options.quality, options.workers)
-    ) as encoded:
-        head = list(islice(encoded, pictures.ESTIMATE_FROM))
-        sizes = [len(r) for r in head if isinstance(r, bytes)]
-        bytes_per_record = sum(sizes) / len(sizes) if sizes else options.size**2 / 4
-        results = chain(head, encoded)
-        for name, groups in splits.items():
-            counts = pictures.plan([len(g.pictures) for g in groups], bytes_per_record)
-            records = (
-                r for group in groups for r in _examples(group, results, options.skip_damaged, skipped, progress)
-            )
-            folder = Path(layout.split_folder(staging, options.size, name))
-            names[name] = pictures.write_files(records, folder, options.size, counts)
-    return names, skipped, progress
-
-
-def _examples(
-    group: _Group, results: Iterator[bytes | str], skip_damaged: bool, skipped: list[str], progress: pictures.Progress
-) -> Iterator[bytes | None]:
-    """The group's serialized examples (`image`, `id`, and `class` when labeled), in order; None
-    for a damaged picture when skipping, else a DataError naming it."""
-    for picture, label, result in zip(group.pictures, group.labels, results):
-        progress.advance(group.split)
-        if isinstance(result, str):
-            if not skip_damaged or label is None:
-                advice = (
-                    "it: a test picture cannot be left out (the submission needs it)"
-                    if label is None
-                    else "or delete it, or pass --skip-damaged (skip_damaged=True) to leave it out and list it"
-                )
-                raise DataError(
-                    f"{picture.where}: cannot decode {picture.path} as a picture ({result}). Replace {advice}."
-                )
-            _say(f"  skipped {picture.where}: {result}")
-            skipped.append(picture.id)
-            yield None
-            continue
-        features: dict[str, Any] = {"image": result, "id": picture.id}
-        if label is not None:
-            features["class"] = label
-        yield writer.encode_example(features)
-
-
 def _describe_plan(
-    options: Options, labeled: sources.Labeled, classes: labels.Classes, splits: dict[str, list[_Group]], kind: str
+    options: _Options, labeled: sources.Labeled, classes: labels.Classes, splits: dict[str, list[_Group]], kind: str
 ) -> str:
     """What is about to happen, in a few lines."""
     counts = ", ".join(f"{name} {sum(len(g.pictures) for g in groups):,}" for name, groups in splits.items())
@@ -303,15 +198,15 @@ def _describe_plan(
 
 
 def _summary(
-    options: Options,
+    options: _Options,
     description: descriptions.Description,
     names: dict[str, list[list[str]]],
     skipped: list[str],
-    progress: pictures.Progress,
+    progress: Any,  # pictures.write_splits's: pictures done and their rate
     dataset_id: str,
 ) -> str:
     """The closing lines: records and files per split, classes, skipped pictures, how to publish."""
-    lines = [f"done: {progress.done:,} pictures in {progress.seconds:.1f} s, {progress.rate:,.0f} images/s"]
+    lines = [f"done: {progress.done:,} pictures, {progress.rate:,.0f} images/s"]
     for name, groups in names.items():
         files = sum(len(g) for g in groups)
         per_fold = f" ({len(groups)} folds: {', '.join(str(len(g)) for g in groups)} files)" if len(groups) > 1 else ""
@@ -321,8 +216,8 @@ def _summary(
     if skipped:
         lines.append(f"  skipped {len(skipped)} damaged pictures: {', '.join(skipped)}")
     lines.append(
-        f"  wrote {options.output}: tfrecords-jpeg-{options.size}x{options.size}/, {descriptions.DESCRIPTION_FILE}, "
-        f"{METADATA_FILE} (id {dataset_id})"
+        f"  wrote {options.output}: tfrecords-jpeg-{options.size}x{options.size}/, {DESCRIPTION_FILE}, "
+        f"{_METADATA_FILE} (id {dataset_id})"
     )
     if dataset_id.startswith(account.PLACEHOLDER_OWNER):
         lines.append(
@@ -333,3 +228,92 @@ def _summary(
         f"  publish: {kaggle if kaggle.exists() else 'kaggle'} datasets create -p {options.output} --dir-mode zip"
     )
     return "\n".join(lines)
+
+
+class _Options(SimpleNamespace):
+    """The options of one `convert(...)` call, by its parameters' names (see its docstring), checked."""
+
+    def __init__(self, **arguments: Any) -> None:
+        """Paths as Paths, workers=None as every core; a ParameterError names the first unusable option."""
+        for name in ("source", "output", "labels", "test", "sample_submission", "class_names"):
+            if isinstance(arguments[name], (str, Path)):
+                arguments[name] = Path(arguments[name])
+        arguments["workers"] = pictures.cores() if arguments["workers"] is None else arguments["workers"]
+        super().__init__(**arguments)
+        self._check()
+
+    def _check(self) -> None:
+        _whole_number("--size", self.size, *_SIZES, "the side of the square pictures, e.g. 512")
+        if not (isinstance(self.val_fraction, (int, float)) and 0 < self.val_fraction <= 0.9):
+            raise ParameterError(
+                f"--val-fraction {self.val_fraction!r} must be above 0 and at most 0.9 (e.g. 0.2: a fifth "
+                "of each class validates); for no validation split use --folds."
+            )
+        if self.folds != 0:
+            _whole_number("--folds", self.folds, 2, 100, "0 for a train/val split, or 2 or more folds, e.g. 5")
+        for option, value, allowed in (("--fit", self.fit, pictures.FITS), ("--metric", self.metric, METRICS)):
+            if value not in allowed:
+                raise ParameterError(f"{option} {value!r} is not one of {', '.join(allowed)}.")
+        _whole_number("--workers", self.workers, 1, 1024, "the processes that encode pictures")
+        _whole_number("--seed", self.seed, 0, 2**63, "any whole number")
+        output = self.output  # replaced as a whole: never a file, an input, or a folder of other things
+        if output.exists() and not output.is_dir():
+            raise ParameterError(f"OUTPUT {output} is a file: give a folder for the converted dataset.")
+        for path in filter(None, (self.source, self.labels, self.test, self.sample_submission)):
+            if output.resolve() == path.resolve() or output.resolve() in path.resolve().parents:
+                raise ParameterError(
+                    f"OUTPUT {output} holds the input {path}, and converting replaces OUTPUT as a whole: "
+                    "give another folder."
+                )
+        parent = next(p for p in output.absolute().parents if p.exists())
+        if not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+            raise ParameterError(
+                f"OUTPUT {output} cannot be written: {parent} is not a folder you may write in. "
+                "Give an OUTPUT in a folder of yours."
+            )
+        entries = sorted(p.name for p in output.iterdir()) if output.is_dir() else []
+        others = [e for e in entries if DESCRIPTION_FILE not in entries or not _WRITTEN.fullmatch(e)]
+        if others:
+            raise ParameterError(
+                f"OUTPUT {output} holds {', '.join(others[:5])}{', ...' * (len(others) > 5)}, which the converter "
+                "did not write; converting replaces OUTPUT as a whole and would delete them: move them out, "
+                "or give a new or empty folder."
+            )
+
+    def dataset_metadata(self) -> dict[str, Any]:
+        """dataset-metadata.json's contents, checked: OUTPUT's own (edits kept) where it has an owner,
+        unless --dataset-id or --title asks for new ones."""
+        earlier = self.output / _METADATA_FILE
+        if earlier.is_file() and not (self.dataset_id or self.title):
+            try:
+                kept = json.loads(earlier.read_text(encoding="utf-8"))
+                account.dataset_metadata(kept["id"], kept["title"])
+            except (ValueError, KeyError, TypeError) as error:
+                raise ParameterError(f"{earlier}: {error}. Correct it, or pass --dataset-id and --title.") from None
+            if not kept["id"].startswith(account.PLACEHOLDER_OWNER):  # no owner yet: nothing of the user's
+                print(f"  keeping {earlier} (id {kept['id']}): --dataset-id or --title writes it anew", flush=True)
+                return dict(kept)
+        # By default from OUTPUT's name: the slug in Kaggle's letters (a-z, 0-9, -), the title with the size;
+        # each 6 to 50 characters.
+        name = self.output.resolve().name
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+        slug = (slug if len(slug) >= 6 else f"{slug}-tfrecords".strip("-"))[:50].strip("-")
+        title = f"{re.sub(r'[-_ ]+', ' ', name).strip() or 'pictures'} {self.size}px"[:50].strip()
+        return account.dataset_metadata(
+            self.dataset_id or account.default_dataset_id(slug),
+            self.title or (title if len(title) >= 6 else f"{title} TFRecords"),
+            [{"path": DESCRIPTION_FILE, "description": "classes, label values, submission columns (nbkit)"}],
+            example="alice/cassava-tfrecords",
+        )
+
+    def converted_with(self, split: str, columns: tuple[str | None, str | None], skipped: list[str]) -> dict[str, Any]:
+        """The options as the description keeps them: file names, not paths; the labels CSV's `columns`
+        (id, label) as used; nothing that changes no record (workers, the dataset's id and title)."""
+        kept = {k: v.resolve().name if isinstance(v, Path) else v for k, v in vars(self).items() if k not in _NOT_KEPT}
+        kept.update(id_column=columns[0], label_column=columns[1], split=split, skipped=skipped)
+        return {"nbkit": __version__, **kept, "val_fraction": self.val_fraction if split == "stratified" else None}
+
+
+def _whole_number(option: str, value: object, low: int, high: int, meaning: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ParameterError(f"{option} {value!r} must be a whole number from {low} to {high}: {meaning}.")

@@ -11,16 +11,16 @@ from __future__ import annotations
 import functools
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from nbkit.convert import labels
 from nbkit.convert.pictures import SUFFIXES
 from nbkit.errors import DataError, ParameterError
 
 _VAL_FOLDERS = ("val", "valid", "validation")
-_SPLIT_VALUES = {"train": "train", "val": "val", "valid": "val", "validation": "val"}
 _SHOWN = 5  # problems named in one message; the rest are counted
 _say = functools.partial(print, flush=True)
 _nfc = functools.partial(unicodedata.normalize, "NFC")
@@ -86,7 +86,7 @@ def _list_pictures(
     return sorted(found)
 
 
-def existing_folder(path: str | Path, option: str) -> Path:
+def _existing_folder(path: str | Path, option: str) -> Path:
     """`path` as a folder, or a ParameterError saying it is not one."""
     path = Path(path)
     if not path.is_dir():
@@ -126,7 +126,7 @@ def _split_parts(source: Path, leave_out: Sequence[Path]) -> dict[str | None, Pa
     return {"train": folders["train"], "val": folders[val_name]} if val_name else {None: folders["train"]}
 
 
-def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
+def _from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
     """One sub-folder per class (the folder names are the labels); the competition's own split when
     SOURCE holds train/ and val/ (or valid/, validation/) folders of class folders."""
     leave_out = [p.resolve() for p in leave_out]
@@ -155,29 +155,25 @@ def from_folders(source: Path, leave_out: Sequence[Path] = ()) -> Labeled:
 # ---- the CSV form: SOURCE holds the pictures the CSV names ---------------------------------------
 
 
-class _PictureIndex:
-    """The pictures under a folder, found by relative path, with or without their suffix, in either
-    Unicode form (macOS writes `é` in file names as e + accent, a CSV mostly as one character)."""
+def _finder(folder: Path, files: Sequence[PurePosixPath]) -> Callable[[str], tuple[PurePosixPath | None, bool, str]]:
+    """find(id) -> (the file of `files` the id names or None, whether the id carries the suffix, what is
+    wrong): by relative path, the suffix in any letter case, or without it; in either Unicode form
+    (macOS writes `é` in file names as e + accent, a CSV mostly as one character)."""
+    by_name = {_nfc(str(file.with_suffix(file.suffix.lower()))): file for file in files}
+    by_stem: dict[str, list[PurePosixPath]] = {}
+    for file in files:
+        by_stem.setdefault(_nfc(str(file.with_suffix(""))), []).append(file)
 
-    def __init__(self, folder: Path, files: Sequence[PurePosixPath]) -> None:
-        self.folder, self.files = folder, list(files)
-        self.by_name: dict[str, PurePosixPath] = {}
-        self.by_stem: dict[str, list[PurePosixPath]] = {}
-        for file in files:
-            self.by_name[_nfc(str(file))] = file
-            self.by_name.setdefault(_nfc(str(file.with_suffix(file.suffix.lower()))), file)
-            self.by_stem.setdefault(_nfc(str(file.with_suffix(""))), []).append(file)
-
-    def find(self, picture_id: str) -> tuple[PurePosixPath | None, bool, str]:
-        """(the file `picture_id` names or None, whether the id carries the suffix, what is wrong)."""
+    def find(picture_id: str) -> tuple[PurePosixPath | None, bool, str]:
         name = PurePosixPath(_nfc(picture_id))
-        exact = self.by_name.get(str(name)) or self.by_name.get(str(name.with_suffix(name.suffix.lower())))
-        if exact is not None:
-            return exact, True, ""
-        files = self.by_stem.get(str(name), [])
-        if len(files) > 1:
-            return None, False, f"{picture_id!r} could be any of {', '.join(map(str, files))}"
-        return (files[0], False, "") if files else (None, False, f"no picture {picture_id!r} in {self.folder}")
+        if str(name.with_suffix(name.suffix.lower())) in by_name:
+            return by_name[str(name.with_suffix(name.suffix.lower()))], True, ""
+        found = by_stem.get(str(name), [])
+        if len(found) > 1:
+            return None, False, f"{picture_id!r} could be any of {', '.join(map(str, found))}"
+        return (found[0], False, "") if found else (None, False, f"no picture {picture_id!r} in {folder}")
+
+    return find
 
 
 def _match(
@@ -187,11 +183,10 @@ def _match(
     option: str,
     id_column: str,
     label_column: str | None = None,
-    split_column: str | None = None,
 ) -> tuple[list[Picture], bool]:
     """(the pictures `table` (given as `option`) names, each matched to its file among `files` in `folder`;
     whether every id carries its suffix): every line a picture, every picture a line. With `label_column`, labeled."""
-    index = _PictureIndex(folder, files)
+    find = _finder(folder, files)
     pictures, seen, missing, used, suffixed = [], {}, [], {}, []
     for line, row in table.rows:
         picture_id, label = row.get(id_column, ""), row.get(label_column, "") if label_column else None
@@ -203,7 +198,7 @@ def _match(
         if picture_id in seen:
             raise DataError(f"{where} repeats the id of line {seen[picture_id]}: each picture needs one line.")
         seen[picture_id] = line
-        file, with_suffix, wrong = index.find(picture_id)
+        file, with_suffix, wrong = find(picture_id)
         if file is None:
             missing.append(f"line {line}: {wrong}")
             continue
@@ -211,10 +206,7 @@ def _match(
             raise DataError(f"{where} names the same picture as line {used[file]} ({file}): keep one line.")
         used[file] = line
         suffixed.append(with_suffix)
-        split = _SPLIT_VALUES.get(row.get(split_column, "").lower()) if split_column else None
-        if split_column and split is None:
-            raise DataError(f"{where}: {split_column} is {row.get(split_column, '')!r}; write train or val.")
-        pictures.append(Picture(folder / file, picture_id, label, where, split))
+        pictures.append(Picture(folder / file, picture_id, label, where))
     if missing:
         raise _problems(f"lines of {table.path.name} name no picture", missing, f"Check {option} and {folder}.")
     unnamed = [f"{folder.name}/{file}" for file in files if file not in used]
@@ -227,28 +219,25 @@ def _match(
     return pictures, all(suffixed)
 
 
-def from_csv(
+def _from_csv(
     source: Path,
     table: labels.Table,
     id_column: str | None,
     label_column: str | None,
-    split_column: str | None = None,
     leave_out: Sequence[Path] = (),
 ) -> Labeled:
     """The pictures a labels CSV names (id and label per line), each matched to its file in SOURCE."""
     id_column = table.column(id_column, 0, "--id-column")
     label_column = table.column(label_column, 1, "--label-column")
-    if split_column is not None:
-        table.column(split_column, 0, "--split-column")
     files = _list_pictures(source, leave_out)
-    pictures, suffixed = _match(table, source, files, "--labels", id_column, label_column, split_column)
+    pictures, suffixed = _match(table, source, files, "--labels", id_column, label_column)
     return Labeled(pictures, id_column, label_column, ids_with_extension=suffixed)
 
 
 # ---- test pictures -------------------------------------------------------------------------------
 
 
-def find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extension: bool) -> list[Picture]:
+def _find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extension: bool) -> list[Picture]:
     """The test pictures, each with its id as the sample submission writes it (in its order), or,
     without one, as the labels CSV writes ids (with or without the suffix; the folder form: without)."""
     files = _list_pictures(test)
@@ -264,3 +253,33 @@ def find_test_pictures(test: Path, sample: labels.Table | None, ids_with_extensi
         seen[picture_id] = file
         pictures.append(Picture(test / file, picture_id, None, f"{test.name}/{file}"))
     return pictures
+
+
+def read(options: Any) -> tuple[Labeled, labels.Table | None, list[Picture]]:
+    """The labeled pictures, the sample submission (or None) and the test pictures (maybe none) that
+    `options` (of nbkit.convert.run.convert) name."""
+    source = _existing_folder(options.source, "SOURCE")
+    test = _existing_folder(options.test, "--test") if options.test is not None else None
+    leave_out = [p for p in (test, options.output) if p is not None]
+    if options.labels is not None:
+        table = labels.read_csv(options.labels, "--labels", delimiters=",;\t")
+        labeled = _from_csv(source, table, options.id_column, options.label_column, leave_out)
+    elif options.id_column or options.label_column:
+        raise ParameterError("--id-column and --label-column name columns of --labels CSV: give it.")
+    else:
+        labeled = _from_folders(source, leave_out)
+    sample = None
+    if options.sample_submission is not None:
+        if test is None:
+            raise ParameterError("--sample-submission names the test pictures' ids: give --test FOLDER too.")
+        sample = labels.read_csv(options.sample_submission, "--sample-submission")
+        if len(sample.header) < 2:
+            raise DataError(f"{sample.path.name} has {len(sample.header)} column; a submission needs id and label.")
+    tests = _find_test_pictures(test, sample, labeled.ids_with_extension) if test is not None else []
+    both = {p.path.resolve() for p in tests} & {p.path.resolve() for p in labeled.pictures} if tests else set()
+    if both:
+        raise ParameterError(
+            f"--test {test} holds {len(both)} of the training pictures (e.g. {min(both)}): a test split must be "
+            "pictures the model never trained on. Give the competition's test folder, apart from SOURCE."
+        )
+    return labeled, sample, tests

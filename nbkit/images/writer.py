@@ -68,28 +68,17 @@ def encode_example(features: Mapping[str, bytes | str | int | float | Sequence[A
     return _field(1, entries)
 
 
-def _encode_record(record: Mapping[str, Any]) -> bytes:
-    """{"image": jpeg, "class": int, "id": str} (a labeled record; `id` optional) or {"image": jpeg,
-    "id": str} (a test record) as a serialized Example."""
-    features: dict[str, Any] = {"image": record["image"]}
-    if "class" in record:
-        features["class"] = int(record["class"])
-    if "id" in record:
-        features["id"] = str(record["id"])
-    return encode_example(features)
-
-
-def shard_count(total_bytes: int, num_records: int, target_bytes: int = _TARGET_SHARD_BYTES) -> int:
-    """Files to write: about `target_bytes` each, and at least _MIN_SHARDS when there are enough records."""
-    by_size = math.ceil(total_bytes / target_bytes)
+def shard_count(total_bytes: int, num_records: int) -> int:
+    """Files to write: about _TARGET_SHARD_BYTES each, and at least _MIN_SHARDS when there are enough records."""
+    by_size = math.ceil(total_bytes / _TARGET_SHARD_BYTES)
     return max(1, min(num_records, max(by_size, _MIN_SHARDS)))
 
 
 def write_split(
     records: Sequence[Mapping[str, Any]], data_root: str | Path, image_size: int, split: str, shards: int | None = None
 ) -> list[Path]:
-    """Write records (see `_encode_record`) in the kit's layout and naming (`00-192x192-798.tfrec`); the
-    shard count follows `shard_count()` unless given."""
+    """Write records ({"image": jpeg, "class": int, "id": str}; test records without `class`) in the kit's
+    layout and naming (`00-192x192-798.tfrec`); the shard count follows `shard_count()` unless given."""
     if not records:
         raise ParameterError(f"No records to write for split {split!r}.")
     folder = Path(layout.split_folder(data_root, image_size, split))
@@ -100,5 +89,5 @@ def write_split(
     for index, start in enumerate(range(0, len(records), per_shard)):
         chunk = records[start : start + per_shard]
         path = folder / layout.file_name(index, image_size, len(chunk))
-        written.append(write_records(path, (_encode_record(r) for r in chunk)))
+        written.append(write_records(path, map(encode_example, chunk)))
     return written

@@ -93,7 +93,6 @@ def _tfrecords_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labels", help="CSV of picture ids and labels (else: one sub-folder per class)")
     parser.add_argument("--id-column", help="the labels CSV's id column (default: its first)")
     parser.add_argument("--label-column", help="the labels CSV's label column (default: its second)")
-    parser.add_argument("--split-column", help="a labels CSV column of train/val: the competition's own split")
     parser.add_argument("--test", help="folder of test pictures")
     parser.add_argument("--sample-submission", help="the competition's sample_submission.csv: the test ids")
     parser.add_argument("--val-fraction", type=float, default=0.2, help="share of each class that validates")
@@ -107,7 +106,6 @@ def _tfrecords_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--title", help="the Kaggle dataset's title, 6 to 50 characters (default: from OUTPUT)")
     parser.add_argument("--dataset-id", help="owner/slug of the Kaggle dataset (default: you/<OUTPUT's name>)")
     parser.add_argument("--competition", help="the competition's Kaggle slug, for the description")
-    parser.add_argument("--quality", type=int, default=95, help="JPEG quality (default 95)")
 
 
 def _convert(args: argparse.Namespace) -> str:
