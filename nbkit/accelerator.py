@@ -8,12 +8,10 @@ entry is JAX's warning and a fresh compile, never a wrong result."""
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import re
 import shutil
 import textwrap
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,20 +180,6 @@ class Accelerator:
         distributed = self.strategy or self.distribution
         return distributed.scope() if distributed is not None else contextlib.nullcontext()
 
-    def device(self, index: int = 0) -> contextlib.AbstractContextManager[Any]:
-        """Manual placement: ops inside `with acc.device(i):` run on replica i's device."""
-        if self.backend == "tensorflow":
-            import tensorflow as tf
-
-            return tf.device(self.device_names[index])
-        import jax
-
-        return jax.default_device(self.jax_devices[index] if self.jax_devices else jax.devices()[index])
-
-    def placement(self, tensor: Any) -> str:
-        """The device a tensor lives on, as text."""
-        return str(tensor.device) if self.backend == "tensorflow" else ", ".join(str(d) for d in tensor.devices())
-
     def set_precision(self, requested: str = "auto") -> str:
         """Set the Keras dtype policy for PRECISION=`requested` before the model is built; a line saying which and why."""
         policy, why = _precision(requested, self.kind, self.compute_capability)
@@ -204,30 +188,6 @@ class Accelerator:
         keras.mixed_precision.set_global_policy(policy)
         self.precision = policy
         return f"precision {policy} ({why}): {_PRECISIONS[policy]}"
-
-    def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
-        """`fn(*args)` run (compiled) on every replica: each replica's result as NumPy."""
-        import numpy as np
-
-        if self.backend == "tensorflow":
-            import tensorflow as tf
-
-            replicated = tf.function(lambda *inputs: self.strategy.run(fn, args=inputs))  # eager is slow, and warns
-            return [np.asarray(t) for t in self.strategy.experimental_local_results(replicated(*args))]
-        import jax
-        from jax.sharding import Mesh, PartitionSpec
-
-        if len(self.jax_devices) <= 1:
-            return [np.asarray(jax.jit(fn)(*args))]
-        # jax.shard_map from JAX 0.7; older JAX (a pinned Kaggle image) has it under jax.experimental.
-        shard_map = getattr(jax, "shard_map", None) or importlib.import_module("jax.experimental.shard_map").shard_map
-        replicated = shard_map(
-            lambda *inputs: fn(*inputs)[None],
-            mesh=Mesh(np.array(self.jax_devices), ("replica",)),
-            in_specs=tuple(PartitionSpec() for _ in args),  # every replica gets all inputs
-            out_specs=PartitionSpec("replica"),  # one output slice per replica
-        )
-        return list(np.asarray(jax.jit(replicated)(*args)))
 
     def describe(self) -> str:
         device = self.kind.upper()
