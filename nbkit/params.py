@@ -62,12 +62,6 @@ def check_handle(
     return value  # type: ignore[return-value]
 
 
-def resolve_profile(profile: str, accelerator_kind: str) -> str:
-    """PROFILE as "smoke" or "full": "auto" is smoke on CPU, full on a TPU or GPU."""
-    check_choice("PROFILE", profile, _PROFILES)
-    return profile if profile != "auto" else "smoke" if accelerator_kind == "cpu" else "full"
-
-
 # ---- the parameters cell: names and declared types ----------------------------------------------
 
 _TYPES = {"str": str, "int": int, "float": float, "bool": bool}
