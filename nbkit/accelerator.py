@@ -1,5 +1,5 @@
-"""The Accelerator `accel.setup()` returns: what was found, and what notebooks do with it on either backend,
-with the Keras precision policy it allows and JAX's persistent compilation cache.
+"""The Accelerator `accel.setup()` returns: what was found, how to distribute over it, the Keras precision
+policy it allows and JAX's persistent compilation cache.
 
 The cache is a folder a later session gets back, so a resumed run loads its compiled step. One subfolder per
 runtime (`jax-<version>-<device kind>-x<devices>`): another runtime's entries are only reported; a damaged
@@ -55,18 +55,12 @@ class CompileCache:
     hits: int = 0
     seconds_saved: float = 0.0
 
-    @property
-    def asked(self) -> bool:
-        """Whether a cache was asked for, or explicitly not (then `describe()` says so)."""
-        return self.folder is not None or bool(self.off_reason)
-
     def describe(self) -> str:
+        """What the cache holds, in one line ("" where none was asked about)."""
         if self.folder is None:
-            return f"compile cache: off ({self.off_reason or 'not asked for'})"
-        if self.entries_found:
-            text = f"compile cache {self.folder}: {self.entries_found} compiled program(s) from earlier runs"
-        else:
-            text = f"compile cache {self.folder}: empty, so this run compiles and stores its programs there"
+            return f"compile cache: off ({self.off_reason})" if self.off_reason else ""
+        held = f"{self.entries_found} compiled program(s) from earlier runs" if self.entries_found else ""
+        text = f"compile cache {self.folder}: {held or 'empty, so this run compiles and stores its programs there'}"
         if self.other_runtimes:
             text += f"; ignored: the entries of {', '.join(self.other_runtimes)}, which this runtime cannot use"
         return text
@@ -87,15 +81,13 @@ class CompileCache:
             there = sorted(p.name for p in Path(user_path(earlier)).glob("jax-*") if p.is_dir())
             held = f"it holds {', '.join(there)} only" if there else "it holds none"
             return f"compile cache: nothing to copy from {earlier} for {self.folder.name} ({held})"
-        copied = 0
         self.folder.mkdir(parents=True, exist_ok=True)
-        for entry in sorted(source.glob("*-cache")):
-            if not (self.folder / entry.name).exists():
-                with atomic.replacing(self.folder / entry.name) as partial:  # never half an entry
-                    shutil.copyfile(entry, partial)
-                copied += 1
-        self.entries_found += copied
-        return f"compile cache: {copied} compiled program(s) copied from {source}"
+        missing = [entry for entry in sorted(source.glob("*-cache")) if not (self.folder / entry.name).exists()]
+        for entry in missing:
+            with atomic.replacing(self.folder / entry.name) as partial:  # never half an entry
+                shutil.copyfile(entry, partial)
+        self.entries_found += len(missing)
+        return f"compile cache: {len(missing)} compiled program(s) copied from {source}"
 
     def _on_event(self, event: str, *args: Any, **kwargs: Any) -> None:
         if event == _HIT:
@@ -212,7 +204,7 @@ class Accelerator:
         if self.max_steps_per_execution is not None:
             text += f" steps_per_execution is capped at {self.max_steps_per_execution} here: {_MIRRORED_CPU_BUG}."
         text = textwrap.fill(" ".join([text, *self.notes]), width=100)
-        return f"{text}\n{self.compile_cache.describe()}" if self.compile_cache.asked else text
+        return "\n".join(filter(None, [text, self.compile_cache.describe()]))
 
 
 def _precision(requested: str, kind: str, capability: tuple[int, int] | None) -> tuple[str, str]:
