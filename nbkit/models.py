@@ -215,21 +215,16 @@ def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np
     the first batch is checked (`check_rows`)."""
     import tensorflow as tf
 
-    first, stop, _ = process_rows(global_batch).indices(global_batch)
-
     def pad(tensor: Any) -> Any:
-        tensor = tf.pad(tensor, [[0, global_batch - tf.shape(tensor)[0]]] + [[0, 0]] * (len(tensor.shape) - 1))
-        return tf.ensure_shape(tensor[first:stop], [stop - first, *tensor.shape[1:]])
-
-    def padded(inputs: Any, keys: Any) -> Any:
-        return tf.nest.map_structure(pad, inputs), keys
+        return tf.pad(tensor, [[0, global_batch - tf.shape(tensor)[0]]] + [[0, 0]] * (len(tensor.shape) - 1))
 
     found_logits, found_keys = [], []
-    for images, keys in dataset.batch(global_batch).map(padded).prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
-        found_logits.append(global_logits(model, images))
+    batches = dataset.batch(global_batch).map(lambda inputs, keys: (tf.nest.map_structure(pad, inputs), keys))
+    for inputs, keys in batches.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        found_logits.append(global_logits(model, inputs))
         found_keys.append(keys)
         if len(found_logits) == 1:
-            check_rows(model, images, found_logits[0][first:])
+            check_rows(model, inputs, found_logits[0])
     keys = np.concatenate(found_keys)
     logits = np.concatenate(found_logits)[: len(keys)]
     if keys.dtype.kind in "SO":  # test ids
@@ -237,18 +232,25 @@ def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np
     return logits, keys
 
 
-def global_logits(model: Any, inputs: Any) -> np.ndarray:
-    """float64 logits for every row of `inputs` (images, or a dict of a model's named inputs); on a pod slice
-    each process feeds its own rows and gets every process's rows."""
-    if _process_count() == 1:
-        return np.asarray(model.predict(inputs, verbose=0, batch_size=_length(inputs)), np.float64)
-    # model.predict cannot fetch an output spread over other hosts' devices ("spans non-addressable
-    # devices"): the forward pass returns its output replicated to every device instead.
+def global_logits(model: Any, batch: Any) -> np.ndarray:
+    """float64 logits for every row of a global `batch` (images, or a dict of a model's named inputs); on a pod
+    slice every process holds the batch, feeds its share of the rows and gets every process's rows back."""
+    processes = _process_count()
+    if processes == 1:
+        return np.asarray(model.predict(batch, verbose=0, batch_size=_length(batch)), np.float64)
+    import jax
+
+    share = _length(batch) // processes
+    return _gathered(model, jax.tree.map(lambda rows: np.asarray(rows)[jax.process_index() * share :][:share], batch))
+
+
+def _gathered(model: Any, local: Any) -> np.ndarray:
+    """float64 logits of every process's rows from this process's `local` ones. model.predict cannot fetch an
+    output spread over other hosts' devices ("spans non-addressable devices"): the forward pass returns it
+    replicated to every device instead."""
     import jax
     import keras
     from jax.sharding import NamedSharding, PartitionSpec
-
-    local = jax.tree.map(np.asarray, inputs)
 
     def layout(rows: np.ndarray) -> Any:  # this process's rows of one input, as part of the global batch
         shape = (rows.shape[0] * _process_count(), *rows.shape[1:])
@@ -265,17 +267,6 @@ def global_logits(model: Any, inputs: Any) -> np.ndarray:
 
 def _length(batch: Any) -> int:
     return len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
-
-
-def process_rows(count: int) -> slice:
-    """This process's rows of a batch of `count` (all of them on one host)."""
-    processes = _process_count()
-    if processes == 1:
-        return slice(None)
-    import jax
-
-    share = count // processes
-    return slice(jax.process_index() * share, (jax.process_index() + 1) * share)
 
 
 def _process_count() -> int:
