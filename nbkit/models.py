@@ -4,7 +4,6 @@ too, the input monitor, and predictions in the dataset's order, checked against 
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import time
@@ -140,11 +139,6 @@ class _EpochWait:
 
 def input_monitor() -> Any:
     """A Keras callback that prints input waiting per epoch (kept in `.epochs`); feed `fit` its `watch(dataset)`."""
-    return _callback_class()()
-
-
-@functools.cache
-def _callback_class() -> type:
     import keras  # only here: importing nbkit.models must not choose the Keras backend
 
     class InputMonitor(keras.callbacks.Callback):
@@ -160,18 +154,14 @@ def _callback_class() -> type:
             if _process_count() > 1:
                 print("input monitor: off on a pod slice (Keras shards the tf.data dataset over the hosts itself)")
                 return dataset
-            return self._timed(dataset)
+            return self._timed(dataset.as_numpy_iterator() if hasattr(dataset, "as_numpy_iterator") else dataset)
 
-        def _timed(self, dataset: Iterable[Any]) -> Iterator[Any]:
-            iterator = dataset.as_numpy_iterator() if hasattr(dataset, "as_numpy_iterator") else iter(dataset)
-            while True:
-                start = time.perf_counter()
-                try:
-                    batch = next(iterator)
-                except StopIteration:
-                    return
+        def _timed(self, batches: Iterable[Any]) -> Iterator[Any]:
+            start = time.perf_counter()
+            for batch in batches:  # the time from asking for a batch to having it
                 self._waited += time.perf_counter() - start
                 yield batch
+                start = time.perf_counter()
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self._waited, self._training_ended = 0.0, None
@@ -191,7 +181,7 @@ def _callback_class() -> type:
             self.epochs.append(wait)
             print(_describe(wait), flush=True)
 
-    return InputMonitor
+    return InputMonitor()
 
 
 def _describe(wait: _EpochWait) -> str:
