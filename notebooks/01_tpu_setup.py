@@ -76,7 +76,8 @@ for name in acc.device_names:
 # %% [markdown]
 # ### Manual device placement
 #
-# Ops inside `tf.device(name)` (TensorFlow) or `jax.default_device(device)` (JAX) run on that device.
+# Ops inside `tf.device(name)` (TensorFlow: a name of `acc.device_names`) or `jax.default_device(device)`
+# (JAX: one of `acc.jax_devices`) run on that device; without either, on the first.
 
 # %%
 import keras
