@@ -23,15 +23,11 @@ _NO_TOP = re.compile(r"no[-_]?top[^/]*\.h5$", re.IGNORECASE)
 _URL_FILE = re.compile(r"/([^/\s:]+\.h5)\b")
 
 
-def _local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
-    """A file the user named (`explicit`), else the no-top ImageNet files under `roots` (first of each name)."""
+def _local_copies(roots: Sequence[Path]) -> list[Path]:
+    """The files of `roots`, and the no-top ImageNet files under its folders (the first of each name)."""
     found: dict[str, Path] = {}
     for root in map(Path, roots):
-        if root.is_file():
-            files = [root] if explicit or _NO_TOP.search(root.name) else []
-        else:
-            files = sorted(p for p in root.rglob("*.h5") if _NO_TOP.search(p.name)) if root.is_dir() else []
-        for path in files:
+        for path in [root] if root.is_file() else sorted(p for p in root.rglob("*.h5") if _NO_TOP.search(p.name)):
             found.setdefault(path.name, path)
     return list(found.values())
 
@@ -62,7 +58,7 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
             f"WEIGHTS={weights!r}: no such file or folder. Give 'imagenet', 'none' or Keras' ImageNet file."
         )
     explicit = weights != "imagenet"  # a local copy when there is one, else Keras downloads it
-    copies = _local_copies([Path(weights)] if explicit else search, explicit)
+    copies = _local_copies([Path(weights)] if explicit else search)
     # Into Keras' cache with its own get_file (a file:// origin), so the backbone is built exactly as online;
     # a file already there is kept unless WEIGHTS names one.
     cached = [
