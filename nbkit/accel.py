@@ -146,8 +146,8 @@ def _tpu(device_kind: str, devices: int) -> str:
     for generation, (kind, cores, per_chip, gib) in _TPUS.items():
         if kind == device_kind:
             chips = max(1, devices // per_chip)
-            plural = "s" if cores > 1 else ""
-            return f"TPU {generation}-{chips * cores}: {chips} chips x {cores} core{plural}, {gib / cores:g} GiB of HBM per core"
+            each = f"{cores} core{'s' if cores > 1 else ''}, {gib / cores:g} GiB of HBM per core"
+            return f"TPU {generation}-{chips * cores}: {chips} chips x {each}"
     return "TPU"
 
 

@@ -59,8 +59,9 @@ class CompileCache:
         """What the cache holds, in one line ("" where none was asked about)."""
         if self.folder is None:
             return f"compile cache: off ({self.off_reason})" if self.off_reason else ""
-        held = f"{self.entries_found} compiled program(s) from earlier runs" if self.entries_found else ""
-        text = f"compile cache {self.folder}: {held or 'empty, so this run compiles and stores its programs there'}"
+        held = "empty, so this run compiles and stores its programs there"
+        held = f"{self.entries_found} compiled program(s) from earlier runs" if self.entries_found else held
+        text = f"compile cache {self.folder}: {held}"
         if self.other_runtimes:
             text += f"; ignored: the entries of {', '.join(self.other_runtimes)}, which this runtime cannot use"
         return text
