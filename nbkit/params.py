@@ -67,11 +67,7 @@ def check_handle(
 _TYPES = {"str": str, "int": int, "float": float, "bool": bool}
 _INJECTED = "# Parameters"  # the first line of the cell papermill injects (papermill.translators.PythonTranslator)
 _HOW = {  # declared type -> (what to pass, papermill option, an example value)
-    "str": (
-        "text (papermill's -p reads 3, 1.5, True and None as numbers, booleans and None; -r keeps text)",
-        "-r",
-        "text",
-    ),
+    "str": ("text (-p reads 3, 1.5, True and None as numbers, booleans and None; -r keeps text)", "-r", "text"),
     "int": ("a whole number", "-p", 3),
     "float": ("a number", "-p", 0.5),
     "bool": ("True or False", "-p", True),
