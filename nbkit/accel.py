@@ -25,19 +25,17 @@ from nbkit.params import BACKENDS, check_choice, check_int
 # kit's datasets shuffle themselves. tests/test_accel_real.py::test_keras_still_warns_about_shuffle fails once it stops.
 _SHUFFLE_WARNING = "`shuffle=True` was passed, but will be ignored"
 _SET_HERE = ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS", "PJRT_NPROC")  # what setup() may set
-# JAX device_kind -> (generation, TensorCores per chip, JAX devices per chip, HBM GiB per chip).
-# v4 and v5p join their two cores into one "megacore" device per chip.
+# A TPU generation as TPU_ACCELERATOR_TYPE names it before its "-<cores>" ("v3-8"; v5e is "v5litepod-8") -> (JAX's
+# device_kind, TensorCores per chip, JAX devices per chip, HBM GiB per chip). v4 and v5p join their two cores into
+# one "megacore" device per chip.
 _TPUS = {
-    "TPU v2": ("v2", 2, 2, 16),
-    "TPU v3": ("v3", 2, 2, 32),
-    "TPU v4": ("v4", 2, 1, 32),
-    "TPU v5 lite": ("v5e", 1, 1, 16),
-    "TPU v5": ("v5p", 2, 1, 95),
-    "TPU v6 lite": ("v6e", 1, 1, 32),
+    "v2": ("TPU v2", 2, 2, 16),
+    "v3": ("TPU v3", 2, 2, 32),
+    "v4": ("TPU v4", 2, 1, 32),
+    "v5e": ("TPU v5 lite", 1, 1, 16),
+    "v5p": ("TPU v5", 2, 1, 95),
+    "v6e": ("TPU v6 lite", 1, 1, 32),
 }
-# A TPU VM's TPU_ACCELERATOR_TYPE ("v3-8", "v5litepod-8", "v6e-8") before its "-<cores>" -> JAX's device_kind.
-_TPU_TYPES = {"v2": "TPU v2", "v3": "TPU v3", "v4": "TPU v4", "v5litepod": "TPU v5 lite", "v5lite": "TPU v5 lite"}
-_TPU_TYPES |= {"v5e": "TPU v5 lite", "v5p": "TPU v5", "v6e": "TPU v6 lite"}
 
 
 def setup(
@@ -155,24 +153,21 @@ def _tpu_addresses(tpu_vm: bool, platform: str) -> list[str]:
 
 def _tpu(device_kind: str, devices: int) -> str:
     """The TPU slice `devices` JAX devices of `device_kind` make up, in words ("TPU" for an unknown kind)."""
-    if device_kind not in _TPUS:
-        return "TPU"
-    generation, cores, per_chip, gib = _TPUS[device_kind]
-    chips = max(1, devices // per_chip)
-    return (
-        f"TPU {generation}-{chips * cores}: {chips} chips x {cores} core{'s' if cores > 1 else ''}, "
-        f"{gib / cores:g} GiB of HBM per core"
-    )
+    for generation, (kind, cores, per_chip, gib) in _TPUS.items():
+        if kind == device_kind:
+            chips = max(1, devices // per_chip)
+            each = f"{cores} core{'s' if cores > 1 else ''}, {gib / cores:g} GiB of HBM per core"
+            return f"TPU {generation}-{chips * cores}: {chips} chips x {each}"
+    return "TPU"
 
 
 def _tpu_type(accelerator_type: str | None) -> str:
     """`_tpu` for a TPU VM's TPU_ACCELERATOR_TYPE ("v3-8", "v5litepod-8"): TensorFlow cannot name its TPU."""
     version, _, cores = (accelerator_type or "").rpartition("-")
-    kind = _TPU_TYPES.get(version, "")
-    if not kind or not cores.isdigit():
-        return "TPU"
-    _, cores_per_chip, devices_per_chip, _ = _TPUS[kind]
-    return _tpu(kind, int(cores) // cores_per_chip * devices_per_chip)
+    kind, cores_per_chip, devices_per_chip, _ = _TPUS.get(
+        version.replace("litepod", "e").replace("lite", "e"), ("", 1, 1, 0)
+    )
+    return _tpu(kind, int(cores) // cores_per_chip * devices_per_chip) if cores.isdigit() else "TPU"
 
 
 def _tf_accelerator(tf: Any, addresses: list[str], simulate_devices: int) -> Accelerator:

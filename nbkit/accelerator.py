@@ -1,5 +1,5 @@
-"""The Accelerator `accel.setup()` returns: what was found, and what notebooks do with it on either backend,
-with the Keras precision policy it allows and JAX's persistent compilation cache.
+"""The Accelerator `accel.setup()` returns: what was found, how to distribute over it, the Keras precision
+policy it allows and JAX's persistent compilation cache.
 
 The cache is a folder a later session gets back, so a resumed run loads its compiled step. One subfolder per
 runtime (`jax-<version>-<device kind>-x<devices>`): another runtime's entries are only reported; a damaged
@@ -8,12 +8,10 @@ entry is JAX's warning and a fresh compile, never a wrong result."""
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import re
 import shutil
 import textwrap
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,18 +54,13 @@ class CompileCache:
     hits: int = 0
     seconds_saved: float = 0.0
 
-    @property
-    def asked(self) -> bool:
-        """Whether a cache was asked for, or explicitly not (then `describe()` says so)."""
-        return self.folder is not None or bool(self.off_reason)
-
     def describe(self) -> str:
+        """What the cache holds, in one line ("" where none was asked about)."""
         if self.folder is None:
-            return f"compile cache: off ({self.off_reason or 'not asked for'})"
-        if self.entries_found:
-            text = f"compile cache {self.folder}: {self.entries_found} compiled program(s) from earlier runs"
-        else:
-            text = f"compile cache {self.folder}: empty, so this run compiles and stores its programs there"
+            return f"compile cache: off ({self.off_reason})" if self.off_reason else ""
+        held = "empty, so this run compiles and stores its programs there"
+        held = f"{self.entries_found} compiled program(s) from earlier runs" if self.entries_found else held
+        text = f"compile cache {self.folder}: {held}"
         if self.other_runtimes:
             text += f"; ignored: the entries of {', '.join(self.other_runtimes)}, which this runtime cannot use"
         return text
@@ -88,15 +81,13 @@ class CompileCache:
             there = sorted(p.name for p in Path(earlier).expanduser().glob("jax-*") if p.is_dir())
             held = f"it holds {', '.join(there)} only" if there else "it holds none"
             return f"compile cache: nothing to copy from {earlier} for {self.folder.name} ({held})"
-        copied = 0
         self.folder.mkdir(parents=True, exist_ok=True)
-        for entry in sorted(source.glob("*-cache")):
-            if not (self.folder / entry.name).exists():
-                with atomic.replacing(self.folder / entry.name) as partial:  # never half an entry
-                    shutil.copyfile(entry, partial)
-                copied += 1
-        self.entries_found += copied
-        return f"compile cache: {copied} compiled program(s) copied from {source}"
+        missing = [entry for entry in sorted(source.glob("*-cache")) if not (self.folder / entry.name).exists()]
+        for entry in missing:
+            with atomic.replacing(self.folder / entry.name) as partial:  # never half an entry
+                shutil.copyfile(entry, partial)
+        self.entries_found += len(missing)
+        return f"compile cache: {len(missing)} compiled program(s) copied from {source}"
 
     def _on_event(self, event: str, *args: Any, **kwargs: Any) -> None:
         if event == _HIT:
@@ -180,20 +171,6 @@ class Accelerator:
         distributed = self.strategy or self.distribution
         return distributed.scope() if distributed is not None else contextlib.nullcontext()
 
-    def device(self, index: int = 0) -> contextlib.AbstractContextManager[Any]:
-        """Manual placement: ops inside `with acc.device(i):` run on replica i's device."""
-        if self.backend == "tensorflow":
-            import tensorflow as tf
-
-            return tf.device(self.device_names[index])
-        import jax
-
-        return jax.default_device(self.jax_devices[index] if self.jax_devices else jax.devices()[index])
-
-    def placement(self, tensor: Any) -> str:
-        """The device a tensor lives on, as text."""
-        return str(tensor.device) if self.backend == "tensorflow" else ", ".join(str(d) for d in tensor.devices())
-
     def set_precision(self, requested: str = "auto") -> str:
         """Set the Keras dtype policy for PRECISION=`requested` before the model is built; a line saying which and why."""
         policy, why = _precision(requested, self.kind, self.compute_capability)
@@ -202,30 +179,6 @@ class Accelerator:
         keras.mixed_precision.set_global_policy(policy)
         self.precision = policy
         return f"precision {policy} ({why}): {_PRECISIONS[policy]}"
-
-    def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
-        """`fn(*args)` run (compiled) on every replica: each replica's result as NumPy."""
-        import numpy as np
-
-        if self.backend == "tensorflow":
-            import tensorflow as tf
-
-            replicated = tf.function(lambda *inputs: self.strategy.run(fn, args=inputs))  # eager is slow, and warns
-            return [np.asarray(t) for t in self.strategy.experimental_local_results(replicated(*args))]
-        import jax
-        from jax.sharding import Mesh, PartitionSpec
-
-        if len(self.jax_devices) <= 1:
-            return [np.asarray(jax.jit(fn)(*args))]
-        # jax.shard_map from JAX 0.7; older JAX (a pinned Kaggle image) has it under jax.experimental.
-        shard_map = getattr(jax, "shard_map", None) or importlib.import_module("jax.experimental.shard_map").shard_map
-        replicated = shard_map(
-            lambda *inputs: fn(*inputs)[None],
-            mesh=Mesh(np.array(self.jax_devices), ("replica",)),
-            in_specs=tuple(PartitionSpec() for _ in args),  # every replica gets all inputs
-            out_specs=PartitionSpec("replica"),  # one output slice per replica
-        )
-        return list(np.asarray(jax.jit(replicated)(*args)))
 
     def describe(self) -> str:
         device = self.kind.upper()
@@ -250,7 +203,7 @@ class Accelerator:
         if self.max_steps_per_execution is not None:
             text += f" steps_per_execution is capped at {self.max_steps_per_execution} here: {_MIRRORED_CPU_BUG}."
         text = textwrap.fill(" ".join([text, *self.notes]), width=100)
-        return f"{text}\n{self.compile_cache.describe()}" if self.compile_cache.asked else text
+        return "\n".join(filter(None, [text, self.compile_cache.describe()]))
 
 
 def _precision(requested: str, kind: str, capability: tuple[int, int] | None) -> tuple[str, str]:

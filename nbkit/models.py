@@ -4,7 +4,6 @@ too, the input monitor, and predictions in the dataset's order, checked against 
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import time
@@ -24,15 +23,11 @@ _NO_TOP = re.compile(r"no[-_]?top[^/]*\.h5$", re.IGNORECASE)
 _URL_FILE = re.compile(r"/([^/\s:]+\.h5)\b")
 
 
-def _local_copies(roots: Sequence[Path], explicit: bool) -> list[Path]:
-    """A file the user named (`explicit`), else the no-top ImageNet files under `roots` (first of each name)."""
+def _local_copies(roots: Sequence[Path]) -> list[Path]:
+    """The files of `roots`, and the no-top ImageNet files under its folders (the first of each name)."""
     found: dict[str, Path] = {}
     for root in map(Path, roots):
-        if root.is_file():
-            files = [root] if explicit or _NO_TOP.search(root.name) else []
-        else:
-            files = sorted(p for p in root.rglob("*.h5") if _NO_TOP.search(p.name)) if root.is_dir() else []
-        for path in files:
+        for path in [root] if root.is_file() else sorted(p for p in root.rglob("*.h5") if _NO_TOP.search(p.name)):
             found.setdefault(path.name, path)
     return list(found.values())
 
@@ -63,7 +58,7 @@ def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequen
             f"WEIGHTS={weights!r}: no such file or folder. Give 'imagenet', 'none' or Keras' ImageNet file."
         )
     explicit = weights != "imagenet"  # a local copy when there is one, else Keras downloads it
-    copies = _local_copies([Path(weights)] if explicit else search, explicit)
+    copies = _local_copies([Path(weights)] if explicit else search)
     # Into Keras' cache with its own get_file (a file:// origin), so the backbone is built exactly as online;
     # a file already there is kept unless WEIGHTS names one.
     cached = [
@@ -140,11 +135,6 @@ class _EpochWait:
 
 def input_monitor() -> Any:
     """A Keras callback that prints input waiting per epoch (kept in `.epochs`); feed `fit` its `watch(dataset)`."""
-    return _callback_class()()
-
-
-@functools.cache
-def _callback_class() -> type:
     import keras  # only here: importing nbkit.models must not choose the Keras backend
 
     class InputMonitor(keras.callbacks.Callback):
@@ -160,18 +150,14 @@ def _callback_class() -> type:
             if _process_count() > 1:
                 print("input monitor: off on a pod slice (Keras shards the tf.data dataset over the hosts itself)")
                 return dataset
-            return self._timed(dataset)
+            return self._timed(dataset.as_numpy_iterator() if hasattr(dataset, "as_numpy_iterator") else dataset)
 
-        def _timed(self, dataset: Iterable[Any]) -> Iterator[Any]:
-            iterator = dataset.as_numpy_iterator() if hasattr(dataset, "as_numpy_iterator") else iter(dataset)
-            while True:
-                start = time.perf_counter()
-                try:
-                    batch = next(iterator)
-                except StopIteration:
-                    return
+        def _timed(self, batches: Iterable[Any]) -> Iterator[Any]:
+            start = time.perf_counter()
+            for batch in batches:  # the time from asking for a batch to having it
                 self._waited += time.perf_counter() - start
                 yield batch
+                start = time.perf_counter()
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self._waited, self._training_ended = 0.0, None
@@ -191,7 +177,7 @@ def _callback_class() -> type:
             self.epochs.append(wait)
             print(_describe(wait), flush=True)
 
-    return InputMonitor
+    return InputMonitor()
 
 
 def _describe(wait: _EpochWait) -> str:
@@ -215,21 +201,16 @@ def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np
     the first batch is checked (`check_rows`)."""
     import tensorflow as tf
 
-    first, stop, _ = process_rows(global_batch).indices(global_batch)
-
     def pad(tensor: Any) -> Any:
-        tensor = tf.pad(tensor, [[0, global_batch - tf.shape(tensor)[0]]] + [[0, 0]] * (len(tensor.shape) - 1))
-        return tf.ensure_shape(tensor[first:stop], [stop - first, *tensor.shape[1:]])
-
-    def padded(inputs: Any, keys: Any) -> Any:
-        return tf.nest.map_structure(pad, inputs), keys
+        return tf.pad(tensor, [[0, global_batch - tf.shape(tensor)[0]]] + [[0, 0]] * (len(tensor.shape) - 1))
 
     found_logits, found_keys = [], []
-    for images, keys in dataset.batch(global_batch).map(padded).prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
-        found_logits.append(global_logits(model, images))
+    batches = dataset.batch(global_batch).map(lambda inputs, keys: (tf.nest.map_structure(pad, inputs), keys))
+    for inputs, keys in batches.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        found_logits.append(global_logits(model, inputs))
         found_keys.append(keys)
         if len(found_logits) == 1:
-            check_rows(model, images, found_logits[0][first:])
+            check_rows(model, inputs, found_logits[0])
     keys = np.concatenate(found_keys)
     logits = np.concatenate(found_logits)[: len(keys)]
     if keys.dtype.kind in "SO":  # test ids
@@ -237,18 +218,25 @@ def predict(model: Any, dataset: Any, global_batch: int) -> tuple[np.ndarray, np
     return logits, keys
 
 
-def global_logits(model: Any, inputs: Any) -> np.ndarray:
-    """float64 logits for every row of `inputs` (images, or a dict of a model's named inputs); on a pod slice
-    each process feeds its own rows and gets every process's rows."""
-    if _process_count() == 1:
-        return np.asarray(model.predict(inputs, verbose=0, batch_size=_length(inputs)), np.float64)
-    # model.predict cannot fetch an output spread over other hosts' devices ("spans non-addressable
-    # devices"): the forward pass returns its output replicated to every device instead.
+def global_logits(model: Any, batch: Any) -> np.ndarray:
+    """float64 logits for every row of a global `batch` (images, or a dict of a model's named inputs); on a pod
+    slice every process holds the batch, feeds its share of the rows and gets every process's rows back."""
+    processes = _process_count()
+    if processes == 1:
+        return np.asarray(model.predict(batch, verbose=0, batch_size=_length(batch)), np.float64)
+    import jax
+
+    share = _length(batch) // processes
+    return _gathered(model, jax.tree.map(lambda rows: np.asarray(rows)[jax.process_index() * share :][:share], batch))
+
+
+def _gathered(model: Any, local: Any) -> np.ndarray:
+    """float64 logits of every process's rows from this process's `local` ones. model.predict cannot fetch an
+    output spread over other hosts' devices ("spans non-addressable devices"): the forward pass returns it
+    replicated to every device instead."""
     import jax
     import keras
     from jax.sharding import NamedSharding, PartitionSpec
-
-    local = jax.tree.map(np.asarray, inputs)
 
     def layout(rows: np.ndarray) -> Any:  # this process's rows of one input, as part of the global batch
         shape = (rows.shape[0] * _process_count(), *rows.shape[1:])
@@ -265,17 +253,6 @@ def global_logits(model: Any, inputs: Any) -> np.ndarray:
 
 def _length(batch: Any) -> int:
     return len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
-
-
-def process_rows(count: int) -> slice:
-    """This process's rows of a batch of `count` (all of them on one host)."""
-    processes = _process_count()
-    if processes == 1:
-        return slice(None)
-    import jax
-
-    share = count // processes
-    return slice(jax.process_index() * share, (jax.process_index() + 1) * share)
 
 
 def _process_count() -> int:

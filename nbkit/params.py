@@ -62,22 +62,12 @@ def check_handle(
     return value  # type: ignore[return-value]
 
 
-def resolve_profile(profile: str, accelerator_kind: str) -> str:
-    """PROFILE as "smoke" or "full": "auto" is smoke on CPU, full on a TPU or GPU."""
-    check_choice("PROFILE", profile, _PROFILES)
-    return profile if profile != "auto" else "smoke" if accelerator_kind == "cpu" else "full"
-
-
 # ---- the parameters cell: names and declared types ----------------------------------------------
 
 _TYPES = {"str": str, "int": int, "float": float, "bool": bool}
 _INJECTED = "# Parameters"  # the first line of the cell papermill injects (papermill.translators.PythonTranslator)
 _HOW = {  # declared type -> (what to pass, papermill option, an example value)
-    "str": (
-        "text (papermill's -p reads 3, 1.5, True and None as numbers, booleans and None; -r keeps text)",
-        "-r",
-        "text",
-    ),
+    "str": ("text (-p reads 3, 1.5, True and None as numbers, booleans and None; -r keeps text)", "-r", "text"),
     "int": ("a whole number", "-p", 3),
     "float": ("a number", "-p", 0.5),
     "bool": ("True or False", "-p", True),

@@ -76,7 +76,8 @@ for name in acc.device_names:
 # %% [markdown]
 # ### Manual device placement
 #
-# `acc.device(i)` is `tf.device(...)` on TensorFlow and `jax.default_device(...)` on JAX.
+# Ops inside `tf.device(name)` (TensorFlow: a name of `acc.device_names`) or `jax.default_device(device)`
+# (JAX: one of `acc.jax_devices`) run on that device; without either, on the first.
 
 # %%
 import keras
@@ -84,20 +85,47 @@ import numpy as np
 
 a = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype="float32")
 b = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype="float32")
-with acc.device(0):
-    c = keras.ops.matmul(a, b)
-print("c device:", acc.placement(c))
+if acc.backend == "tensorflow":
+    import tensorflow as tf
+
+    with tf.device(acc.device_names[0]):
+        c = keras.ops.matmul(a, b)
+    print("c device:", c.device)
+else:
+    import jax
+
+    with jax.default_device(acc.jax_devices[0]):
+        c = keras.ops.matmul(a, b)
+    print("c device:", ", ".join(str(d) for d in c.devices()))
 print(keras.ops.convert_to_numpy(c))
 
 # %% [markdown]
 # ### Replicate a computation on every replica
 #
-# `acc.run` is `strategy.run` inside a `tf.function` on TensorFlow, and `jax.shard_map` over the
-# device mesh on JAX: every replica gets the same inputs and computes the product on its own.
+# On TensorFlow, `strategy.run` inside a `tf.function` (eager is slow, and warns); on JAX, `shard_map`
+# over a mesh of the devices: every replica gets the same inputs (`PartitionSpec()`) and computes the
+# product on its own, and the results come back stacked, one slice per replica (`PartitionSpec("replica")`).
 
 # %%
-for name, z in zip(acc.device_names, acc.run(keras.ops.matmul, a, b)):
-    print(f"{name}: {z.tolist()}")
+if acc.backend == "tensorflow":
+    replicated = tf.function(lambda x, y: acc.strategy.run(keras.ops.matmul, args=(x, y)))
+    results = acc.strategy.experimental_local_results(replicated(a, b))
+else:
+    from jax.sharding import Mesh, PartitionSpec
+
+    try:
+        from jax import shard_map  # JAX 0.7 and later
+    except ImportError:  # an older JAX (a pinned Kaggle image)
+        from jax.experimental.shard_map import shard_map
+    replicated = shard_map(
+        lambda x, y: keras.ops.matmul(x, y)[None],
+        mesh=Mesh(np.array(acc.jax_devices), ("replica",)),
+        in_specs=(PartitionSpec(), PartitionSpec()),
+        out_specs=PartitionSpec("replica"),
+    )
+    results = jax.jit(replicated)(a, b)
+for name, z in zip(acc.device_names, results):
+    print(f"{name}: {np.asarray(z).tolist()}")
 
 # %% [markdown]
 # ## Data

@@ -57,7 +57,7 @@ acc = runtime.select(DEVICE)
 print(acc.describe())
 precision, line = runtime.precision(acc, PRECISION)
 print(line)
-profile = params.resolve_profile(PROFILE, acc.kind)
+profile = PROFILE if PROFILE != "auto" else ("smoke" if acc.kind == "cpu" else "full")
 
 # %% [markdown]
 # ## Configuration

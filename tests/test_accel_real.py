@@ -1,6 +1,15 @@
-"""accel.setup() for real on this CPU, in fresh processes, with simulated TPU-shaped replicas."""
+"""accel.setup() for real on this CPU, in fresh processes, with simulated TPU-shaped replicas; notebook 01's
+cells that place a product on one device and replicate it on every replica, run on each backend."""
 
 import json
+
+# Run in a snippet after `acc = accel.setup(...)`: notebook 01's placement and replication cells, placing on the
+# last device rather than the first (the default device, where an ignored placement would land too).
+RUN_01_CELLS = """
+cell = {"acc": acc}
+for source in [c.source for c in jupytext.read("notebooks/01_tpu_setup.py").cells if "with tf.device(" in c.source or "shard_map(" in c.source]:
+    exec(source.replace("s[0]", "s[-1]"), cell)
+"""
 
 
 def last_json(result):
@@ -16,9 +25,9 @@ def test_tensorflow_with_eight_simulated_replicas_and_the_keras_bug_behind_its_s
         import numpy as np
         from nbkit import accel
         acc = accel.setup("tensorflow", simulate_devices=8)
-        a = np.array([[1, 2, 3], [4, 5, 6]], "float32"); b = np.array([[1, 2], [3, 4], [5, 6]], "float32")
-        import keras, tensorflow as tf
-        results = acc.run(tf.matmul, a, b)
+        import jupytext, keras, tensorflow as tf
+        RUN_01_CELLS
+        results, placed = cell["results"], cell["c"].device
         again = accel.setup("tensorflow", simulate_devices=8, compile_cache="cache")  # re-running the cell works
         with acc.scope():
             model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Rescaling(1 / 255), keras.layers.Conv2D(4, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(4, dtype="float32")])
@@ -32,8 +41,9 @@ def test_tensorflow_with_eight_simulated_replicas_and_the_keras_bug_behind_its_s
         print(json.dumps({"cache": again.describe().splitlines()[-1], "kind": acc.kind, "backend": acc.backend, "replicas": acc.num_replicas,
                           "strategy": acc.distribution_name, "simulated": acc.simulated,
                           "spe": acc.max_steps_per_execution, "again": again.num_replicas,
-                          "results": [r.tolist() for r in results], "fit": fit}))
-        """
+                          "results": [r.numpy().tolist() for r in results], "fit": fit,
+                          "placed": placed.endswith(acc.device_names[-1])}))
+        """.replace("RUN_01_CELLS", RUN_01_CELLS.strip().replace("\n", "\n        "))
     )
     report = last_json(result)
     assert report["kind"] == "cpu" and report["backend"] == "tensorflow" and report["simulated"]
@@ -41,7 +51,7 @@ def test_tensorflow_with_eight_simulated_replicas_and_the_keras_bug_behind_its_s
     assert report["cache"] == "compile cache: off (JAX's; the TensorFlow backend compiles again in every session)"
     assert report["strategy"] == "MirroredStrategy"
     assert report["spe"] == 1  # the MirroredStrategy-on-CPU bug: the notebooks lower to it
-    assert report["results"] == [[[22.0, 28.0], [49.0, 64.0]]] * 8
+    assert report["results"] == [[[22.0, 28.0], [49.0, 64.0]]] * 8 and report["placed"]
     assert report["fit"] == "FIT-FAILED True"
 
 
@@ -55,9 +65,9 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution_and_s
         import numpy as np
         from nbkit import accel
         acc = accel.setup("jax", simulate_devices=8)
-        import keras
-        a = np.array([[1, 2, 3], [4, 5, 6]], "float32"); b = np.array([[1, 2], [3, 4], [5, 6]], "float32")
-        results = acc.run(keras.ops.matmul, a, b)
+        import jupytext, keras
+        RUN_01_CELLS
+        results, placed = cell["results"], [str(d) for d in cell["c"].devices()]
         with acc.scope():
             model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Rescaling(1 / 255), keras.layers.Conv2D(4, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(2, dtype="float32")])
             model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -70,14 +80,15 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution_and_s
                           "distribution": acc.distribution_name, "spe": model.steps_per_execution,
                           "results": [r.tolist() for r in results], "loss": history.history["loss"],
                           "kernel_devices": len(kernel.sharding.device_set), "nproc": os.environ["PJRT_NPROC"],
-                          "eigen": threads.get("tf_XLAEigen", 0), "said": " ".join(acc.describe().split())}))
-        """
+                          "eigen": threads.get("tf_XLAEigen", 0), "said": " ".join(acc.describe().split()),
+                          "placed": placed == acc.device_names[-1:]}))
+        """.replace("RUN_01_CELLS", RUN_01_CELLS.strip().replace("\n", "\n        "))
     )
     report = last_json(result)
     assert (report["kind"], report["replicas"], report["simulated"]) == ("cpu", 8, True)
     assert report["distribution"] == "keras.distribution.DataParallel"
     assert report["spe"] == 4
-    assert report["results"] == [[[22.0, 28.0], [49.0, 64.0]]] * 8
+    assert report["results"] == [[[22.0, 28.0], [49.0, 64.0]]] * 8 and report["placed"]
     assert report["kernel_devices"] == 8  # weights replicated on all 8 devices
     assert report["loss"][-1] < report["loss"][0]
     assert int(report["nproc"]) >= 16 and report["eigen"] == int(report["nproc"])

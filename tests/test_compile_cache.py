@@ -63,9 +63,14 @@ def test_a_later_session_loads_what_an_earlier_one_compiled(tmp_path):
     assert damaged["warnings"] and all("Error reading persistent compilation cache" in w for w in damaged["warnings"])
 
 
-def test_tensorflow_and_none_say_the_cache_is_off():
-    assert CompileCache(off_reason="none was asked for").describe() == "compile cache: off (none was asked for)"
-    assert not CompileCache().asked and CompileCache(off_reason="x").asked
+def test_tensorflow_and_none_say_the_cache_is_off_and_nothing_asked_says_nothing():
+    from nbkit.accelerator import Accelerator
+
+    off = CompileCache(off_reason="none was asked for")
+    assert off.describe() == off.report() == "compile cache: off (none was asked for)"
+    said = Accelerator("cpu", "jax", 1, ["cpu:0"], compile_cache=off).describe()
+    assert said.splitlines()[-1] == "compile cache: off (none was asked for)"
+    assert "compile cache" not in Accelerator("cpu", "jax", 1, ["cpu:0"]).describe()
 
 
 def test_copy_from_an_earlier_run_adds_only_this_runtimes_missing_entries(tmp_path):

@@ -1,6 +1,7 @@
 """Notebook 01 is the program: a run of it with its `build_model` edited (a layer added, and a wrapper
 that prints a marker) trains the edited model with `fit` and in the custom loop, and the custom loop
-learns. One papermill run on TensorFlow with 2 simulated replicas (nbval runs the 8-replica default)."""
+learns; its own `strategy.run` cell computes the product on each replica. One papermill run on TensorFlow
+with 2 simulated replicas (nbval runs the 8-replica default)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def test_an_edited_build_model_is_what_fit_and_the_custom_loop_train(tmp_path):
         execute(tmp_path, edited(tmp_path), SIMULATE_DEVICES=2)
     )  # the same code on 2 replicas (166 s on 8)
     markers = [line for line in out.splitlines() if line.startswith("EDITED build_model:")]
+    assert out.count(": [[22.0, 28.0], [49.0, 64.0]]") == 2, out  # the replicated product, once per replica
     assert len(markers) == 2, out  # the model for fit and the custom loop's, each built by the edited function
     assert all("added_by_the_test" in line for line in markers)
     as_written = PARAMETERS.findall(text_outputs(SOURCE.with_suffix(".ipynb")))

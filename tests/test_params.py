@@ -29,25 +29,6 @@ def test_check_int_accepts_minimum():
 
 
 @pytest.mark.parametrize(
-    "profile, kind, expected",
-    [
-        ("auto", "cpu", "smoke"),
-        ("auto", "tpu", "full"),
-        ("auto", "gpu", "full"),
-        ("smoke", "tpu", "smoke"),
-        ("full", "cpu", "full"),
-    ],
-)
-def test_resolve_profile(profile, kind, expected):
-    assert params.resolve_profile(profile, kind) == expected
-
-
-def test_resolve_profile_rejects_unknown():
-    with pytest.raises(ParameterError, match="PROFILE"):
-        params.resolve_profile("quick", "cpu")
-
-
-@pytest.mark.parametrize(
     "value, form, ok",
     [
         ("alice/flowers-model", "owner/slug", True),
