@@ -369,7 +369,7 @@ folder = package.write_package(
     dataset_id=dataset_id,
 )
 print(f"wrote the model package {folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
-if dataset_id.startswith(package.PLACEHOLDER_OWNER):
+if dataset_id.startswith(account.PLACEHOLDER_OWNER):
     print("No Kaggle user name here: set DATASET_ID='<you>/<slug>' (or KAGGLE_USERNAME) before uploading.")
 
 # %% [markdown]

@@ -9,6 +9,7 @@ import pytest
 from nbkit.errors import DataError, ParameterError
 from nbkit.handoff import package
 from nbkit.images.description import Description
+from nbkit.inputs import account
 
 CLASSES = ("daisy", "rose", "tulip")
 SIZE = 16
@@ -55,7 +56,7 @@ def test_package_holds_model_manifest_and_kaggle_metadata(written):
     assert manifest["dataset"]["classes"] == list(CLASSES) and manifest["image_size"] == SIZE
     assert manifest["dataset"]["label_values"] == [0, 1, 2] and manifest["dataset"]["metric"] == "accuracy"
     assert manifest["trained_with"]["keras_backend"] == "tensorflow" and "keras" in manifest["trained_with"]
-    assert manifest["metrics"] == {"accuracy": 0.5} and manifest["data"]["fingerprint"] == "sha256:0123"
+    assert manifest["metrics"] == {"accuracy": 0.5} and manifest["training"]["data"] == "sha256:0123"
     assert np.asarray(manifest["check"]["logits"]).shape == (2, len(CLASSES))
     metadata = json.loads((written / "dataset-metadata.json").read_text())
     assert metadata["id"] == "alice/flowers-model" and metadata["licenses"] == [{"name": "CC0-1.0"}]
@@ -78,14 +79,14 @@ def test_bad_dataset_id_writes_nothing_and_keeps_the_old_package(written):
     with pytest.raises(ParameterError, match="owner/slug"):
         write(written, dataset_id="Flowers Model")
     with pytest.raises(ParameterError, match="6 to 50"):
-        package._dataset_metadata("alice/flowers-model", "tiny")
+        account.dataset_metadata("alice/flowers-model", "tiny")
     assert (written / "manifest.json").read_text() == before
     assert not list(written.parent.glob("*.partial"))
 
 
 @pytest.mark.parametrize("dataset_id", ["alice/flowers-model", "bob/abcdef"])
 def test_valid_dataset_ids(dataset_id):
-    assert package._dataset_metadata(dataset_id, "Flowers model")["id"] == dataset_id
+    assert account.dataset_metadata(dataset_id, "Flowers model")["id"] == dataset_id
 
 
 @pytest.mark.parametrize(
@@ -93,7 +94,7 @@ def test_valid_dataset_ids(dataset_id):
 )
 def test_invalid_dataset_ids(dataset_id):
     with pytest.raises(ParameterError, match=f"DATASET_ID={dataset_id!r} must be written owner/slug"):
-        package._dataset_metadata(dataset_id, "Flowers model")
+        account.dataset_metadata(dataset_id, "Flowers model")
 
 
 def test_dataset_owner_comes_from_kaggle_username_or_kaggle_json(tmp_path, monkeypatch):
@@ -102,7 +103,7 @@ def test_dataset_owner_comes_from_kaggle_username_or_kaggle_json(tmp_path, monke
     monkeypatch.delenv("KAGGLE_USERNAME")
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert package.default_dataset_id(DATASET) == f"{package.PLACEHOLDER_OWNER}/flowers-test-model"
+    assert package.default_dataset_id(DATASET) == f"{account.PLACEHOLDER_OWNER}/flowers-test-model"
     (tmp_path / "kaggle.json").write_text(json.dumps({"username": "bob", "key": "not-read"}))
     assert package.default_dataset_id(DATASET) == "bob/flowers-test-model"
 
