@@ -362,8 +362,6 @@ folder = package.write_package(
     outputs.staging / "model-package",
     model,
     dataset=dataset,
-    image_size=image_size,
-    backend=acc.backend,
     metrics=scores,
     training=training,
     dataset_id=dataset_id,

@@ -35,8 +35,6 @@ def tiny_model(seed=0):
 def write(folder, model=None, **overrides):
     arguments = dict(
         dataset=DATASET,
-        image_size=SIZE,
-        backend="tensorflow",
         metrics={"accuracy": np.float32(0.5)},
         training={"epochs": 1, "data": "sha256:0123"},
         dataset_id="alice/flowers-model",
@@ -82,6 +80,16 @@ def test_bad_dataset_id_writes_nothing_and_keeps_the_old_package(written):
         account.dataset_metadata("alice/flowers-model", "tiny")
     assert (written / "manifest.json").read_text() == before
     assert not list(written.parent.glob("*.partial"))
+
+
+def test_a_model_for_another_class_count_is_refused_before_anything_is_written(written):
+    import keras
+
+    before = (written / "manifest.json").read_text()
+    four = keras.Sequential([keras.Input((SIZE, SIZE, 3)), keras.layers.Flatten(), keras.layers.Dense(4)])
+    with pytest.raises(DataError, match="The model has 4 outputs but the data has 3 classes"):
+        write(written, four)
+    assert (written / "manifest.json").read_text() == before and not list(written.parent.glob(".*tmp*"))
 
 
 @pytest.mark.parametrize("dataset_id", ["alice/flowers-model", "bob/abcdef"])
@@ -241,8 +249,8 @@ rng = np.random.default_rng(0)
 images = rng.integers(0, 256, (32, 96, 96, 3), dtype=np.uint8)
 model.fit(images, rng.integers(0, 104, 32), batch_size=16, epochs=1, verbose=0)
 from nbkit.competitions import flowers
-package.write_package({folder!r}, model, dataset=flowers._DATASET, image_size=96, backend=acc.backend,
-    metrics={{"f1_macro": 0.0}}, training={{}}, dataset_id="alice/flowers-model")
+package.write_package({folder!r}, model, dataset=flowers._DATASET, metrics={{"f1_macro": 0.0}}, training={{}},
+    dataset_id="alice/flowers-model")
 np.save({folder!r} + "-logits.npy", model.predict(images, batch_size=16, verbose=0))
 """
 

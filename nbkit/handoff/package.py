@@ -194,15 +194,15 @@ def write_package(
     model: Any,
     *,
     dataset: Description,
-    image_size: int,
-    backend: str,
     metrics: dict[str, Any],
     training: dict[str, Any],
     dataset_id: str,
 ) -> Path:
     """Write the package into `folder`, replacing an older one only once the new one is complete.
     `training`: the run's settings (its data fingerprint among them), kept for whoever reads the manifest."""
-    folder = Path(folder)
+    import keras
+
+    folder, image_size = Path(folder), model.input_shape[1]
     resources = [
         {"path": _MODEL_FILE, "description": "Keras 3 model"},
         {"path": _MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
@@ -222,7 +222,7 @@ def write_package(
         "output": "logits (argmax is the class; softmax gives probabilities)",
         "dataset": _dataset_fields(dataset),
         "trained_with": {  # read without importing the libraries
-            "keras_backend": backend,
+            "keras_backend": keras.backend.backend(),
             "python": platform.python_version(),
             **installed_versions(("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib", "numpy", "nbkit")),
         },
