@@ -26,7 +26,7 @@ from nbkit import atomic, models
 from nbkit.env import installed_versions
 from nbkit.errors import DataError
 from nbkit.images.description import Description
-from nbkit.inputs import account
+from nbkit.inputs import account, datasets
 
 _FORMAT = "nbkit-model-package"
 _FORMAT_VERSION = 2  # 2: the dataset's description (classes, label values, submission columns, metric)
@@ -136,10 +136,8 @@ def check_compatible(manifest: Mapping[str, Any], image_size: int, dataset: Desc
             f"{model} knows {trained.num_classes} classes but this data has {dataset.num_classes}: "
             "it was trained for another task."
         )
-    if (trained.classes, tuple(map(str, trained.label_values))) != (
-        dataset.classes,
-        tuple(map(str, dataset.label_values)),
-    ):
+    same_values = list(map(str, trained.label_values)) == list(map(str, dataset.label_values))
+    if trained.classes != dataset.classes or not same_values:
         raise DataError(
             f"{model}'s classes or label values differ from this data's (same count, other order or names): "
             "its predictions would name the wrong classes."
@@ -258,11 +256,12 @@ def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, An
         )
     expected = np.asarray(manifest["check"]["logits"])
     logits = _check_logits(model, size, len(expected))
-    if not np.allclose(logits, expected, rtol=1e-2, atol=1e-2 * max(1.0, float(np.abs(expected).max()))):
+    scale = max(1.0, float(np.abs(expected).max()))
+    if not np.allclose(logits, expected, rtol=1e-2, atol=1e-2 * scale):
+        worst = float(np.abs(logits - expected).max())
         raise DataError(
-            f"The loaded model's outputs differ from those recorded when it was saved (by up to "
-            f"{float(np.abs(logits - expected).max()):.3g}): the model file does not match its manifest, or it "
-            "loads differently here."
+            f"The loaded model's outputs differ from those recorded when it was saved (by up to {worst:.3g}): "
+            "the model file does not match its manifest, or it loads differently here."
         )
     return model, manifest
 
@@ -303,8 +302,6 @@ def find_packages(locations: str, local_default: str | Path, input_dir: str | Pa
 def _folder_or_model(location: str) -> Path:
     if Path(location).exists() or location.count("/") not in (3, 4):
         return Path(location)  # a folder (read_manifest says so if it is not one)
-    from nbkit.inputs import datasets
-
     try:
         return Path(datasets.fetch("model", location))
     except DataError as error:
@@ -314,8 +311,6 @@ def _folder_or_model(location: str) -> Path:
 def publish_model(folder: str | Path, handle: str) -> str:
     """Publish the package in `folder` to Kaggle Models as `handle` (owner/model/keras/variation) with
     kagglehub, a new version when the variation exists; the model's URL. Notebook 06 reads it by handle."""
-    from nbkit.inputs import datasets
-
     notes = describe(read_manifest(folder))  # only a complete package goes out
     return datasets.upload_model(handle, folder, notes, ignore=[_METADATA_FILE])  # the dataset route's file
 
