@@ -362,14 +362,12 @@ folder = package.write_package(
     outputs.staging / "model-package",
     model,
     dataset=dataset,
-    image_size=image_size,
-    backend=acc.backend,
     metrics=scores,
     training=training,
     dataset_id=dataset_id,
 )
 print(f"wrote the model package {folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
-if dataset_id.startswith(package.PLACEHOLDER_OWNER):
+if dataset_id.startswith(account.PLACEHOLDER_OWNER):
     print("No Kaggle user name here: set DATASET_ID='<you>/<slug>' (or KAGGLE_USERNAME) before uploading.")
 
 # %% [markdown]

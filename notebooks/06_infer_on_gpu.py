@@ -63,7 +63,7 @@ folders = package.find_packages(PACKAGES, environment.working_dir / "train-on-tp
 manifests = [package.read_manifest(folder) for folder in folders]
 package.check_same(manifests, [str(folder) for folder in folders])
 for folder, manifest in zip(folders, manifests):
-    print(package.describe(folder, manifest))
+    print(f"{folder}: {package.describe(manifest)}")
 
 # %% [markdown]
 # ## Test data

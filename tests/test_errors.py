@@ -14,7 +14,7 @@ from nbkit import accel, accelerator, errors, params
 from nbkit.convert import run as convert
 from nbkit.handoff import package, resume
 from nbkit.images import layout, sample, writer
-from nbkit.inputs import datasets, digits, secrets
+from nbkit.inputs import account, datasets, digits, secrets
 from nbkit.publish import bundle, launch, push, scan
 
 
@@ -125,7 +125,7 @@ CASES = [
     ("nothing to write", lambda t: writer.write_split([], t, 8, "train"), errors.ParameterError, "No records to write"),
     (
         "a dataset id",
-        lambda t: package._dataset_metadata("Flowers Model", "Flowers model"),
+        lambda t: account.dataset_metadata("Flowers Model", "Flowers model"),
         errors.ParameterError,
         "DATASET_ID='Flowers Model' must be written owner/slug",
     ),

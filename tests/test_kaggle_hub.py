@@ -168,7 +168,6 @@ def write_package(folder: Path) -> Path:
     manifest = {
         "format": package._FORMAT,
         "format_version": package._FORMAT_VERSION,
-        "model_file": package._MODEL_FILE,
         "model_name": "small_cnn",
         "image_size": 192,
         "input": package._INPUT_FORMAT,
@@ -176,7 +175,6 @@ def write_package(folder: Path) -> Path:
         "trained_with": {"keras": "3", "keras_backend": "jax"},
         "training": {},
         "metrics": {"f1_macro": 0.5},
-        "data": {"fingerprint": "sha256:0"},
         "check": {"logits": []},
     }
     folder.mkdir(parents=True)

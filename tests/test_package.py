@@ -9,6 +9,7 @@ import pytest
 from nbkit.errors import DataError, ParameterError
 from nbkit.handoff import package
 from nbkit.images.description import Description
+from nbkit.inputs import account
 
 CLASSES = ("daisy", "rose", "tulip")
 SIZE = 16
@@ -34,8 +35,6 @@ def tiny_model(seed=0):
 def write(folder, model=None, **overrides):
     arguments = dict(
         dataset=DATASET,
-        image_size=SIZE,
-        backend="tensorflow",
         metrics={"accuracy": np.float32(0.5)},
         training={"epochs": 1, "data": "sha256:0123"},
         dataset_id="alice/flowers-model",
@@ -55,7 +54,7 @@ def test_package_holds_model_manifest_and_kaggle_metadata(written):
     assert manifest["dataset"]["classes"] == list(CLASSES) and manifest["image_size"] == SIZE
     assert manifest["dataset"]["label_values"] == [0, 1, 2] and manifest["dataset"]["metric"] == "accuracy"
     assert manifest["trained_with"]["keras_backend"] == "tensorflow" and "keras" in manifest["trained_with"]
-    assert manifest["metrics"] == {"accuracy": 0.5} and manifest["data"]["fingerprint"] == "sha256:0123"
+    assert manifest["metrics"] == {"accuracy": 0.5} and manifest["training"]["data"] == "sha256:0123"
     assert np.asarray(manifest["check"]["logits"]).shape == (2, len(CLASSES))
     metadata = json.loads((written / "dataset-metadata.json").read_text())
     assert metadata["id"] == "alice/flowers-model" and metadata["licenses"] == [{"name": "CC0-1.0"}]
@@ -78,14 +77,24 @@ def test_bad_dataset_id_writes_nothing_and_keeps_the_old_package(written):
     with pytest.raises(ParameterError, match="owner/slug"):
         write(written, dataset_id="Flowers Model")
     with pytest.raises(ParameterError, match="6 to 50"):
-        package._dataset_metadata("alice/flowers-model", "tiny")
+        account.dataset_metadata("alice/flowers-model", "tiny")
     assert (written / "manifest.json").read_text() == before
     assert not list(written.parent.glob("*.partial"))
 
 
+def test_a_model_for_another_class_count_is_refused_before_anything_is_written(written):
+    import keras
+
+    before = (written / "manifest.json").read_text()
+    four = keras.Sequential([keras.Input((SIZE, SIZE, 3)), keras.layers.Flatten(), keras.layers.Dense(4)])
+    with pytest.raises(DataError, match="The model has 4 outputs but the data has 3 classes"):
+        write(written, four)
+    assert (written / "manifest.json").read_text() == before and not list(written.parent.glob(".*tmp*"))
+
+
 @pytest.mark.parametrize("dataset_id", ["alice/flowers-model", "bob/abcdef"])
 def test_valid_dataset_ids(dataset_id):
-    assert package._dataset_metadata(dataset_id, "Flowers model")["id"] == dataset_id
+    assert account.dataset_metadata(dataset_id, "Flowers model")["id"] == dataset_id
 
 
 @pytest.mark.parametrize(
@@ -93,7 +102,7 @@ def test_valid_dataset_ids(dataset_id):
 )
 def test_invalid_dataset_ids(dataset_id):
     with pytest.raises(ParameterError, match=f"DATASET_ID={dataset_id!r} must be written owner/slug"):
-        package._dataset_metadata(dataset_id, "Flowers model")
+        account.dataset_metadata(dataset_id, "Flowers model")
 
 
 def test_dataset_owner_comes_from_kaggle_username_or_kaggle_json(tmp_path, monkeypatch):
@@ -102,7 +111,7 @@ def test_dataset_owner_comes_from_kaggle_username_or_kaggle_json(tmp_path, monke
     monkeypatch.delenv("KAGGLE_USERNAME")
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert package.default_dataset_id(DATASET) == f"{package.PLACEHOLDER_OWNER}/flowers-test-model"
+    assert package.default_dataset_id(DATASET) == f"{account.PLACEHOLDER_OWNER}/flowers-test-model"
     (tmp_path / "kaggle.json").write_text(json.dumps({"username": "bob", "key": "not-read"}))
     assert package.default_dataset_id(DATASET) == "bob/flowers-test-model"
 
@@ -240,8 +249,8 @@ rng = np.random.default_rng(0)
 images = rng.integers(0, 256, (32, 96, 96, 3), dtype=np.uint8)
 model.fit(images, rng.integers(0, 104, 32), batch_size=16, epochs=1, verbose=0)
 from nbkit.competitions import flowers
-package.write_package({folder!r}, model, dataset=flowers._DATASET, image_size=96, backend=acc.backend,
-    metrics={{"f1_macro": 0.0}}, training={{}}, dataset_id="alice/flowers-model")
+package.write_package({folder!r}, model, dataset=flowers._DATASET, metrics={{"f1_macro": 0.0}}, training={{}},
+    dataset_id="alice/flowers-model")
 np.save({folder!r} + "-logits.npy", model.predict(images, batch_size=16, verbose=0))
 """
 

@@ -160,6 +160,6 @@ def test_copy_checkpoint_brings_an_earlier_session_in(tmp_path):
     assert "copied the checkpoint epoch-0002.weights.h5" in resume.copy_checkpoint(tmp_path / "last-version", here)
     assert resume.TrainingRun(here, SETTINGS).epochs_done == 2
     assert "has its own checkpoint" in resume.copy_checkpoint(tmp_path / "last-version", here)
-    with pytest.raises(DataError, match="RESUME_FROM=.*holds no readable"):
+    with pytest.raises(DataError, match="RESUME_FROM=.*not a readable training state"):
         resume.copy_checkpoint(tmp_path / "nothing", tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()

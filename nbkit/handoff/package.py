@@ -1,13 +1,11 @@
-"""Model packages: a trained model plus what predicting with it needs, in a folder that uploads
-as a Kaggle dataset (`kaggle datasets create -p <folder>`, later `kaggle datasets version -p`) or
-to Kaggle Models (`publish_model`, with kagglehub).
+"""Model packages: a trained model plus what predicting with it needs, in a folder that uploads as a
+Kaggle dataset (`kaggle datasets create -p <folder>`) or to Kaggle Models (`publish_model`).
 
     model.keras            the model (Keras 3 format; loads with either backend)
     manifest.json          what the predictions mean (the dataset's classes, label values, submission
-                           columns, metric), image size, input format, versions, metrics, data
-                           fingerprint, and the logits of two fixed images, to check the model after
-                           loading; one schema (_SCHEMA), checked on every read, so a damaged or foreign
-                           manifest stops naming the wrong key, never with a KeyError halfway through
+                           columns, metric), image size, input format, versions, settings, metrics, and
+                           the logits of two fixed images, to check the model after loading; checked
+                           against _SCHEMA on every read
     dataset-metadata.json  title, id (owner/slug), license: what the Kaggle CLI reads
 """
 
@@ -29,8 +27,7 @@ from nbkit import atomic, models
 from nbkit.env import installed_versions
 from nbkit.errors import DataError
 from nbkit.images.description import Description
-from nbkit.inputs import account
-from nbkit.inputs.account import PLACEHOLDER_OWNER  # noqa: F401 (notebook 05 reads it here)
+from nbkit.inputs import account, datasets
 
 _FORMAT = "nbkit-model-package"
 _FORMAT_VERSION = 2  # 2: the dataset's description (classes, label values, submission columns, metric)
@@ -38,14 +35,12 @@ _MODEL_FILE = "model.keras"
 _MANIFEST_FILE = "manifest.json"
 _METADATA_FILE = "dataset-metadata.json"
 _INPUT_FORMAT = "uint8 RGB, 0-255, shape [image_size, image_size, 3]; the model rescales inside"
-_NUMBER = (int, float)
 _DATASET_FIELDS = ("title", "competition", "classes", "label_values", "id_column", "label_column", "metric")
 
 # What a package must hold, key by key (nested dicts are checked the same way); other keys are free.
 _SCHEMA: dict[str, Any] = {
     "format": str,
     "format_version": int,
-    "model_file": str,
     "model_name": str,
     "image_size": int,
     "input": str,
@@ -60,7 +55,6 @@ _SCHEMA: dict[str, Any] = {
     "trained_with": {"keras": str, "keras_backend": str},
     "training": dict,
     "metrics": dict,
-    "data": {"fingerprint": str},
     "check": {"logits": list},
 }
 
@@ -84,7 +78,7 @@ def _wrong(values: Any, schema: Mapping[str, Any], prefix: str = "") -> list[str
             problems.append(f"{name} is missing")
         elif isinstance(kind, dict):
             problems += _wrong(values[key], kind, name + ".")
-        elif not isinstance(values[key], kind) or isinstance(values[key], bool) and kind is not bool:
+        elif not isinstance(values[key], kind) or isinstance(values[key], bool):
             problems.append(f"{name} is {type(values[key]).__name__}, not {kind.__name__}")
     return problems
 
@@ -101,7 +95,7 @@ def _check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
     problems = _wrong(manifest, _SCHEMA)
     if not problems:
         metric = manifest["dataset"]["metric"]
-        if not isinstance(manifest["metrics"].get(metric), _NUMBER):
+        if not isinstance(manifest["metrics"].get(metric), (int, float)):
             problems.append(f"metrics.{metric} (the dataset's metric) is missing")
         if len(manifest["dataset"]["classes"]) != len(manifest["dataset"]["label_values"]):
             problems.append("dataset.classes and dataset.label_values differ in length")
@@ -121,14 +115,11 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
             f"{folder} has no {_MANIFEST_FILE}, so it is not a model package (or its upload is incomplete)."
         )
     try:
-        values = json.loads(path.read_text())
+        manifest = _check_schema(json.loads(path.read_text()), path)
     except ValueError as error:
         raise DataError(f"{path} is not valid JSON ({error}); re-upload the package.") from None
-    manifest = _check_schema(values, path)
-    if not (folder / manifest["model_file"]).is_file():
-        raise DataError(
-            f"{folder} lacks {manifest['model_file']}, the model named in its manifest (incomplete upload?)."
-        )
+    if not (folder / _MODEL_FILE).is_file():
+        raise DataError(f"{folder} lacks {_MODEL_FILE}, the package's model (incomplete upload?).")
     return manifest
 
 
@@ -146,9 +137,8 @@ def check_compatible(manifest: Mapping[str, Any], image_size: int, dataset: Desc
             f"{model} knows {trained.num_classes} classes but this data has {dataset.num_classes}: "
             "it was trained for another task."
         )
-    if trained.classes != dataset.classes or list(map(str, trained.label_values)) != list(
-        map(str, dataset.label_values)
-    ):
+    same_values = list(map(str, trained.label_values)) == list(map(str, dataset.label_values))
+    if trained.classes != dataset.classes or not same_values:
         raise DataError(
             f"{model}'s classes or label values differ from this data's (same count, other order or names): "
             "its predictions would name the wrong classes."
@@ -170,12 +160,12 @@ def check_same(manifests: Sequence[Mapping[str, Any]], names: Sequence[str]) -> 
                 f"{names[manifests.index(manifest)]} and {name} are the same model package: the ensemble would "
                 "count it twice. Give each package once in PACKAGES (or attach it once)."
             )
-        if manifest["image_size"] != first["image_size"]:
-            sizes = ", ".join(f"{n}: {m['image_size']}" for m, n in zip(manifests, names))
-            raise DataError(
-                f"The packages take images of different sizes ({sizes}): the members of an ensemble must be "
-                "trained at one IMAGE_SIZE. Average only the packages of one size, or train the others again."
-            )
+    if len({m["image_size"] for m in manifests}) > 1:
+        sizes = ", ".join(f"{n}: {m['image_size']}" for m, n in zip(manifests, names))
+        raise DataError(
+            f"The packages take images of different sizes ({sizes}): the members of an ensemble must be "
+            "trained at one IMAGE_SIZE. Average only the packages of one size, or train the others again."
+        )
     for manifest, name in zip(manifests[1:], names[1:]):
         try:
             check_compatible(manifest, first["image_size"], _dataset_of(first), name)
@@ -187,15 +177,6 @@ def default_dataset_id(dataset: Description, suffix: str = "model") -> str:
     """`<your Kaggle user name>/<the data's name>-<suffix>`, with a placeholder owner where the name is not known."""
     slug = re.sub(r"[^a-z0-9]+", "-", dataset.title.lower()).strip("-")[: 49 - len(suffix)].strip("-")
     return account.default_dataset_id(f"{slug}-{suffix}")
-
-
-def _dataset_metadata(dataset_id: str, title: str, license_name: str = "CC0-1.0") -> dict[str, Any]:
-    """The package's `dataset-metadata.json` contents, checked the way `kaggle datasets create` checks them."""
-    resources = [
-        {"path": _MODEL_FILE, "description": "Keras 3 model"},
-        {"path": _MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
-    ]
-    return account.dataset_metadata(dataset_id, title, resources, license_name)
 
 
 def _check_logits(model: Any, image_size: int, count: int = 2) -> np.ndarray:
@@ -212,17 +193,21 @@ def write_package(
     model: Any,
     *,
     dataset: Description,
-    image_size: int,
-    backend: str,
     metrics: dict[str, Any],
     training: dict[str, Any],
     dataset_id: str,
 ) -> Path:
     """Write the package into `folder`, replacing an older one only once the new one is complete.
-    `training` holds the run's settings, its data fingerprint among them (as `data`)."""
-    folder = Path(folder)
-    title = f"{dataset.title[:44].strip()} model"
-    kaggle_dataset = _dataset_metadata(dataset_id, title)  # a bad id stops here, before anything is written
+    `training`: the run's settings (its data fingerprint among them), kept for whoever reads the manifest."""
+    import keras
+
+    folder, image_size = Path(folder), model.input_shape[1]
+    resources = [
+        {"path": _MODEL_FILE, "description": "Keras 3 model"},
+        {"path": _MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
+    ]
+    # A bad id stops here, before anything is written.
+    kaggle_dataset = account.dataset_metadata(dataset_id, f"{dataset.title[:44].strip()} model", resources)
     logits = _check_logits(model, image_size)
     if logits.shape[-1] != dataset.num_classes:
         raise DataError(f"The model has {logits.shape[-1]} outputs but the data has {dataset.num_classes} classes.")
@@ -230,21 +215,19 @@ def write_package(
         "format": _FORMAT,
         "format_version": _FORMAT_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "model_file": _MODEL_FILE,
         "model_name": model.name,
         "image_size": image_size,
         "input": _INPUT_FORMAT,
         "output": "logits (argmax is the class; softmax gives probabilities)",
         "dataset": _dataset_fields(dataset),
         "trained_with": {  # read without importing the libraries
-            "keras_backend": backend,
+            "keras_backend": keras.backend.backend(),
             "python": platform.python_version(),
             **installed_versions(("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib", "numpy", "nbkit")),
         },
         "training": training,
         "metrics": {k: (v.item() if hasattr(v, "item") else v) for k, v in metrics.items()},
-        "data": {"fingerprint": str(training.get("data", ""))},
-        "check": {"images": "check_images(image_size): numpy default_rng(0) uint8", "logits": logits.round(6).tolist()},
+        "check": {"logits": logits.round(6).tolist()},  # of _check_logits' images
     }
     _check_schema(manifest, _MANIFEST_FILE)  # what 06 reads is there
     with atomic.staged_dir(folder) as staging:
@@ -261,17 +244,16 @@ def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, An
 
     folder = Path(folder)
     manifest = read_manifest(folder)
-    classes = manifest["dataset"]["classes"]
+    size, classes = manifest["image_size"], len(manifest["dataset"]["classes"])
     try:
         with acc.scope() if acc is not None else contextlib.nullcontext():
-            model = keras.models.load_model(folder / manifest["model_file"])
+            model = keras.models.load_model(folder / _MODEL_FILE)
     except Exception as error:  # Keras raises ValueError, OSError, zipfile errors... for a bad file
-        raise DataError(f"Could not load {folder / manifest['model_file']}: {error}. Re-upload the package.") from error
-    size = manifest["image_size"]
-    if tuple(model.input_shape[1:]) != (size, size, 3) or model.output_shape[-1] != len(classes):
+        raise DataError(f"Could not load {folder / _MODEL_FILE}: {error}. Re-upload the package.") from error
+    if tuple(model.input_shape[1:]) != (size, size, 3) or model.output_shape[-1] != classes:
         raise DataError(
-            f"{manifest['model_file']} takes {model.input_shape} and gives {model.output_shape}, but the manifest "
-            f"says {size}x{size} images and {len(classes)} classes: model and manifest do not belong together."
+            f"{_MODEL_FILE} takes {model.input_shape} and gives {model.output_shape}, but the manifest "
+            f"says {size}x{size} images and {classes} classes: model and manifest do not belong together."
         )
     expected = np.asarray(manifest["check"]["logits"])
     logits = _check_logits(model, size, len(expected))
@@ -285,11 +267,11 @@ def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, An
     return model, manifest
 
 
-def describe(folder: Path, manifest: dict[str, Any]) -> str:
+def describe(manifest: Mapping[str, Any]) -> str:
     """One line: which model, what it takes, what it was trained with, how it scored."""
     trained, metric = manifest["trained_with"], manifest["dataset"]["metric"]
     return (
-        f"{folder}: {manifest['model_name']}, {manifest['image_size']}x{manifest['image_size']}, "
+        f"{manifest['model_name']}, {manifest['image_size']}x{manifest['image_size']}, "
         f"{len(manifest['dataset']['classes'])} classes, trained with Keras {trained['keras']} on "
         f"{trained['keras_backend']}; validation {metric} {manifest['metrics'][metric]:.3f}"
     )
@@ -319,24 +301,16 @@ def find_packages(locations: str, local_default: str | Path, input_dir: str | Pa
 def _folder_or_model(location: str) -> Path:
     if Path(location).exists() or location.count("/") not in (3, 4):
         return Path(location)  # a folder (read_manifest says so if it is not one)
-    from nbkit.inputs import datasets
-
     try:
         return Path(datasets.fetch("model", location))
     except DataError as error:
         raise DataError(f"PACKAGES: {location!r} is no folder here, and as a Kaggle Models handle: {error}") from None
 
 
-def publish_model(folder: str | Path, handle: str, version_notes: str = "") -> str:
+def publish_model(folder: str | Path, handle: str) -> str:
     """Publish the package in `folder` to Kaggle Models as `handle` (owner/model/keras/variation) with
     kagglehub, a new version when the variation exists; the model's URL. Notebook 06 reads it by handle."""
-    from nbkit.inputs import datasets
-
-    manifest = read_manifest(folder)  # only a complete package goes out
-    metric = manifest["dataset"]["metric"]
-    notes = version_notes or (
-        f"{manifest['model_name']}, {manifest['image_size']}px, validation {metric} {manifest['metrics'][metric]:.3f}"
-    )
+    notes = describe(read_manifest(folder))  # only a complete package goes out
     return datasets.upload_model(handle, folder, notes, ignore=[_METADATA_FILE])  # the dataset route's file
 
 

@@ -4,10 +4,12 @@ leaves no checkpoint), records the epoch in a separate write, deletes all at the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,20 @@ _STATE_FILE = "training-state.json"
 _STATE_VERSION = 1
 
 
-def _weights_name(epochs_done: int) -> str:
-    return f"epoch-{epochs_done:04d}.weights.h5"
+def _state(folder: Path) -> tuple[int, str, dict[str, Any], dict[str, list[float]]]:
+    """(epochs done, weights file, settings, history) of the training state in `folder`."""
+    path = folder / _STATE_FILE
+    try:
+        state = json.loads(path.read_text())
+        version, epochs_done, weights_file = state["version"], int(state["epochs_done"]), state["weights_file"]
+        found = epochs_done, weights_file, state["settings"], state["history"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise DataError(f"{path} is not a readable training state ({error!r}).") from None
+    if version != _STATE_VERSION:
+        raise DataError(f"{path} has state version {version}; this nbkit reads {_STATE_VERSION}.")
+    if not (folder / weights_file).is_file():
+        raise DataError(f"{path} points at {weights_file}, which is missing.")
+    return found
 
 
 class TrainingRun:
@@ -33,21 +47,31 @@ class TrainingRun:
     ) -> None:
         self.folder = Path(folder)
         self.settings = json.loads(json.dumps(settings))  # plain JSON values, compared as saved
-        self.epochs_done = 0
-        self.history: dict[str, list[float]] = {}
-        self.weights_file: str | None = None
+        self.epochs_done, self.weights_file, self.history = 0, None, {}
         self.hosts = hosts or nbhosts.Hosts()
         if self.hosts.several:  # process 0 may be copying an earlier run's checkpoint in (RESUME_FROM)
             nbhosts.wait_for_all("nbkit: checkpoints in place")
         self.restarted = restart and (self.folder / _STATE_FILE).exists()
-        if not restart:
+        if not restart and (self.folder / _STATE_FILE).exists():
             self._read()
         if self.hosts.several:
             self._check_every_process_found_the_same()
 
-    def _check_every_process_found_the_same(self) -> None:
-        import zlib
+    def _read(self) -> None:
+        try:
+            epochs_done, weights_file, saved, history = _state(self.folder)
+        except DataError as error:
+            raise DataError(f"{error} Set RESUME='restart' to train from scratch, or move the folder away.") from None
+        changed = sorted(k for k in set(saved) | set(self.settings) if saved.get(k) != self.settings.get(k))
+        if changed:
+            details = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {self.settings.get(k)!r}" for k in changed)
+            raise DataError(
+                f"The checkpoint in {self.folder} was made with other settings ({details}). Set RESUME='restart' "
+                "to train from scratch (it is replaced epoch by epoch), or use another OUTPUT_DIR."
+            )
+        self.epochs_done, self.weights_file, self.history = epochs_done, weights_file, history
 
+    def _check_every_process_found_the_same(self) -> None:
         import numpy as np
 
         state = self.folder / _STATE_FILE
@@ -60,34 +84,6 @@ class TrainingRun:
                 "one folder process 0 writes: give an OUTPUT_DIR on storage every host mounts (NFS, a gcsfuse "
                 "bucket), or RESUME='restart'."
             )
-
-    def _read(self) -> None:
-        path = self.folder / _STATE_FILE
-        if not path.exists():
-            return
-        try:
-            state = json.loads(path.read_text())
-            version, saved, epochs_done = state["version"], state["settings"], int(state["epochs_done"])
-            history, weights_file = state["history"], state["weights_file"]
-        except (ValueError, KeyError, TypeError) as error:
-            raise DataError(
-                f"{path} is not a readable training state ({error!r}). Move the folder away, "
-                "or set RESUME='restart' to train from scratch."
-            ) from None
-        if version != _STATE_VERSION:
-            raise DataError(
-                f"{path} has state version {version}; this nbkit reads {_STATE_VERSION}. Set RESUME='restart'."
-            )
-        changed = sorted(k for k in set(saved) | set(self.settings) if saved.get(k) != self.settings.get(k))
-        if changed:
-            details = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {self.settings.get(k)!r}" for k in changed)
-            raise DataError(
-                f"The checkpoint in {self.folder} was made with other settings ({details}). Set RESUME='restart' "
-                "to train from scratch (it is replaced epoch by epoch), or use another OUTPUT_DIR."
-            )
-        if not (self.folder / weights_file).is_file():
-            raise DataError(f"{path} points at {weights_file}, which is missing. Set RESUME='restart'.")
-        self.epochs_done, self.history, self.weights_file = epochs_done, history, weights_file
 
     def describe(self, epochs: int) -> str:
         if self.epochs_done == 0:
@@ -102,16 +98,13 @@ class TrainingRun:
 
     def restore(self, model: Any, acc: Any = None) -> None:
         """Load the newest checkpoint (weights, optimizer state) into a compiled `model` built in `acc`'s scope."""
-        import contextlib
-
         if self.weights_file is None:
             return
         # The optimizer's variables exist only once it is built; loading first would skip them.
         with acc.scope() if acc is not None else contextlib.nullcontext():
             model.optimizer.build(model.trainable_variables)
         model.load_weights(self.folder / self.weights_file)
-        restored = int(model.optimizer.iterations.numpy())
-        if restored == 0:
+        if int(model.optimizer.iterations.numpy()) == 0:
             raise DataError(f"{self.weights_file} holds no optimizer state. Set RESUME='restart'.")
 
     def checkpoint(self) -> Any:
@@ -128,7 +121,7 @@ class TrainingRun:
 
     def save(self, model: Any, epochs_done: int, logs: dict[str, Any]) -> None:
         """The checkpoint, then the state pointing at it, then drop older ones: a kill never breaks the pair."""
-        name = _weights_name(epochs_done)
+        name = f"epoch-{epochs_done:04d}.weights.h5"
         for key, value in logs.items():
             value = float(value)
             self.history.setdefault(key, []).append(value if math.isfinite(value) else None)
@@ -161,14 +154,12 @@ def copy_checkpoint(source: str | Path, folder: str | Path) -> str:
     if (folder / _STATE_FILE).exists():
         return f"{folder} has its own checkpoint; {source} is not used"
     try:
-        weights_file = json.loads((source / _STATE_FILE).read_text())["weights_file"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        weights_file = _state(source)[1]
+    except DataError as error:
         raise DataError(
-            f"RESUME_FROM={str(source)!r} holds no readable {_STATE_FILE} ({error.__class__.__name__}): give the "
-            "checkpoint folder of an earlier run (its OUTPUT_DIR/checkpoints), or 'none'."
+            f"RESUME_FROM={str(source)!r}: {error} Give the checkpoint folder of an earlier run (its "
+            "OUTPUT_DIR/checkpoints, whole), or 'none'."
         ) from None
-    if not (source / weights_file).is_file():
-        raise DataError(f"{source / _STATE_FILE} points at {weights_file}, which is not there: copy the whole folder.")
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy2(source / weights_file, folder / weights_file)
     shutil.copy2(source / _STATE_FILE, folder / _STATE_FILE)  # last: the state points at a complete copy
