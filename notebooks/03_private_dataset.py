@@ -36,9 +36,8 @@ RECORDS: int = 3  # how many records to show
 from nbkit import env, params
 from nbkit.inputs import datasets, secrets
 
-params.check_parameters(globals())
+params.check_parameters(globals(), RECORDS=1)
 params.check_handle("DATASET", DATASET, example="alice/my-private-tfrecords")
-params.check_int("RECORDS", RECORDS, minimum=1)
 environment = env.detect()
 print(environment.describe())
 

@@ -44,12 +44,7 @@ OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.c
 from nbkit import env, params, staging
 from nbkit.pytorch import runtime
 
-params.check_parameters(globals())
-for name, value in {"IMAGE_SIZE": IMAGE_SIZE, "EPOCHS": EPOCHS, "SEED": SEED}.items():
-    params.check_int(name, value)
-params.check_int("PER_CORE_BATCH", PER_CORE_BATCH, minimum=1)
-params.check_choice("AUGMENT", AUGMENT, ("none", "flips", "standard"))
-params.check_choice("TTA", TTA, range(1, 5))
+params.check_parameters(globals(), PER_CORE_BATCH=1, AUGMENT=("none", "flips", "standard"), TTA=range(1, 5))
 working_dir = env.detect().working_dir
 outputs = staging.start(working_dir / "classifier-torch" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(outputs.describe())

@@ -39,11 +39,7 @@ OUTPUT_DIR: str = "auto"  # where submission.csv goes; "auto": the working folde
 # %%
 from nbkit import accel, env, params, staging
 
-params.check_parameters(globals())
-params.check_choice("BACKEND", BACKEND, params.BACKENDS)
-params.check_int("IMAGE_SIZE", IMAGE_SIZE)
-params.check_int("PER_REPLICA_BATCH", PER_REPLICA_BATCH, minimum=1)
-params.check_choice("TTA", TTA, range(1, 5))
+params.check_parameters(globals(), PER_REPLICA_BATCH=1, TTA=range(1, 5))  # and BACKEND, and every int >= 0
 
 environment = env.detect()
 outputs = staging.start(environment.working_dir if OUTPUT_DIR == "auto" else OUTPUT_DIR)

@@ -48,7 +48,7 @@ def test_bad_parameter_stops_at_the_first_cell(tmp_path, params, named):
         execute(tmp_path, NOTEBOOK, **params)
     assert error.value.ename == "ParameterError"
     assert named in error.value.evalue
-    assert "params.check_parameters(globals())" in error.value.source  # the first cell after parameters
+    assert "params.check_parameters(globals()" in error.value.source  # the first cell after parameters
     assert (tmp_path / "out.ipynb").exists()  # the executed notebook, with the error, is kept
 
 
