@@ -97,23 +97,6 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution_and_s
     assert f"PJRT_NPROC={report['nproc']}" in said and "`shuffle=True` was passed" in said
 
 
-def test_backend_conflict_after_keras_import_says_how_to_fix(run_python):
-    result = run_python(
-        """
-        import keras  # default backend: tensorflow
-        from nbkit import accel
-        from nbkit.errors import AcceleratorError
-        try:
-            accel.setup("jax")
-        except AcceleratorError as error:
-            print("REFUSED:", error)
-        """,
-        KERAS_BACKEND="tensorflow",
-    )
-    assert "REFUSED: Keras was already imported with the 'tensorflow' backend" in result.stdout
-    assert "Restart the kernel" in result.stdout
-
-
 def test_jax_split_after_jax_started_says_how_to_fix(run_python):
     result = run_python(
         """
@@ -130,35 +113,20 @@ def test_jax_split_after_jax_started_says_how_to_fix(run_python):
     assert "REFUSED: JAX already started with 1 CPU device(s)" in result.stdout
 
 
-def test_single_cpu_uses_the_default_strategy(run_python):
+def test_single_cpu_then_keras_shuffle_warning_then_a_backend_switch_refused(run_python):
+    """One process, three steps: setup() on one CPU (the default strategy); Keras still warns about shuffle on
+    every fit() with a tf.data dataset (the workaround in nbkit.accel, _SHUFFLE_WARNING: when it stops, the filter
+    can go); and once Keras runs on TensorFlow, asking for JAX says how to fix it."""
     result = run_python(
         """
-        import json
+        import json, warnings
+        import numpy as np
         from nbkit import accel
+        from nbkit.errors import AcceleratorError
         acc = accel.setup()
         print(json.dumps({"backend": acc.backend, "replicas": acc.num_replicas, "cap": acc.max_steps_per_execution,
                           "policy": acc.recommended_precision, "strategy": acc.distribution_name}))
-        """
-    )
-    assert last_json(result) == {
-        "backend": "tensorflow",
-        "replicas": 1,
-        "cap": None,
-        "policy": "float32",
-        "strategy": "_DefaultDistributionStrategy",
-    }
-    assert "cuda drivers" not in result.stderr  # known start-up noise is filtered
-
-
-def test_keras_still_warns_about_shuffle_so_setup_hides_it(run_python):
-    # The workaround in nbkit.accel (_SHUFFLE_WARNING): if this fails, Keras stopped warning on
-    # every fit() with a tf.data dataset, and the filter can go.
-    result = run_python(
-        """
-        import os, warnings
-        os.environ["KERAS_BACKEND"] = "tensorflow"
-        import keras, numpy as np, tensorflow as tf
-        from nbkit import accel
+        import keras, tensorflow as tf
         model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
         model.compile("sgd", "mse")
         data = tf.data.Dataset.from_tensor_slices((np.zeros((4, 1)), np.zeros((4, 1)))).batch(2)
@@ -166,6 +134,20 @@ def test_keras_still_warns_about_shuffle_so_setup_hides_it(run_python):
             warnings.simplefilter("always")
             model.fit(data, epochs=1, verbose=0)
         print("WARNED", any(accel._SHUFFLE_WARNING in str(w.message) for w in caught))
+        try:
+            accel.setup("jax")
+        except AcceleratorError as error:
+            print("REFUSED:", error)
         """
     )
+    assert json.loads(next(line for line in result.stdout.splitlines() if line.startswith("{"))) == {
+        "backend": "tensorflow",
+        "replicas": 1,
+        "cap": None,
+        "policy": "float32",
+        "strategy": "_DefaultDistributionStrategy",
+    }
+    assert "cuda drivers" not in result.stderr  # known start-up noise is filtered
     assert "WARNED True" in result.stdout
+    assert "REFUSED: Keras was already imported with the 'tensorflow' backend" in result.stdout
+    assert "Restart the kernel" in result.stdout
