@@ -141,7 +141,7 @@ def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked
     ],
 )
 def test_accelerator_names_map_to_machine_shapes(name, flags):
-    metadata = bundle._kernel_metadata("alice", "My TPU kernel", "k.ipynb", name)
+    metadata = bundle._kernel_metadata("alice", "My TPU kernel", name)
     assert (metadata["enable_gpu"], metadata["enable_tpu"], metadata["machine_shape"]) == flags
 
 
@@ -155,7 +155,7 @@ def test_accelerator_names_map_to_machine_shapes(name, flags):
     ],
 )
 def test_retired_accelerators_are_accepted_with_a_warning_naming_what_runs(name, instead):
-    assert bundle._kernel_metadata("alice", "My TPU kernel", "k.ipynb", name)["machine_shape"]
+    assert bundle._kernel_metadata("alice", "My TPU kernel", name)["machine_shape"]
     assert f"is retired on Kaggle: sessions that ask for it run on {instead} instead" in bundle.retired(name)
     assert name not in bundle.CURRENT
 
@@ -170,8 +170,8 @@ def test_current_accelerators_have_no_warning_and_come_first_in_the_help():
 
 
 def test_docker_image_only_when_asked():
-    assert "docker_image" not in bundle._kernel_metadata("alice", "My TPU kernel", "k.ipynb")
-    pinned = bundle._kernel_metadata("alice", "My TPU kernel", "k.ipynb", docker_image="gcr.io/kaggle-images/python")
+    assert "docker_image" not in bundle._kernel_metadata("alice", "My TPU kernel")
+    pinned = bundle._kernel_metadata("alice", "My TPU kernel", docker_image="gcr.io/kaggle-images/python")
     assert pinned["docker_image"] == "gcr.io/kaggle-images/python"
 
 
@@ -185,7 +185,7 @@ def test_docker_image_only_when_asked():
         ({"title": "abc"}, "Title 'abc' has 3 characters; Kaggle needs 5 to 50"),
         ({"title": "x" * 51}, "has 51 characters"),
         ({"owner": "not a user"}, "--owner='not a user' must be written a user name"),
-        ({"slug": "other-slug"}, "does not match the title"),
+        ({"title": "-- ** --"}, "has no letters or digits for the kernel's id"),
         ({"datasets": ["just-a-slug"]}, "--dataset='just-a-slug' must be written owner/slug"),
         (
             {"models": ["keras/efficientnet"]},

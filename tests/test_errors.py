@@ -131,11 +131,16 @@ CASES = [
     ),
     (
         "a kernel owner",
-        lambda t: bundle._kernel_metadata("not a user", "My kernel", "k.ipynb"),
+        lambda t: bundle._kernel_metadata("not a user", "My kernel"),
         errors.ParameterError,
         "--owner='not a user' must be written a user name",
     ),
-    ("an accelerator", lambda t: bundle._accelerator("tpu-v9"), errors.ParameterError, "Unknown accelerator"),
+    (
+        "an accelerator",
+        lambda t: bundle._kernel_metadata("alice", "My kernel", "tpu-v9"),
+        errors.ParameterError,
+        "Unknown accelerator",
+    ),
     (
         "a gs:// URL for a folder",
         lambda t: params.check_parameters({"OUTPUT_DIR": "gs://b/out", "__annotations__": {"OUTPUT_DIR": "str"}}),
@@ -249,8 +254,18 @@ CASES = [
         errors.ParameterError,
         "does not exist",
     ),
-    ("a folder without a bundle", lambda t: push.push(t), errors.RunError, "build the bundle first"),
-    ("a bundle folder not there", lambda t: push.push(t / "nope"), errors.RunError, "nope is not a folder"),
+    (
+        "a folder without a bundle",
+        lambda t: push.push(t),
+        errors.RunError,
+        "kernel-metadata.json (FileNotFoundError): give a bundle folder",
+    ),
+    (
+        "a bundle folder not there",
+        lambda t: push.push(t / "nope"),
+        errors.RunError,
+        "nope/kernel-metadata.json (FileNotFoundError): give a bundle folder",
+    ),
     (
         "a kernel that failed on Kaggle",
         lambda t: push._check_outputs(push._Session("error", "Out of memory", ()), t, [], "alice/k"),

@@ -109,7 +109,7 @@ def test_known_secrets_come_from_nbkit_env_names_dotenv_and_kaggle_json(tmp_path
         "SHORT_TOKEN": "abc",
         "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / ".env"),
     }
-    known = leaks.known_secrets(environ, dotenv=tmp_path / ".env")
+    known = leaks.known_secrets(environ, dotenv=[tmp_path / ".env"])
     assert known[values[0]] == "MY_PASSWORD" and known[values[1]] == "the key in kaggle.json"
     assert known[values[2]] == "FROM_NBKIT" and known[values[3]] == "SERVICE_API_KEY"
     assert values[3] + "x" not in known and "abc" not in known  # not secret-named; too short to scan for

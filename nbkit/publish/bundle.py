@@ -110,8 +110,9 @@ def _missing(node: ast.Import | ast.ImportFrom) -> str | None:
         wanted = [alias.name for alias in node.names if alias.name.split(".")[0] == "nbkit"]
         return next((f"no module {name}" for name in wanted if _module_path(name) is None), None)
     module = node.module or ""
-    path = _module_path(module)
-    if path is None:
+    if node.level or module.split(".")[0] != "nbkit":
+        return None
+    if (path := _module_path(module)) is None:
         return f"no module {module}"
     names, package = _top_level_names(path), path.name == "__init__.py"
     for alias in node.names:
@@ -125,10 +126,7 @@ def _check_imports(code: str, where: str) -> None:
     """A ParameterError naming the line of `code` that imports from nbkit a module or name it lacks (read
     statically): on Kaggle that would be an ImportError."""
     for node in ast.walk(ast.parse(code)):
-        nbkit_from = (
-            isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "nbkit"
-        )
-        if (isinstance(node, ast.Import) or nbkit_from) and (missing := _missing(node)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and (missing := _missing(node)):
             raise ParameterError(
                 f"{where}, line {node.lineno}: `{ast.unparse(node)}`: there is {missing}. Fix the import (this "
                 "nbkit's modules are in nbkit/): the bundled notebook would stop there with an ImportError on Kaggle."
@@ -217,10 +215,9 @@ def write(
     scan.check([source])
     title = title or source.stem.replace("_", " ")
     owner = owner or kaggle_username()  # None: a placeholder owner, enough to import; push needs the real one
-    slug = options.pop("slug", None) or _slugify(title)
-    metadata = _kernel_metadata(owner, title, f"{slug}.ipynb", slug=slug, **options)
+    metadata = _kernel_metadata(owner, title, **options)
     notebook, _ = bundled_notebook(source)
-    target = Path(out_dir) / slug
+    target = Path(out_dir) / metadata["id"].split("/")[1]
     with atomic.staged_dir(target) as staging:
         nbformat.write(notebook, staging / metadata["code_file"])
         (staging / "kernel-metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
@@ -247,26 +244,16 @@ CURRENT = [name for name, (_, _, shape) in ACCELERATORS.items() if shape not in 
 SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
-def _slugify(title: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-
-
-def _accelerator(name: str) -> tuple[bool, bool, str | None]:
-    if name in ACCELERATORS:
-        return ACCELERATORS[name]
-    for gpu, tpu, shape in ACCELERATORS.values():
-        if shape and name.lower() == shape.lower():
-            return gpu, tpu, shape
-    raise ParameterError(
-        f"Unknown accelerator {name!r}: use one of {', '.join(CURRENT)} (or a machine shape such as TpuV5E8)."
-    )
+def _accelerator(name: str | None) -> tuple[bool, bool, str | None] | None:
+    """(enable_gpu, enable_tpu, machine_shape) of an accelerator name or machine shape (any case), else None."""
+    shapes = {shape.lower(): found for found in ACCELERATORS.values() if (shape := found[2])}
+    return ACCELERATORS.get(name or "") or shapes.get((name or "").lower())
 
 
 def retired(name_or_shape: str | None) -> str | None:
     """The warning for an accelerator (name or machine shape) Kaggle retired, else None."""
-    shape = ACCELERATORS[name_or_shape][2] if name_or_shape in ACCELERATORS else name_or_shape
-    shape = next((known for known in RETIRED if shape and shape.lower() == known.lower()), None)
-    if shape is None:
+    shape = (_accelerator(name_or_shape) or (None, None, None))[2]
+    if shape not in RETIRED:
         return None
     instead = RETIRED[shape]
     asked = f"{name_or_shape} (machine shape {shape})" if name_or_shape != shape else shape
@@ -283,10 +270,8 @@ def _check_sources(option: str, sources: Sequence[str], form: str, example: str)
 def _kernel_metadata(
     owner: str | None,
     title: str,
-    code_file: str,
     accelerator_name: str = "tpu-v5e-8",
     *,
-    slug: str | None = None,
     private: bool = True,
     internet: bool = True,
     datasets: Sequence[str] = (),
@@ -300,13 +285,15 @@ def _kernel_metadata(
         raise ParameterError(f"Title {title!r} has {len(title.strip())} characters; Kaggle needs 5 to 50 (--title).")
     owner = owner or PLACEHOLDER_OWNER  # enough for File -> Import Notebook; `push` asks for the real one
     check_handle("--owner", owner, "a user name", example="alice")
-    slug = slug or _slugify(title)
-    if not SLUG.match(slug) or slug != _slugify(title):
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")  # Kaggle's id from the title
+    if not slug:
+        raise ParameterError(f"Title {title!r} has no letters or digits for the kernel's id; change --title.")
+    if not (accelerator := _accelerator(accelerator_name)):
         raise ParameterError(
-            f"The id {owner}/{slug} does not match the title {title!r} (its slug is {_slugify(title)!r}); "
-            "Kaggle links the two, so change --title or --slug."
+            f"Unknown accelerator {accelerator_name!r}: use one of {', '.join(CURRENT)} (or a machine shape such as "
+            "TpuV5E8)."
         )
-    enable_gpu, enable_tpu, machine_shape = _accelerator(accelerator_name)
+    enable_gpu, enable_tpu, machine_shape = accelerator
     if any(not SLUG.match(c) for c in competitions):
         raise ParameterError(
             f"--competition {list(competitions)} must be slugs as in the URL, e.g. flower-classification-with-tpus."
@@ -314,7 +301,7 @@ def _kernel_metadata(
     metadata = {
         "id": f"{owner}/{slug}",
         "title": title.strip(),
-        "code_file": code_file,
+        "code_file": f"{slug}.ipynb",
         "language": "python",
         "kernel_type": "notebook",
         "is_private": private,

@@ -1,16 +1,6 @@
 """`python -m nbkit`: bundle a notebook as a Kaggle kernel, push it, run it remotely, scan for leaks;
-convert a competition's pictures; gather out-of-fold scores.
-
-.venv/bin/python -m nbkit bundle notebooks/02_flowers_classifier.py     (no Kaggle login needed; the same below)
-python -m nbkit push build/kernels/02-flowers-classifier
-python -m nbkit run notebooks/02_flowers_classifier.py --competition flower-classification-with-tpus
-python -m nbkit follow build/kernels/02-flowers-classifier              (or owner/slug)
-python -m nbkit status build/kernels/02-flowers-classifier              (or owner/slug)
-python -m nbkit scan notebooks build/kernels
-python -m nbkit tfrecords train_images out/cassava --size 512 --labels train.csv --test test_images
-python -m nbkit oof out/train-on-tpu-fold0 out/train-on-tpu-fold1 ... --data out/cassava
-python -m nbkit launch notebooks/02_flowers_classifier.py --processes 2 --devices-per-process 4 -p EPOCHS 3
-"""
+convert a competition's pictures; gather out-of-fold scores; launch a notebook as a pod slice's hosts.
+`python -m nbkit <command> --help` and docs/guide.md give each command's options."""
 
 from __future__ import annotations
 
@@ -19,7 +9,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from nbkit.errors import DataError, NbkitError, ParameterError
 from nbkit.params import check_handle
@@ -34,7 +23,7 @@ _ACCELERATOR_HELP = (
 
 
 _BUNDLE_OPTIONS = (  # what `bundle.write` takes of the options `_bundle_options` declares
-    "owner title slug accelerator_name private internet datasets competitions kernels models docker_image".split()
+    "owner title accelerator_name private internet datasets competitions kernels models docker_image".split()
 )
 
 
@@ -45,7 +34,6 @@ def _bundle_options(parser: argparse.ArgumentParser) -> None:
         "--owner", help="your Kaggle user name, needed only to push (default: KAGGLE_USERNAME or kaggle.json)"
     )
     parser.add_argument("--title", help="kernel title, 5 to 50 characters (default: from the file name)")
-    parser.add_argument("--slug", help="kernel slug; must match the title (default: from the title)")
     parser.add_argument(
         "--competition", action="append", default=[], dest="competitions", help="competition slug (repeatable)"
     )
@@ -164,7 +152,6 @@ def _parser() -> argparse.ArgumentParser:
         "push", help="scan a bundle, then `kaggle kernels push -p` it and report URL and status"
     )
     pushing.add_argument("folder", type=os.path.expanduser, help="build/kernels/<slug>")
-    pushing.add_argument("--no-status", action="store_true", help="do not ask the status after pushing")
     run = commands.add_parser("run", help="bundle, push, follow the session, fetch its outputs into out/kaggle/<slug>/")
     _bundle_options(run)
     _follow_options(run)
@@ -203,13 +190,10 @@ def _launch(args: argparse.Namespace) -> str:
 
     # A SIGTERM (a CI job's end, `timeout`) unwinds like Ctrl-C, so every process of the run is stopped too.
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
-    parameters = [tuple(pair) for pair in args.parameters]
-    started = launch.launch(args.notebook, args.processes, args.devices_per_process, parameters, args.out, args.timeout)
+    started = launch.launch(
+        args.notebook, args.processes, args.devices_per_process, args.parameters, args.out, args.timeout
+    )
     return "every process ended well:\n" + launch.describe(started)
-
-
-def _bundle_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return {name: getattr(args, name) for name in _BUNDLE_OPTIONS}
 
 
 def _bundled(folder: Path) -> str:
@@ -241,16 +225,18 @@ def _kernel(command: str, name: str) -> str:
 
 def _run(args: argparse.Namespace) -> str:
     """Do what `args` asks; the line(s) to print last."""
-    if args.command in ("bundle", "run") and (retired := bundle.retired(args.accelerator_name)):
-        print(f"warning: {retired}", file=sys.stderr)
-    if args.command == "bundle":
-        return _bundled(bundle.write(args.notebook, args.out, **_bundle_kwargs(args)))
+    if args.command in ("bundle", "run"):
+        if retired := bundle.retired(args.accelerator_name):
+            print(f"warning: {retired}", file=sys.stderr)
+        options = {name: getattr(args, name) for name in _BUNDLE_OPTIONS}
+        if args.command == "bundle":
+            return _bundled(bundle.write(args.notebook, args.out, **options))
     if args.command == "push":
-        return push.push(args.folder, check_status=not args.no_status).describe()
+        return push.push(args.folder)
     if args.command in ("run", "follow"):
         following = {"expect": args.expect, "timeout_s": args.timeout, "interval_s": args.interval}
         if args.command == "run":
-            folder = push.run(args.notebook, _bundle_kwargs(args), args.out, outputs_dir=args.outputs, **following)
+            folder = push.run(args.notebook, options, args.out, outputs_dir=args.outputs, **following)
         else:
             folder = push.follow_and_fetch(_kernel("follow", args.kernel), args.outputs, **following)
         return f"done: outputs in {folder}"

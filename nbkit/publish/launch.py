@@ -20,7 +20,6 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from nbkit.errors import ParameterError, RunError
 from nbkit.hosts import ADDRESSES, NUM_PROCESSES, PROCESS_ID
@@ -58,7 +57,6 @@ def launch(
     parameters: list[tuple[str, str]] | None = None,
     out: str | Path = "out/launch",
     timeout_s: float = 3600,
-    stream: IO[str] | None = None,
 ) -> list[_Process]:
     """Run `notebook` as `processes` papermill processes of `devices_per_process` devices each, with
     papermill `parameters` (name, value) for all; return them once all ended well (RunError else)."""
@@ -74,7 +72,6 @@ def launch(
             f"--out {out}: no folder for the executed notebooks there ({error.strerror}); give another."
         ) from None
     address = f"127.0.0.1:{coordinator_port()}"
-    stream = stream or sys.stdout
     printing = threading.Lock()
     secrets = known_secrets()  # kept out of the streamed lines, as out of every log
     started: list[_Process] = []
@@ -91,8 +88,7 @@ def launch(
             )
             process = _Process(index, popen, executed, time.monotonic())
             started.append(process)
-            relay = (process, stream, printing, secrets)
-            readers.append(threading.Thread(target=_relay, args=relay, daemon=True))
+            readers.append(threading.Thread(target=_relay, args=(process, printing, secrets), daemon=True))
             readers[-1].start()
         _wait_for_all(started, timeout_s)
     except BaseException:  # a failure, the timeout, or Ctrl-C: nothing of the run may outlive it
@@ -153,7 +149,7 @@ def coordinator_port() -> int:
             return port
 
 
-def _relay(process: _Process, stream: IO[str], printing: threading.Lock, secrets: dict[str, str]) -> None:
+def _relay(process: _Process, printing: threading.Lock, secrets: dict[str, str]) -> None:
     """Copy one process's output, line by line, prefixed, keeping its last lines."""
     assert process.popen.stdout is not None
     for line in process.popen.stdout:
@@ -161,7 +157,7 @@ def _relay(process: _Process, stream: IO[str], printing: threading.Lock, secrets
         process.tail.append(line)
         process.kernel_died |= any(sign in line for sign in _DEAD_KERNEL)
         with printing:
-            print(f"[p{process.index}] {line}", file=stream, flush=True)
+            print(f"[p{process.index}] {line}", flush=True)
 
 
 def _wait_for_all(started: list[_Process], timeout_s: float) -> None:

@@ -37,21 +37,6 @@ _REJECTED = re.compile(r"The following are not valid (\w+) sources and could not
 _FINISHED = ("complete", "error", "cancel_requested", "cancel_acknowledged")
 
 
-@dataclass(frozen=True)
-class _Pushed:
-    kernel: str  # owner/slug
-    url: str
-    version: int | None
-    status: str | None  # the session status right after the push, or why it is unknown; None: not asked
-    messages: tuple[str, ...] = ()  # warnings (a retired accelerator) and lines nbkit does not know
-
-    def describe(self) -> str:
-        version = f" version {self.version}" if self.version else ""
-        notes = "".join(f"\n{line}" for line in self.messages)
-        state = f"\nstatus: {self.status}" if self.status else ""
-        return f"pushed {self.kernel}{version}: {self.url}{state}{notes}"
-
-
 def _run_kaggle(*args: str) -> str:
     """`kaggle <args>`'s output, redacted; a RunError if it fails or is not logged in."""
     command = [sys.executable, "-m", "kaggle", *args]
@@ -70,18 +55,13 @@ def _run_kaggle(*args: str) -> str:
 
 
 def read_metadata(folder: str | Path) -> dict:
-    if not Path(folder).is_dir():
-        raise RunError(
-            f"{folder} is not a folder: give a bundle folder, which `python -m nbkit bundle <notebook>` writes as "
-            "build/kernels/<slug>."
-        )
     path = Path(folder) / "kernel-metadata.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise RunError(
-            f"No readable {path} ({type(error).__name__}): build the bundle first, e.g. "
-            "`python -m nbkit bundle notebooks/02_flowers_classifier.py --accelerator tpu-v5e-8`."
+            f"No readable {path} ({type(error).__name__}): give a bundle folder, which `python -m nbkit bundle "
+            "<notebook>` writes as build/kernels/<slug>."
         ) from None
 
 
@@ -133,8 +113,9 @@ def _read_push_output(output: str) -> tuple[str, int | None, list[str]]:
     return pushed.group(2), int(pushed.group(1)) if pushed.group(1) else None, others
 
 
-def push(folder: str | Path, check_status: bool = True, command: str = "bundle") -> _Pushed:
-    """Scan the bundle for leaks, push it, report the URL and status. `command` (bundle, run) is for advice."""
+def push(folder: str | Path, check_status: bool = True, command: str = "bundle") -> str:
+    """Scan the bundle for leaks, push it; what to print: the URL, status and warnings. `command` (bundle, run)
+    is for advice."""
     folder = Path(folder)
     metadata = read_metadata(folder)
     kernel = _check_owner(metadata, folder, command)
@@ -144,11 +125,12 @@ def push(folder: str | Path, check_status: bool = True, command: str = "bundle")
         url, version, others = _read_push_output(_run_kaggle("kernels", "push", "-p", str(folder)))
     except RunError as error:
         raise RunError(f"{error}\nThe bundle in {folder} is kept; fix the problem and push again.") from None
+    lines = [f"pushed {kernel}{f' version {version}' if version else ''}: {url}"]
     try:
-        state = status(kernel) if check_status else None
+        lines += [f"status: {status(kernel)}"] if check_status else []
     except RunError as error:
-        state = f"unknown ({error})"
-    return _Pushed(kernel, url, version, state, tuple(([f"warning: {warning}"] if warning else []) + others))
+        lines += [f"status: unknown ({error})"]
+    return "\n".join(lines + ([f"warning: {warning}"] if warning else []) + others)
 
 
 # ---- a pushed kernel followed to its end, its outputs fetched --------------------------------------
@@ -307,10 +289,9 @@ def run(
     echo = follow_options.get("echo", _echo_line)
     folder = bundle.write(notebook, kernels_dir, **bundle_options)
     echo(f"bundled {folder}")
-    pushed = push(folder, check_status=False, command="run")  # its errors say the bundle is kept
-    echo(pushed.describe())
+    echo(push(folder, check_status=False, command="run"))  # its errors say the bundle is kept
     try:
-        return follow_and_fetch(pushed.kernel, **follow_options)
+        return follow_and_fetch(read_metadata(folder)["id"], **follow_options)
     except RunError as error:
         raise RunError(
             f"{error}\nThe bundle in {folder} is kept: `python -m nbkit push {folder}` pushes it again."

@@ -37,14 +37,11 @@ def _dotenv_files(paths: Iterable[str | Path] = ()) -> list[Path]:
     return list(dict.fromkeys(folder.resolve() / ".env" for folder in folders))
 
 
-def known_secrets(
-    environ: Mapping[str, str] | None = None, dotenv: str | Path | Iterable[str | Path] | None = None
-) -> dict[str, str]:
+def known_secrets(environ: Mapping[str, str] | None = None, dotenv: Iterable[str | Path] = (".env",)) -> dict[str, str]:
     """Secret values this session knows, value -> name: read through nbkit, in secret-named environment
-    variables, in the `dotenv` files (default ./.env), and the kaggle.json key."""
+    variables, in the `dotenv` files, and the kaggle.json key."""
     environ = os.environ if environ is None else environ
-    files = [dotenv] if isinstance(dotenv, (str, Path)) else dotenv or [".env"]
-    found = {v: n for file in files for n, v in dotenv_values(file).items()}
+    found = {v: n for file in dotenv for n, v in dotenv_values(file).items()}
     # A path is where a secret lives (GOOGLE_APPLICATION_CREDENTIALS), not the secret.
     found.update({v: n for n, v in environ.items() if _SECRET_NAME.search(n) and not os.path.exists(v)})
     key = kaggle_json(environ).get("key")
