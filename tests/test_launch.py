@@ -102,8 +102,8 @@ def test_a_hang_past_the_timeout_stops_the_whole_run(tmp_path, monkeypatch):
     [
         (["nope.py"], "No notebook nope.ipynb"),
         (["{nb}", "--processes", "0"], "--processes 0 --devices-per-process 4: both must be at least 1"),
-        (["{nb}", "-p", "BACKEND", "tensorflow"], "-p BACKEND tensorflow: several processes run on JAX's runtime"),
-        (["{nb}", "-p", "SIMULATE_DEVICES", "8"], "-p SIMULATE_DEVICES 8 disagrees with --devices-per-process 4"),
+        (["{nb}", "-p", "BACKEND", "tensorflow"], "-p BACKEND tensorflow: launch sets it to jax (JAX's runtime"),
+        (["{nb}", "-p", "SIMULATE_DEVICES", "8"], "-p SIMULATE_DEVICES 8: launch sets it to 4"),
         # Issue 35 #16 and #20: raw tracebacks before, and 06/07 failing on the parameters launch adds
         (["{nb}", "--timeout", "-1"], "--timeout -1: give the seconds the run may take, more than 0"),
         (["{nb}", "--out", "{nb}"], "no folder for the executed notebooks there (File exists)"),

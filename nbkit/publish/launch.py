@@ -125,14 +125,12 @@ def _papermill_parameters(parameters: list[tuple[str, str]], processes: int, dev
             f"--processes {processes} --devices-per-process {devices}: both must be at least 1 (a pod slice in "
             "miniature: e.g. --processes 2 --devices-per-process 4, as 8 devices)."
         )
-    given = dict(parameters)
-    if given.get("BACKEND", "jax") != "jax":
-        raise ParameterError(f"-p BACKEND {given['BACKEND']}: several processes run on JAX's runtime; leave it out.")
-    if given.get("SIMULATE_DEVICES", str(devices)) != str(devices):
-        raise ParameterError(
-            f"-p SIMULATE_DEVICES {given['SIMULATE_DEVICES']} disagrees with --devices-per-process {devices}: leave it out."
-        )
-    given.update({"BACKEND": "jax", "SIMULATE_DEVICES": str(devices)})
+    given, launched = dict(parameters), {"BACKEND": "jax", "SIMULATE_DEVICES": str(devices)}
+    for name, value in launched.items():
+        if given.setdefault(name, value) != value:
+            raise ParameterError(
+                f"-p {name} {given[name]}: launch sets it to {value} (JAX's runtime, --devices-per-process); leave it out."
+            )
     return [item for name, value in given.items() for item in ("-p", name, value)]
 
 
