@@ -7,8 +7,8 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from nbkit.errors import ParameterError, SecretError
 from nbkit.inputs.account import kaggle_json
@@ -58,14 +58,10 @@ def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     return text
 
 
-@dataclass(frozen=True)
-class _Finding:
+class _Finding(NamedTuple):
     file: str
     where: str  # e.g. "cell 4 (code) output", "notebook metadata"
     kind: str
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.where}: {self.kind}"
 
 
 def _scan_text(text: str, secrets: Mapping[str, str]) -> list[str]:
@@ -124,7 +120,7 @@ def check(paths: Iterable[str | Path], secrets: Mapping[str, str] | None = None)
     """Raise SecretError listing every finding (file and cell) if anything under `paths` leaks."""
     findings = _scan(paths, secrets)
     if findings:
-        lines = "\n".join(f"  {finding}" for finding in findings)
+        lines = "\n".join(f"  {': '.join(finding)}" for finding in findings)
         raise SecretError(
             f"Secrets found; remove them (clear the outputs, or stop printing the value) and try again:\n{lines}"
         )
