@@ -4,6 +4,7 @@ crc32c(length) | data | uint32 masked crc32c(data)`, little-endian."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 import zlib
 from collections.abc import Iterator
@@ -87,40 +88,30 @@ def read_records(path: str | Path) -> Iterator[bytes]:
         kind = _compression_of(raw.read(12))
         raw.seek(0)
         f = _Inflated(raw) if kind else raw
-        index = 0
-        while True:
+        for index in itertools.count():
             try:
                 header = f.read(12)
-                record = _read_record(f, header) if header else None
+                if not header:
+                    return
+                if len(header) < 12:
+                    problem = f"has a {len(header)}-byte header (12 expected)"
+                elif masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+                    problem = "has a bad length checksum"  # before reading: the length may be anything
+                else:
+                    (length,) = struct.unpack("<Q", header[:8])
+                    payload, footer = f.read(length), f.read(4)
+                    if len(payload) < length or len(footer) < 4:
+                        problem = f"is cut short ({len(payload)} of {length} bytes)"
+                    elif masked_crc(payload) != struct.unpack("<I", footer)[0]:
+                        problem = "has a bad data checksum"
+                    else:
+                        yield payload
+                        continue
             except (EOFError, zlib.error) as error:
-                raise DataError(
-                    f"{path}: its {kind} data breaks off in record {index} ({error}). The file is truncated or "
-                    "corrupt: re-download or regenerate it."
-                ) from None
-            if record is None:
-                return
-            if isinstance(record, str):
-                raise DataError(
-                    f"{path}: record {index} {record}. The file is truncated or corrupt: re-download or regenerate it."
-                )
-            yield record
-            index += 1
-
-
-def _read_record(f: BinaryIO, header: bytes) -> bytes | str:
-    """The record after `header`, or what is wrong with it."""
-    if len(header) < 12:
-        return f"has a {len(header)}-byte header (12 expected)"
-    (length,), (length_crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
-    if masked_crc(header[:8]) != length_crc:
-        return "has a bad length checksum"
-    payload = f.read(length)
-    footer = f.read(4)
-    if len(payload) < length or len(footer) < 4:
-        return f"is cut short ({len(payload)} of {length} bytes)"
-    if masked_crc(payload) != struct.unpack("<I", footer)[0]:
-        return "has a bad data checksum"
-    return payload
+                problem = f"its {kind} data breaks off in record {index} ({error})"
+            else:
+                problem = f"record {index} {problem}"
+            raise DataError(f"{path}: {problem}. The file is truncated or corrupt: re-download or regenerate it.")
 
 
 # ---- tf.train.Example, the protobuf wire format of its three list types -------------------------
