@@ -97,7 +97,7 @@ def _check(dataset: Description, where: str = "the dataset description") -> Desc
 
 def _from_json(values: dict[str, Any], where: str) -> Description:
     """A Description from the contents of nbkit-dataset.json (checked)."""
-    if values.get("format") != _FORMAT:
+    if not isinstance(values, dict) or values.get("format") != _FORMAT:
         raise DataError(f"{where} is not an nbkit dataset description (format should be {_FORMAT!r}).")
     if values.get("format_version") != _FORMAT_VERSION:
         raise DataError(
@@ -132,28 +132,19 @@ def write(folder: str | Path, dataset: Description) -> Path:
     return atomic.write_text(Path(folder) / DESCRIPTION_FILE, text)
 
 
-def _read(data_root: str | Path) -> Description | None:
-    """The description in `data_root`, or None when there is none."""
-    path = Path(data_root, DESCRIPTION_FILE)
-    if not path.exists():
-        return None
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise DataError(f"{path} is not valid JSON ({error}): convert the data again.") from None
-    if not isinstance(values, dict):
-        raise DataError(f"{path} is not an nbkit dataset description: convert the data again.")
-    return _from_json(values, str(path))
-
-
 def load(data_root: str | Path) -> Description:
     """The dataset in `data_root`, from its nbkit-dataset.json (its `origin` says so); a DataError
     when there is none."""
-    found = _read(data_root)
-    if found is None:
+    path = Path(data_root, DESCRIPTION_FILE)
+    if not path.exists():
         raise DataError(
             f"No {DESCRIPTION_FILE} in {data_root}: convert the data with `python -m nbkit tfrecords`, which "
             "writes one beside the TFRecords."
         )
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise DataError(f"{path} is not valid JSON ({error}): convert the data again.") from None
+    found = _from_json(values, str(path))
     sample = str(Path(data_root, found.sample_submission)) if found.sample_submission else ""
-    return replace(found, sample_submission=sample, origin=f"from {Path(data_root, DESCRIPTION_FILE)}")
+    return replace(found, sample_submission=sample, origin=f"from {path}")
