@@ -173,6 +173,26 @@ def test_a_description_reads_back_as_written(tmp_path):
     assert descriptions.load(tmp_path) == written
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda text: text[:-5], "is not valid JSON"),
+        (lambda text: "[1, 2]", "is not an nbkit dataset description"),
+        (lambda text: text.replace('"format_version": 1', '"format_version": 7'), "has format_version 7; this nbkit"),
+        (lambda text: text.replace('"metric"', '"scored_by"'), "lacks 'metric' or has it in another form"),
+        (lambda text: text.replace('"classes": [', '"classes": [], "was": ['), "it names no classes"),
+    ],
+    ids=["not-json", "not-a-description", "other-version", "missing-key", "no-classes"],
+)
+def test_a_damaged_description_is_refused_with_what_to_do(tmp_path, change, message):
+    descriptions.write(tmp_path, descriptions.Description("t", ("a", "b"), (0, 1), (32,)))
+    path = tmp_path / descriptions.DESCRIPTION_FILE
+    path.write_text(change(path.read_text()))
+    with pytest.raises(DataError, match=message) as error:
+        descriptions.load(tmp_path)
+    assert str(path) in str(error.value) and "convert the data again" in str(error.value).lower()
+
+
 def test_folds_are_disjoint_stratified_files(cassava, tmp_path):
     output = convert_cassava(
         cassava, tmp_path / "folds-out", folds=3, title="Cassava in three folds", sample_submission=None
