@@ -1,11 +1,8 @@
-"""The data a notebook trains on, every record read once before training, so bad data stops with the
-file and record instead of failing halfway through training (or after it): checksums, features, every
-image decoded at the asked size, labels within the dataset's classes, test ids unique, no empty split,
-counts against file names. `load` gives it as one `Data`: where it is and why there, its description,
-the image size and each checked split; its methods are what the data decides (whether a batch fits the
-splits and the memory, the scores in the competition's metric, submission.csv / oof.csv in its form).
-Framework-free (nbkit.tfrecord and Pillow), so the TensorFlow and PyTorch notebooks check alike;
-Pillow and TensorFlow refuse the same damaged JPEGs (a test feeds both)."""
+"""The data a notebook trains on, every record read once before training, so bad data stops naming the
+file and record: checksums, features, each image decoded at its size, labels within the classes, ids
+unique, no empty split, counts against file names. `load` gives it as one `Data`, whose methods are what
+the data decides (the batch, the scores, submission.csv / oof.csv). Framework-free (nbkit.tfrecord and
+Pillow; Pillow and TensorFlow refuse the same damaged JPEGs, a test feeds both)."""
 
 from __future__ import annotations
 
