@@ -154,30 +154,23 @@ def _fields(buffer: bytes) -> Iterator[tuple[int, int, Any]]:
         yield number, wire, value
 
 
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
+def _varints(view: memoryview) -> Iterator[int]:
+    position = 0
+    while position < len(view):
+        value, position = _varint(view, position)
+        yield value
 
 
 def _feature_values(feature: memoryview) -> list[Any]:
     values: list[Any] = []
     for kind, _, payload in _fields(feature):
         for number, wire, value in _fields(payload):
-            if number != 1:
-                continue
-            if kind == BYTES_LIST:
+            if number == 1 and kind == BYTES_LIST:
                 values.append(bytes(value))
-            elif kind == INT64_LIST:  # packed (wire type 2) or one value per field (wire type 0)
-                values.extend(_signed(v) for v in (_packed_varints(value) if wire == 2 else [value]))
-            elif kind == FLOAT_LIST:
-                values.extend(struct.unpack(f"<{len(value) // 4}f", value) if wire == 2 else struct.unpack("<f", value))
-    return values
-
-
-def _packed_varints(payload: memoryview) -> list[int]:
-    values, position = [], 0
-    while position < len(payload):
-        value, position = _varint(payload, position)
-        values.append(value)
+            elif number == 1 and kind == INT64_LIST:  # packed (wire type 2) or one value per field (wire type 0)
+                values.extend(v - (1 << 64) if v >> 63 else v for v in (_varints(value) if wire == 2 else [value]))
+            elif number == 1 and kind == FLOAT_LIST:  # packed or not, little-endian 4-byte floats
+                values.extend(struct.unpack(f"<{len(value) // 4}f", value))
     return values
 
 
@@ -185,16 +178,8 @@ def decode_example(raw: bytes) -> dict[str, list[Any]]:
     """A serialized `tf.train.Example` as {name: list of bytes, ints or floats}; ValueError if malformed."""
     features: dict[str, list[Any]] = {}
     for number, _, payload in _fields(raw):
-        if number != 1:
-            continue
-        for entry_number, _, entry in _fields(payload):
-            if entry_number != 1:
-                continue
-            key, feature = "", memoryview(b"")
-            for part, _, value in _fields(entry):
-                if part == 1:
-                    key = bytes(value).decode()
-                elif part == 2:
-                    feature = value
-            features[key] = _feature_values(feature)
+        for entry_number, _, entry in _fields(payload) if number == 1 else ():  # Features' map entries
+            if entry_number == 1:
+                parts = {part: value for part, _, value in _fields(entry)}  # 1: the name, 2: the Feature
+                features[bytes(parts.get(1, b"")).decode()] = _feature_values(parts.get(2, memoryview(b"")))
     return features
