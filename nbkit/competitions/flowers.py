@@ -42,14 +42,12 @@ _CLASSES = (
     "trumpet creeper", "blackberry lily", "common tulip", "wild rose",
 )  # fmt: skip
 
-# submission.csv is `id,label` with the class number; the competition scores macro F1.
+# submission.csv is `id,label` (the default columns) with the class number; the competition scores macro F1.
 _DATASET = description.Description(
     title="Flower Classification with TPUs",
     classes=_CLASSES,
     label_values=tuple(range(len(_CLASSES))),
     image_sizes=_IMAGE_SIZES,
-    id_column="id",
-    label_column="label",
     metric="f1_macro",
     competition=_COMPETITION,
 )
