@@ -248,8 +248,7 @@ class Data:
         return _fingerprint(self.train.files + self.val.files)
 
     def check_batch(self, per_replica_batch: int, replicas: int) -> int:
-        """The global batch, or a ParameterError saying what to pass: every training step and validation
-        pass needs a full batch, and the batch must fit in half the memory free here."""
+        """`_check_batch` for this data's labeled splits and image size."""
         counts = {name: split.count for name, split in self.splits.items() if split.labeled}
         return _check_batch(per_replica_batch, replicas, self.image_size * self.image_size * 3, counts)
 
