@@ -4,6 +4,7 @@ crc32c(length) | data | uint32 masked crc32c(data)`, little-endian."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 import zlib
 from collections.abc import Iterator
@@ -87,40 +88,30 @@ def read_records(path: str | Path) -> Iterator[bytes]:
         kind = _compression_of(raw.read(12))
         raw.seek(0)
         f = _Inflated(raw) if kind else raw
-        index = 0
-        while True:
+        for index in itertools.count():
             try:
                 header = f.read(12)
-                record = _read_record(f, header) if header else None
+                if not header:
+                    return
+                if len(header) < 12:
+                    problem = f"has a {len(header)}-byte header (12 expected)"
+                elif masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+                    problem = "has a bad length checksum"  # before reading: the length may be anything
+                else:
+                    (length,) = struct.unpack("<Q", header[:8])
+                    payload, footer = f.read(length), f.read(4)
+                    if len(payload) < length or len(footer) < 4:
+                        problem = f"is cut short ({len(payload)} of {length} bytes)"
+                    elif masked_crc(payload) != struct.unpack("<I", footer)[0]:
+                        problem = "has a bad data checksum"
+                    else:
+                        yield payload
+                        continue
             except (EOFError, zlib.error) as error:
-                raise DataError(
-                    f"{path}: its {kind} data breaks off in record {index} ({error}). The file is truncated or "
-                    "corrupt: re-download or regenerate it."
-                ) from None
-            if record is None:
-                return
-            if isinstance(record, str):
-                raise DataError(
-                    f"{path}: record {index} {record}. The file is truncated or corrupt: re-download or regenerate it."
-                )
-            yield record
-            index += 1
-
-
-def _read_record(f: BinaryIO, header: bytes) -> bytes | str:
-    """The record after `header`, or what is wrong with it."""
-    if len(header) < 12:
-        return f"has a {len(header)}-byte header (12 expected)"
-    (length,), (length_crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
-    if masked_crc(header[:8]) != length_crc:
-        return "has a bad length checksum"
-    payload = f.read(length)
-    footer = f.read(4)
-    if len(payload) < length or len(footer) < 4:
-        return f"is cut short ({len(payload)} of {length} bytes)"
-    if masked_crc(payload) != struct.unpack("<I", footer)[0]:
-        return "has a bad data checksum"
-    return payload
+                problem = f"its {kind} data breaks off in record {index} ({error})"
+            else:
+                problem = f"record {index} {problem}"
+            raise DataError(f"{path}: {problem}. The file is truncated or corrupt: re-download or regenerate it.")
 
 
 # ---- tf.train.Example, the protobuf wire format of its three list types -------------------------
@@ -163,30 +154,23 @@ def _fields(buffer: bytes) -> Iterator[tuple[int, int, Any]]:
         yield number, wire, value
 
 
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
+def _varints(view: memoryview) -> Iterator[int]:
+    position = 0
+    while position < len(view):
+        value, position = _varint(view, position)
+        yield value
 
 
 def _feature_values(feature: memoryview) -> list[Any]:
     values: list[Any] = []
     for kind, _, payload in _fields(feature):
         for number, wire, value in _fields(payload):
-            if number != 1:
-                continue
-            if kind == BYTES_LIST:
+            if number == 1 and kind == BYTES_LIST:
                 values.append(bytes(value))
-            elif kind == INT64_LIST:  # packed (wire type 2) or one value per field (wire type 0)
-                values.extend(_signed(v) for v in (_packed_varints(value) if wire == 2 else [value]))
-            elif kind == FLOAT_LIST:
-                values.extend(struct.unpack(f"<{len(value) // 4}f", value) if wire == 2 else struct.unpack("<f", value))
-    return values
-
-
-def _packed_varints(payload: memoryview) -> list[int]:
-    values, position = [], 0
-    while position < len(payload):
-        value, position = _varint(payload, position)
-        values.append(value)
+            elif number == 1 and kind == INT64_LIST:  # packed (wire type 2) or one value per field (wire type 0)
+                values.extend(v - (1 << 64) if v >> 63 else v for v in (_varints(value) if wire == 2 else [value]))
+            elif number == 1 and kind == FLOAT_LIST:  # packed or not, little-endian 4-byte floats
+                values.extend(struct.unpack(f"<{len(value) // 4}f", value))
     return values
 
 
@@ -194,16 +178,8 @@ def decode_example(raw: bytes) -> dict[str, list[Any]]:
     """A serialized `tf.train.Example` as {name: list of bytes, ints or floats}; ValueError if malformed."""
     features: dict[str, list[Any]] = {}
     for number, _, payload in _fields(raw):
-        if number != 1:
-            continue
-        for entry_number, _, entry in _fields(payload):
-            if entry_number != 1:
-                continue
-            key, feature = "", memoryview(b"")
-            for part, _, value in _fields(entry):
-                if part == 1:
-                    key = bytes(value).decode()
-                elif part == 2:
-                    feature = value
-            features[key] = _feature_values(feature)
+        for entry_number, _, entry in _fields(payload) if number == 1 else ():  # Features' map entries
+            if entry_number == 1:
+                parts = {part: value for part, _, value in _fields(entry)}  # 1: the name, 2: the Feature
+                features[bytes(parts.get(1, b"")).decode()] = _feature_values(parts.get(2, memoryview(b"")))
     return features

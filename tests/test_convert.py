@@ -77,7 +77,7 @@ def converted(cassava, tmp_path_factory):
 
 
 def test_layout_names_and_counts(converted):
-    description = descriptions._read(converted)
+    description = descriptions.load(converted)
     for split_name, count in {"train": 50, "val": 10, "test": 6}.items():
         files = layout.find_files(converted, SIZE, split_name)
         records = read_split(converted, split_name)
@@ -96,7 +96,7 @@ def test_every_record_is_a_square_rgb_jpeg_with_id_and_class_only_when_labeled(c
 
 
 def test_labels_and_ids_are_the_csvs(converted, cassava):
-    description = descriptions._read(converted)
+    description = descriptions.load(converted)
     assert description.label_values == (0, 1, 2, 3, 4)
     assert description.classes == example._DISEASES
     assert (description.id_column, description.label_column) == ("image_id", "label")
@@ -142,7 +142,7 @@ def test_same_bytes_again_and_with_two_workers(converted, cassava, tmp_path, mon
 def test_description_and_dataset_metadata(converted):
     text = (converted / descriptions.DESCRIPTION_FILE).read_text()
     assert str(converted.parent) not in text and "/" not in json.dumps(json.loads(text)["converted_with"])
-    description = descriptions._read(converted)
+    description = descriptions.load(converted)
     assert description.image_sizes == (SIZE,) and description.metric == "accuracy" and description.folds == ()
     assert description.converted_with["labels"] == "train.csv" and description.converted_with["skipped"] == []
     saved = json.loads(text)  # read with json, against what the example holds
@@ -170,7 +170,27 @@ def test_a_description_reads_back_as_written(tmp_path):
     )
     descriptions.write(tmp_path, written)
     assert json.loads((tmp_path / descriptions.DESCRIPTION_FILE).read_text())["label_values"] == ["H", "S", 103]
-    assert descriptions._read(tmp_path) == written
+    assert descriptions.load(tmp_path) == written
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda text: text[:-5], "is not valid JSON"),
+        (lambda text: "[1, 2]", "is not an nbkit dataset description"),
+        (lambda text: text.replace('"format_version": 1', '"format_version": 7'), "has format_version 7; this nbkit"),
+        (lambda text: text.replace('"metric"', '"scored_by"'), "lacks 'metric' or has it in another form"),
+        (lambda text: text.replace('"classes": [', '"classes": [], "was": ['), "it names no classes"),
+    ],
+    ids=["not-json", "not-a-description", "other-version", "missing-key", "no-classes"],
+)
+def test_a_damaged_description_is_refused_with_what_to_do(tmp_path, change, message):
+    descriptions.write(tmp_path, descriptions.Description("t", ("a", "b"), (0, 1), (32,)))
+    path = tmp_path / descriptions.DESCRIPTION_FILE
+    path.write_text(change(path.read_text()))
+    with pytest.raises(DataError, match=message) as error:
+        descriptions.load(tmp_path)
+    assert str(path) in str(error.value) and "convert the data again" in str(error.value).lower()
 
 
 def test_folds_are_disjoint_stratified_files(cassava, tmp_path):
@@ -178,7 +198,7 @@ def test_folds_are_disjoint_stratified_files(cassava, tmp_path):
         cassava, tmp_path / "folds-out", folds=3, title="Cassava in three folds", sample_submission=None
     )
     assert all(r["id"].endswith(".jpg") for r in read_split(output, "test"))  # as train.csv writes ids
-    description = descriptions._read(output)
+    description = descriptions.load(output)
     assert not (output / f"tfrecords-jpeg-{SIZE}x{SIZE}" / "val").exists() and len(description.folds) == 3
     records = read_split(output, "train")
     files = {f for fold in description.folds for f in fold}
@@ -195,7 +215,7 @@ def test_folds_are_disjoint_stratified_files(cassava, tmp_path):
 def test_folder_form_with_name_labels_and_stem_ids(tmp_path):
     source = example._make_example(tmp_path / "flowers", per_class=4, test_pictures=3, num_classes=3, form="folders")
     output = convert(source / "train_images", tmp_path / "out", SIZE, test=source / "test_images", workers=1)
-    description = descriptions._read(output)
+    description = descriptions.load(output)
     assert description.label_values == ("cbb", "cbsd", "cgm") == description.classes  # alphabetical
     labeled = read_split(output, "train") + read_split(output, "val")
     assert all(r["id"].split("/")[0] == description.label_values[r["class"]] for r in labeled)  # id: class/file
@@ -219,7 +239,7 @@ def test_csv_ids_without_extension_match_png_and_jpg(tmp_path):
     )
     ids = {r["id"] for r in read_split(output, "train") + read_split(output, "val")}
     assert ids == {i for i, _ in csv_rows(source / "train.csv")} and not any("." in i for i in ids)
-    assert descriptions._read(output).label_values == ("cbb", "cbsd", "cgm", "cmd", "healthy")
+    assert descriptions.load(output).label_values == ("cbb", "cbsd", "cgm", "cmd", "healthy")
     # Without a sample submission, test ids are written the way the labels CSV writes ids: no suffix.
     assert {r["id"] for r in read_split(output, "test")} == {i for i, _ in csv_rows(source / "sample_submission.csv")}
 
@@ -231,12 +251,12 @@ def test_the_folder_forms_own_split_is_kept(tmp_path):
     tiny(tmp_path / "src" / "test", ["t.jpg"])  # the test pictures beside them are no class
     output = convert(tmp_path / "src", tmp_path / "out", SIZE, workers=1)
     assert sorted(r["id"] for r in read_split(output, "val")) == ["valid/a/valid0.jpg", "valid/b/valid0.jpg"]
-    description = descriptions._read(output)
+    description = descriptions.load(output)
     assert description.converted_with["split"] == "given" and description.label_values == ("a", "b")
     # train/ alone (no val/ beside it) is split here, and its classes are still a and b
     (tmp_path / "src" / "valid").rename(tmp_path / "elsewhere")
     output = convert(tmp_path / "src", tmp_path / "out", SIZE, workers=1)
-    assert descriptions._read(output).label_values == ("a", "b") and descriptions._read(output).counts["val"] == 2
+    assert descriptions.load(output).label_values == ("a", "b") and descriptions.load(output).counts["val"] == 2
 
 
 # ---- pictures ------------------------------------------------------------------------------------
@@ -391,7 +411,7 @@ def test_a_failed_conversion_leaves_the_earlier_output_exactly_as_it_was(tmp_pat
     capsys.readouterr()
     convert(source, output, SIZE, workers=1, skip_damaged=True)
     assert "skipped a/4.jpg" in capsys.readouterr().out
-    description = descriptions._read(output)
+    description = descriptions.load(output)
     assert description.converted_with["skipped"] == ["a/4.jpg"] and sum(description.counts.values()) == 6
 
 
@@ -455,7 +475,7 @@ def test_the_command_line(tmp_path, capsys, cassava):
     out = capsys.readouterr().out
     assert code == 0 and "train: 50 records in 16 files" in out and out.endswith("--dir-mode zip\n")
     assert f"kaggle datasets create -p {tmp_path / 'cli-out'} --dir-mode zip" in out
-    assert descriptions._read(tmp_path / "cli-out").metric == "qwk"
+    assert descriptions.load(tmp_path / "cli-out").metric == "qwk"
     assert cli.main(["tfrecords", str(tmp_path / "nowhere"), str(tmp_path / "o"), "--size", "32"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("nbkit tfrecords: ParameterError: SOURCE") and err.count("\n") == 1
@@ -627,7 +647,7 @@ def test_files_of_kinds_not_read_are_counted_and_said(tmp_path, capsys):
     (source / "b" / "phone.heic").write_bytes(b"\0\0\0\x18ftypheic")
     (source / "b" / "notes.txt").write_text("not a picture")
     output = convert(source, tmp_path / "out", SIZE, workers=1)
-    assert sum(descriptions._read(output).counts.values()) == 6
+    assert sum(descriptions.load(output).counts.values()) == 6
     said = capsys.readouterr().out
     assert "left out 3 files" in said and "1 .gif" in said and "1 .heic" in said and "1 .txt" in said
 
@@ -682,7 +702,7 @@ def test_a_test_picture_is_never_skipped_and_empty_files_stop_before_encoding(tm
         convert(source, tmp_path / "out", SIZE, test=test, workers=1)
     assert "encoding" not in capsys.readouterr().out
     output = convert(source, tmp_path / "out", SIZE, test=test, skip_damaged=True, workers=1)
-    assert descriptions._read(output).converted_with["skipped"] == ["a/4.jpg"]
+    assert descriptions.load(output).converted_with["skipped"] == ["a/4.jpg"]
 
 
 def test_a_semicolon_csv_and_ids_in_another_unicode_form_are_read(tmp_path):

@@ -59,7 +59,7 @@ def test_curves_schedule_and_confusion(tmp_path):
     first, second = figure.get_suptitle().splitlines()  # over the figure, so long class names cannot cut it
     # by hand: kappa 1 - mean((y - p)^2) / mean over pairs (y_i - p_j)^2 = 1 - 0.25 / 1.5; accuracy 3/4;
     # F1 per class 1, 0, 0.8
-    assert first == "qwk 0.833 (the competition's metric)   accuracy 0.750"
+    assert first == "validation qwk 0.833 (the competition's metric); accuracy 0.750"
     assert second.startswith("macro F1 0.600")
     assert all((tmp_path / name).exists() for name in ("curves.png", "lr.png", "cm.png"))
 

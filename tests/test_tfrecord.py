@@ -189,3 +189,14 @@ def test_records_lists_every_visible_file_under_a_folder_sorted(tmp_path):
         records.list_files(str(tmp_path / "nowhere"))
     with pytest.raises(DataError, match="00.tfrec: not a folder"):
         records.list_files(f"{tmp_path}/a/00.tfrec")
+
+
+def test_a_split_tells_tensorflow_its_compression_and_refuses_files_compressed_differently(compressed):
+    from nbkit.images import checks
+
+    paths = compressed[0]
+    split = checks.Split("train", [str(paths["GZIP"])] * 2, 24, [])
+    assert split.compression == "GZIP"
+    mixed = checks.Split("train", [str(paths["GZIP"]), str(paths[""])], 24, [])
+    with pytest.raises(DataError, match=r"compressed in different ways \(GZIP-12.tfrec: GZIP, plain-12.tfrec: none\)"):
+        print(mixed.compression)

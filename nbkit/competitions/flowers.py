@@ -1,12 +1,6 @@
-"""Kaggle's "Flower Classification with TPUs", the kit's worked example: the only place that knows
-its 104 classes, its image sizes, its slug and its metric, as a `Description` like the one
-`python -m nbkit tfrecords` writes for other data. The competition's files have no nbkit-dataset.json:
-`load_description` reads one where there is one, and describes the data as this competition where not.
-
-DATA_ROOT of the notebooks: a folder; "auto" (this competition attached on Kaggle,
-else kagglehub: attached on Kaggle, downloaded elsewhere with Kaggle credentials; else a generated
-sample in its format); or "sample".
-"""
+"""Kaggle's "Flower Classification with TPUs", the kit's worked example: the only place that knows its
+104 classes, image sizes, slug and metric, as a `Description` like those `python -m nbkit tfrecords`
+writes (the competition's files have none)."""
 
 from __future__ import annotations
 
@@ -48,14 +42,12 @@ _CLASSES = (
     "trumpet creeper", "blackberry lily", "common tulip", "wild rose",
 )  # fmt: skip
 
-# submission.csv is `id,label` with the class number; the competition scores macro F1.
+# submission.csv is `id,label` (the default columns) with the class number; the competition scores macro F1.
 _DATASET = description.Description(
     title="Flower Classification with TPUs",
     classes=_CLASSES,
     label_values=tuple(range(len(_CLASSES))),
     image_sizes=_IMAGE_SIZES,
-    id_column="id",
-    label_column="label",
     metric="f1_macro",
     competition=_COMPETITION,
 )
@@ -76,8 +68,8 @@ def sample_source(environment: Any) -> DataSource:
 
 
 def locate_data(data_root: str, environment: Any = None) -> DataSource:
-    """Where the TFRecords are, and why there: DATA_ROOT itself, or for "auto" this competition's data
-    (else the generated sample), for "sample" the sample."""
+    """Where the TFRecords are, and why there: DATA_ROOT itself; "auto": this competition attached on
+    Kaggle, else kagglehub (downloaded with Kaggle credentials), else the generated sample; "sample"."""
     environment = environment or nbenv.detect()
     if data_root == "sample":
         stand_in = sample_source(environment)

@@ -1,11 +1,8 @@
-"""The data a notebook trains on, every record read once before training, so bad data stops with the
-file and record instead of failing halfway through training (or after it): checksums, features, every
-image decoded at the asked size, labels within the dataset's classes, test ids unique, no empty split,
-counts against file names. `load` gives it as one `Data`: where it is and why there, its description,
-the image size and each checked split; its methods are what the data decides (whether a batch fits the
-splits and the memory, the scores in the competition's metric, submission.csv / oof.csv in its form).
-Framework-free (nbkit.tfrecord and Pillow), so the TensorFlow and PyTorch notebooks check alike;
-Pillow and TensorFlow refuse the same damaged JPEGs (a test feeds both)."""
+"""The data a notebook trains on, every record read once before training, so bad data stops naming the
+file and record: checksums, features, each image decoded at its size, labels within the classes, ids
+unique, no empty split, counts against file names. `load` gives it as one `Data`, whose methods are what
+the data decides (the batch, the scores, submission.csv / oof.csv). Framework-free (nbkit.tfrecord and
+Pillow; Pillow and TensorFlow refuse the same damaged JPEGs, a test feeds both)."""
 
 from __future__ import annotations
 
@@ -112,74 +109,54 @@ def _check_image(jpeg: bytes, image_size: int, where: str) -> None:
         )
 
 
-def _check_file(
-    name: str,
-    image_size: int,
-    labeled: bool,
-    num_classes: int,
-    seen: dict[str, tuple[str, Any]],
-    items: list[tuple[bytes, Any]] | None,
-) -> int:
-    """Read one file: every record's checksums and features, image and label or id (`seen` holds the
-    split's ids so far, with where each was and its class or id), and the count in its name. Adds the ids to `seen` and
-    the records to `items` when given; returns the record count."""
-    count = 0
-    for index, raw in enumerate(tfrecord.read_records(name)):
-        where = f"{name}: record {index}"
-        jpeg, key, record_id = _record_item(raw, labeled, where)
-        _check_image(jpeg, image_size, where)
-        if labeled and not 0 <= key < num_classes:
-            raise DataError(
-                f"{where} has class {key}, outside 0..{num_classes - 1}: the dataset's description names "
-                f"{num_classes} classes. If a class was removed from the data's nbkit-dataset.json, put it back (a "
-                "record's class numbers that list; to drop a class, convert again without its pictures); else the "
-                "file is damaged or from another dataset: re-download or regenerate it."
-            )
-        record_id = record_id if record_id is not None else f"{Path(name).name}:{index}"
-        if record_id in seen:
-            why = "submission.csv needs each id once" if not labeled else "out-of-fold scores need each id once"
-            raise DataError(
-                f"{where} repeats the {'test ' * (not labeled)}id {record_id!r} of {seen[record_id][0]}: {why}."
-            )
-        seen[record_id] = (where, key)
-        if items is not None:
-            items.append((jpeg, key))
-        count += 1
-    named = layout.count_in_name(name)
-    if count != named:
-        raise DataError(
-            f"{name}: its name promises {named} records but it holds {count}. Rename it (the number before "
-            ".tfrec is the file's record count) or re-download / regenerate it."
-        )
-    return count
-
-
 def check_splits(
     files: dict[str, Sequence[str]], image_size: int, num_classes: int, keep_items: bool = False
 ) -> dict[str, Split]:
-    """Each split's files (`layout.split_files`), read once and checked; with `keep_items` their records too."""
-    return {name: _check_split(name, list(names), image_size, num_classes, keep_items) for name, names in files.items()}
-
-
-def _check_split(split: str, files: list[str], image_size: int, num_classes: int, keep_items: bool) -> Split:
-    items: list[tuple[bytes, Any]] | None = [] if keep_items else None
-    seen: dict[str, tuple[str, Any]] = {}  # id -> (where, class or id); in file order
-    count = sum(_check_file(name, image_size, split != "test", num_classes, seen, items) for name in files)
-    if count == 0:
-        folder = files[0].rsplit("/", 1)[0]
-        raise DataError(
-            f"The {split} split ({len(files)} files in {folder}) holds no records: re-download or regenerate it."
-        )
-    classes = {record_id: key for record_id, (_, key) in seen.items()} if split != "test" else None
-    return Split(split, files, count, list(seen), items, classes)
+    """Each split's files (`layout.split_files`) read once: every record's checksums and features, image
+    and class or id (each id once in a split), each file's count against its name; with `keep_items` the
+    records too."""
+    splits = {}
+    for split, names in files.items():
+        labeled, items = split != "test", [] if keep_items else None
+        seen: dict[str, tuple[str, Any]] = {}  # id -> (where, class or id); in file order
+        for name in names:
+            count = 0
+            for count, raw in enumerate(tfrecord.read_records(name), 1):
+                where = f"{name}: record {count - 1}"
+                jpeg, key, record_id = _record_item(raw, labeled, where)
+                _check_image(jpeg, image_size, where)
+                if labeled and not 0 <= key < num_classes:
+                    raise DataError(
+                        f"{where} has class {key}, outside 0..{num_classes - 1}: the dataset's description names "
+                        f"{num_classes} classes. If a class was removed from the data's nbkit-dataset.json, put it "
+                        "back (a record's class numbers that list; to drop a class, convert again without its "
+                        "pictures); else the file is damaged or from another dataset: re-download or regenerate it."
+                    )
+                record_id = record_id if record_id is not None else f"{Path(name).name}:{count - 1}"
+                if record_id in seen:
+                    why = "out-of-fold scores need each id once" if labeled else "submission.csv needs each id once"
+                    raise DataError(
+                        f"{where} repeats the {'test ' * (not labeled)}id {record_id!r} of {seen[record_id][0]}: {why}."
+                    )
+                seen[record_id] = (where, key)
+                if items is not None:
+                    items.append((jpeg, key))
+            if count != layout.count_in_name(name):
+                raise DataError(
+                    f"{name}: its name promises {layout.count_in_name(name)} records but it holds {count}. Rename it "
+                    "(the number before .tfrec is the file's record count) or re-download / regenerate it."
+                )
+        if not seen:
+            raise DataError(
+                f"The {split} split ({len(names)} files in {Path(names[0]).parent}) holds no records: re-download "
+                "or regenerate it."
+            )
+        classes = {record_id: key for record_id, (_, key) in seen.items()} if labeled else None
+        splits[split] = Split(split, list(names), len(seen), list(seen), items, classes)
+    return splits
 
 
 _MEMORY_SHARE = 0.5  # of the memory available: the rest is for the model, the cache, the notebook
-
-
-def _batch_bytes(global_batch: int, item_bytes: int) -> int:
-    """Host memory one global batch takes: its uint8 items, and the float32 copy the model's first layer makes."""
-    return global_batch * item_bytes * (1 + 4)
 
 
 def _check_batch(
@@ -201,9 +178,10 @@ def _check_batch(
             f"validation pass needs a full batch. Use {instead}."
         )
     available_bytes = available_memory() if available_bytes is None else available_bytes
-    needed = _batch_bytes(global_batch, item_bytes)
+    per_image = item_bytes * (1 + 4)  # its uint8 pixels, and the float32 copy the model's first layer makes
+    needed = global_batch * per_image
     if available_bytes is not None and needed > _MEMORY_SHARE * available_bytes:
-        fits = int(_MEMORY_SHARE * available_bytes // _batch_bytes(replicas, item_bytes))
+        fits = int(_MEMORY_SHARE * available_bytes // (replicas * per_image))
         raise ParameterError(
             f"{what} needs about {needed / 2**30:.1f} GiB of memory per step; "
             f"{available_bytes / 2**30:.1f} GiB are free here. Use {parameter}={fits} or less."
@@ -270,8 +248,7 @@ class Data:
         return _fingerprint(self.train.files + self.val.files)
 
     def check_batch(self, per_replica_batch: int, replicas: int) -> int:
-        """The global batch, or a ParameterError saying what to pass: every training step and validation
-        pass needs a full batch, and the batch must fit in half the memory free here."""
+        """`_check_batch` for this data's labeled splits and image size."""
         counts = {name: split.count for name, split in self.splits.items() if split.labeled}
         return _check_batch(per_replica_batch, replicas, self.image_size * self.image_size * 3, counts)
 

@@ -10,7 +10,7 @@ module in the same form (`nbkit.competitions.flowers.load_description`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,24 +56,6 @@ class Description:
         )
         return f"{line} ({self.origin})" if self.origin else line
 
-    def to_json(self) -> dict[str, Any]:
-        """The description as written to nbkit-dataset.json."""
-        return {
-            "format": _FORMAT,
-            "format_version": _FORMAT_VERSION,
-            "title": self.title,
-            "competition": self.competition,
-            "classes": list(self.classes),
-            "label_values": list(self.label_values),
-            "image_sizes": list(self.image_sizes),
-            "submission": {"id_column": self.id_column, "label_column": self.label_column},
-            "metric": self.metric,
-            "folds": [list(files) for files in self.folds],
-            "sample_submission": Path(self.sample_submission).name if self.sample_submission else "",
-            "counts": self.counts,
-            "converted_with": self.converted_with,
-        }
-
 
 def _check(dataset: Description, where: str = "the dataset description") -> Description:
     """The description itself, or a DataError saying what is wrong with it."""
@@ -97,8 +79,10 @@ def _check(dataset: Description, where: str = "the dataset description") -> Desc
 
 def _from_json(values: dict[str, Any], where: str) -> Description:
     """A Description from the contents of nbkit-dataset.json (checked)."""
-    if values.get("format") != _FORMAT:
-        raise DataError(f"{where} is not an nbkit dataset description (format should be {_FORMAT!r}).")
+    if not isinstance(values, dict) or values.get("format") != _FORMAT:
+        raise DataError(
+            f"{where} is not an nbkit dataset description (format should be {_FORMAT!r}): convert the data again."
+        )
     if values.get("format_version") != _FORMAT_VERSION:
         raise DataError(
             f"{where} has format_version {values.get('format_version')!r}; this nbkit reads {_FORMAT_VERSION}. "
@@ -127,33 +111,28 @@ def _from_json(values: dict[str, Any], where: str) -> Description:
 
 def write(folder: str | Path, dataset: Description) -> Path:
     """Write `folder`/nbkit-dataset.json (sorted keys: the same description gives the same bytes)."""
-    _check(dataset)
-    text = json.dumps(dataset.to_json(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    values = asdict(_check(dataset))  # its tuples written as JSON lists
+    del values["origin"]
+    values["submission"] = {name: values.pop(name) for name in ("id_column", "label_column")}
+    values["sample_submission"] = Path(dataset.sample_submission).name if dataset.sample_submission else ""
+    values.update(format=_FORMAT, format_version=_FORMAT_VERSION)
+    text = json.dumps(values, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     return atomic.write_text(Path(folder) / DESCRIPTION_FILE, text)
-
-
-def _read(data_root: str | Path) -> Description | None:
-    """The description in `data_root`, or None when there is none."""
-    path = Path(data_root, DESCRIPTION_FILE)
-    if not path.exists():
-        return None
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise DataError(f"{path} is not valid JSON ({error}): convert the data again.") from None
-    if not isinstance(values, dict):
-        raise DataError(f"{path} is not an nbkit dataset description: convert the data again.")
-    return _from_json(values, str(path))
 
 
 def load(data_root: str | Path) -> Description:
     """The dataset in `data_root`, from its nbkit-dataset.json (its `origin` says so); a DataError
     when there is none."""
-    found = _read(data_root)
-    if found is None:
+    path = Path(data_root, DESCRIPTION_FILE)
+    if not path.exists():
         raise DataError(
             f"No {DESCRIPTION_FILE} in {data_root}: convert the data with `python -m nbkit tfrecords`, which "
             "writes one beside the TFRecords."
         )
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise DataError(f"{path} is not valid JSON ({error}): convert the data again.") from None
+    found = _from_json(values, str(path))
     sample = str(Path(data_root, found.sample_submission)) if found.sample_submission else ""
-    return replace(found, sample_submission=sample, origin=f"from {Path(data_root, DESCRIPTION_FILE)}")
+    return replace(found, sample_submission=sample, origin=f"from {path}")

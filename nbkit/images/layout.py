@@ -40,12 +40,11 @@ def _sizes_present(data_root: str | Path) -> list[int]:
 
 def _too_deep(data_root: str | Path) -> str | None:
     """The folder DATA_ROOT should have been, when it points inside the layout."""
-    path = str(data_root).rstrip("/")
-    name, parent = path.rsplit("/", 1)[-1], path.rsplit("/", 1)[0] if "/" in path else "."
-    if _SIZE_FOLDER.match(name):
-        return parent
-    if name in SPLITS and _SIZE_FOLDER.match(parent.rsplit("/", 1)[-1]):
-        return parent.rsplit("/", 1)[0] if "/" in parent else "."
+    path = Path(data_root)
+    if _SIZE_FOLDER.match(path.name):
+        return str(path.parent)
+    if path.name in SPLITS and _SIZE_FOLDER.match(path.parent.name):
+        return str(path.parent.parent)
     return None
 
 

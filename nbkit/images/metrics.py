@@ -1,9 +1,6 @@
-"""Scores of predictions and the files that carry them: the confusion matrix, accuracy, macro F1 /
-precision / recall, quadratic weighted kappa and the competition's own metric (the dataset description
-names it); `metrics.json`; `submission.csv` in the competition's form, checked against its sample
-submission (the same header, every id once), so a submission Kaggle would refuse or score wrong stops
-here; and each fold's out-of-fold predictions, `oof.csv` (id, label, fold, one probability per class),
-which `python -m nbkit oof` gathers (`nbkit.images.oof`)."""
+"""Scores of predictions (confusion matrix, accuracy, macro F1 / precision / recall, quadratic weighted
+kappa, the competition's metric) and the files that carry them: metrics.json, submission.csv checked
+against the sample submission, each fold's oof.csv (gathered by `nbkit.images.oof`)."""
 
 from __future__ import annotations
 
@@ -24,9 +21,8 @@ METRICS = ("accuracy", "f1_macro", "qwk")  # what a dataset description may name
 
 def _confusion_matrix(labels: Sequence[int], predictions: Sequence[int], num_classes: int) -> np.ndarray:
     """counts[true, predicted]."""
-    counts = np.zeros((num_classes, num_classes), np.int64)
-    np.add.at(counts, (np.asarray(labels), np.asarray(predictions)), 1)
-    return counts
+    pairs = np.asarray(labels, np.int64) * num_classes + np.asarray(predictions)
+    return np.bincount(pairs, minlength=num_classes**2).reshape(num_classes, num_classes)
 
 
 def _quadratic_weighted_kappa(counts: np.ndarray) -> float:
@@ -79,9 +75,8 @@ def describe(found: dict[str, Any], what: str = "validation") -> str:
 
 
 def write_json(values: dict[str, Any], path: str | Path) -> Path:
-    """`metrics.json`, sorted keys, plain Python numbers."""
-    plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
-    return atomic.write_text(path, json.dumps(plain, indent=2, sort_keys=True) + "\n")
+    """`metrics.json`, sorted keys, NumPy numbers as Python's."""
+    return atomic.write_text(path, json.dumps(values, indent=2, sort_keys=True, default=lambda v: v.item()) + "\n")
 
 
 def write_csv(rows: Sequence[Sequence[Any]], path: str | Path) -> Path:

@@ -1,7 +1,5 @@
-"""The pictures of the flower starter notebooks, with matplotlib (works headless).
-
-Each function returns the figure and, given `path`, also saves it as a PNG.
-"""
+"""The notebooks' pictures, with matplotlib (headless too): each function returns the figure and, given
+`path`, saves it as a PNG."""
 
 from __future__ import annotations
 
@@ -12,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from nbkit.images import metrics
 
 
 def _figure(rows: int, cols: int, size: tuple[float, float]) -> tuple[Any, Any]:
@@ -118,8 +118,7 @@ def learning_rate(rates: Sequence[float], path: str | Path | None = None) -> Any
 def confusion(
     counts: np.ndarray, class_names: Sequence[str], scores: dict[str, float], path: str | Path | None = None
 ) -> Any:
-    """The confusion matrix, rows normalized, titled with the competition's metric (`scores["metric"]`),
-    accuracy and macro F1, precision and recall."""
+    """The confusion matrix, rows normalized, titled with the scores (`metrics.of_predictions`)."""
     rows = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
     size = max(6.0, len(class_names) * 0.12)
     figure, axes = _figure(1, 1, (size, size))
@@ -131,9 +130,7 @@ def confusion(
     axis.set_yticks(ticks, class_names, fontsize=fontsize)
     axis.set_xlabel("predicted")
     axis.set_ylabel("true")
-    metric = scores["metric"]
-    first = f"{metric} {scores[metric]:.3f} (the competition's metric)"
-    first += "" if metric == "accuracy" else f"   accuracy {scores['accuracy']:.3f}"
+    first = metrics.describe(scores)
     second = f"macro F1 {scores['f1_macro']:.3f}   precision {scores['precision_macro']:.3f}   recall {scores['recall_macro']:.3f}"
     figure.suptitle(f"{first}\n{second}", fontsize=10)  # over the figure: long class names narrow the axes
     return _save(figure, path)
