@@ -67,13 +67,9 @@ def from_environment(environ: Mapping[str, str] | None = None) -> Hosts:
 
 def _whole(environ: Mapping[str, str], name: str, minimum: int) -> int:
     value = environ[name]
-    try:
-        number = int(value)
-    except ValueError:
-        number = minimum - 1
-    if number < minimum:
+    if not value.strip().isdigit() or int(value) < minimum:
         raise AcceleratorError(f"{name}={value!r} is not a whole number of at least {minimum}.")
-    return number
+    return int(value)
 
 
 def start_runtime(hosts: Hosts) -> None:
