@@ -3,6 +3,7 @@ standard library only, as it runs before any heavy import."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -71,8 +72,6 @@ def installed_versions(names: Iterable[str]) -> dict[str, str]:
 
     found = {}
     for name in names:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     return found

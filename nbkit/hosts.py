@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from nbkit.errors import AcceleratorError
 
@@ -68,13 +67,9 @@ def from_environment(environ: Mapping[str, str] | None = None) -> Hosts:
 
 def _whole(environ: Mapping[str, str], name: str, minimum: int) -> int:
     value = environ[name]
-    try:
-        number = int(value)
-    except ValueError:
-        number = minimum - 1
-    if number < minimum:
+    if not value.strip().isdigit() or int(value) < minimum:
         raise AcceleratorError(f"{name}={value!r} is not a whole number of at least {minimum}.")
-    return number
+    return int(value)
 
 
 def start_runtime(hosts: Hosts) -> None:
@@ -85,17 +80,3 @@ def start_runtime(hosts: Hosts) -> None:
         keras.distribution.initialize(hosts.coordinator, hosts.count, hosts.index)
     else:  # a TPU VM: JAX reads the slice's hosts from the TPU's metadata
         keras.distribution.initialize()
-
-
-def every_process(value: Any) -> Any:
-    """`value` (an array of one shape everywhere) from every process, stacked in process order."""
-    from jax.experimental import multihost_utils
-
-    return multihost_utils.process_allgather(value)
-
-
-def wait_for_all(name: str) -> None:
-    """A barrier: return once every process has reached `name`."""
-    from jax.experimental import multihost_utils
-
-    multihost_utils.sync_global_devices(name)

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import shutil
 import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from nbkit import atomic, env, hosts
 from nbkit.errors import ParameterError
@@ -32,11 +31,11 @@ _STAGING, _FAILED, _LOCK = ".incomplete-run", ".failed-run", ".run.lock"
 class _RunOutputs:
     """A started run's output folder (see `start`): `staging` holds this run's files until `publish()`."""
 
-    def __init__(self, folder: Path, earlier_failure: str = "", writes: bool = True) -> None:
+    def __init__(self, folder: Path, writes: bool = True) -> None:
         self.folder = folder
         self.writes = writes  # False: a pod host other than process 0, whose files go nowhere
         self.staging = folder / _STAGING if writes else Path(tempfile.mkdtemp(prefix="nbkit-not-written-"))
-        self.earlier_failure = earlier_failure
+        self.earlier_failure = ""
 
     def describe(self) -> str:
         """One line: where this run's outputs go, and what happened to an unfinished earlier run's."""
@@ -45,11 +44,6 @@ class _RunOutputs:
         return (
             f"{self.earlier_failure}Outputs are written to {self.staging} and moved to {self.folder} when the run ends."
         )
-
-    def write_json(self, name: str, values: dict[str, Any]) -> Path:
-        """`name` (e.g. metrics.json) in the staging folder: sorted keys, NumPy numbers as plain ones."""
-        plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
-        return atomic.write_text(self.staging / name, json.dumps(plain, indent=2, sort_keys=True) + "\n")
 
     def publish(self) -> list[str]:
         """Move every staged file and folder into `folder` (replacing the previous run's), drop the
@@ -68,13 +62,10 @@ class _RunOutputs:
 
 
 def start(folder: str | Path, default: str = "", data_root: str = "") -> _RunOutputs:
-    """Start a run's outputs in `folder` ("auto": the working folder's `default`, e.g. /kaggle/working/
-    classifier on Kaggle), refused where it is or lies inside `data_root` (a folder of input data, which
-    a new conversion replaces whole): lock it (`.run.lock`, an OS lock that dies with its process,
-    so a killed run never blocks the next; a folder another run holds is refused, a run started again
-    in the same process takes its own lock over), move an unfinished earlier run's files to
-    `.failed-run/` (saying so in `describe()`), and make the staging folder. It writes into the
-    folder, so calling it in the first cell checks at once that the folder can be written."""
+    """Start a run's outputs in `folder` ("auto": the working folder's `default`), refused inside `data_root`
+    (which a new conversion replaces whole): lock it (an OS lock that dies with its process; a run started
+    again in this process takes its own lock over), move an unfinished earlier run's files to `.failed-run/`,
+    and make the staging folder; in the first cell, this checks at once that the folder can be written."""
     if folder == "auto":
         folder = env.detect().working_dir / default
     path = Path(folder).expanduser()

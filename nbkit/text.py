@@ -29,9 +29,9 @@ _PRESET_FILES = ("config.json", "metadata.json", "tokenizer.json")  # what every
 
 @dataclass
 class _Split:
-    """The rows of one CSV file: ids, the text columns, and the labels (class indices) where it has them."""
+    """The rows of one CSV file: its header, ids, the text columns, and the labels (class indices) where it has them."""
 
-    file: Path
+    header: list[str]
     ids: list[str]
     texts: list[list[str]]  # one list per text column
     labels: np.ndarray | None = None
@@ -133,15 +133,20 @@ def load_data(
             "and ids of the submission)."
         )
     test = _read(folder / "test.csv", id_column, text_columns, language_column)
-    header, sample_ids = _read_sample(folder / "sample_submission.csv", id_column)
-    missing, extra = set(test.ids) - set(sample_ids), set(sample_ids) - set(test.ids)
+    sample = _read(folder / "sample_submission.csv", id_column, (), language_column)
+    if len(sample.header) < 2 or sample.header[0] != id_column:
+        raise DataError(
+            f"sample_submission.csv's header is {','.join(sample.header)}: the id column ({id_column!r}, ID_COLUMN) "
+            "and then the prediction column are expected."
+        )
+    missing, extra = set(test.ids) - set(sample.ids), set(sample.ids) - set(test.ids)
     if missing or extra:
         raise DataError(
             f"test.csv and sample_submission.csv disagree: {len(missing)} test ids are not in the sample "
             f"(e.g. {sorted(missing)[:3]}), {len(extra)} sample ids have no test row (e.g. {sorted(extra)[:3]}). "
             "Use the files of one version of the data."
         )
-    return _TextData(source, train, test, classes, header, sample_ids)
+    return _TextData(source, train, test, classes, sample.header, sample.ids)
 
 
 def _sample_source(environment: Any) -> DataSource:
@@ -201,7 +206,7 @@ def _read(
         if empty:
             raise DataError(f"{path.name}, line {line} (id {row[id_column]!r}): column {empty[0]!r} is empty.")
     return _Split(
-        file=path,
+        header=header,
         ids=[row[id_column] for row in rows],
         texts=[[row[c] for row in rows] for c in text_columns],
         labels=np.array([row[label_column].strip() for row in rows], object) if label_column else None,
@@ -228,20 +233,6 @@ def _classes(train: _Split, label_column: str) -> tuple[list[str], np.ndarray]:
             )
         return [str(n) for n in numbers], np.array([int(v) for v in labels], np.int32)
     return values, np.array([values.index(v) for v in labels], np.int32)
-
-
-def _read_sample(path: Path, id_column: str) -> tuple[list[str], list[str]]:
-    header, rows = _rows(path)
-    if len(header) < 2 or header[0] != id_column:
-        raise DataError(
-            f"{path.name}'s header is {','.join(header)}: the id column ({id_column!r}, ID_COLUMN) and then the "
-            "prediction column are expected."
-        )
-    ids = [row[id_column] for row in rows]
-    if len(set(ids)) != len(ids):
-        repeated = next(i for i in ids if ids.count(i) > 1)
-        raise DataError(f"{path.name}: id {repeated!r} is on more than one row.")
-    return header, ids
 
 
 # ---- the pretrained model ----
@@ -287,8 +278,7 @@ def _kaggle_handle(preset: str) -> str:
 def _checked(folder: Path) -> str:
     """`folder` if it holds a whole KerasHub preset, else a DataError naming what is missing or damaged."""
     missing = [name for name in _PRESET_FILES if not (folder / name).is_file()]
-    weights = [p for p in folder.glob("*.weights.h5")] + [p for p in folder.glob("*.weights.json")]
-    if not weights:
+    if not any(folder.glob("*.weights.h5")) and not any(folder.glob("*.weights.json")):
         missing.append("model.weights.h5")
     if missing:
         raise DataError(

@@ -178,7 +178,7 @@ train_batches = get_dataset(data.train, training=True)
 val_batches = get_dataset(data.val).batch(GLOBAL_BATCH, drop_remainder=True).cache()
 
 # %%
-from nbkit.images import plots
+from nbkit.images import metrics, plots
 
 images, labels = next(iter(train_batches))
 figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs.staging / "batch.png")
@@ -322,8 +322,7 @@ else:
     test_views, test_ids = predict_tta(data.test)
     written = data.write_submission(test_ids, np.mean(test_views, axis=0).argmax(1), outputs.staging / "submission.csv")
     print(f"wrote {len(test_ids)} rows to {written.name}")
-metrics_file = outputs.write_json(
-    "metrics.json",
+metrics_file = metrics.write_json(
     {
         **scores,
         "epochs": EPOCHS,
@@ -337,6 +336,7 @@ metrics_file = outputs.write_json(
         "tta": TTA,
         "test_rows": len(test_ids),
     },
+    outputs.staging / "metrics.json",
 )
 model.save(outputs.staging / "model.keras")
 print(f"wrote {metrics_file.name} and model.keras")

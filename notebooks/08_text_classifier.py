@@ -251,7 +251,7 @@ print(f"{model.name}: {model.count_params():,} parameters")
 # shake the pretrained weights), then a cosine decay to zero: the usual shape for fine-tuning BERT.
 
 # %%
-from nbkit.images import plots
+from nbkit.images import metrics, plots
 
 
 def learning_rate_schedule(total_steps):
@@ -350,8 +350,7 @@ else:
     written = data.write_submission(test_ids, test_probabilities, METRIC, outputs.staging / "submission.csv")
     test_rows = len(test_ids)
     print(f"wrote {test_rows} rows to {written.name}")
-metrics_file = outputs.write_json(
-    "metrics.json",
+metrics_file = metrics.write_json(
     {
         **scores,
         "epochs": EPOCHS,
@@ -364,6 +363,7 @@ metrics_file = outputs.write_json(
         "share_cut": float(cut),
         "test_rows": test_rows,
     },
+    outputs.staging / "metrics.json",
 )
 model.save(outputs.staging / "model.keras")
 print(f"wrote {metrics_file.name} and model.keras")

@@ -96,7 +96,7 @@ def set_cell(row: int, column: int, value: str):
         (
             "sample_submission.csv",
             lambda rows: rows.append(list(rows[1])),
-            r"sample_submission.csv: id '[0-9a-f]+' is on more than one row",
+            r"sample_submission.csv: id '[0-9a-f]+' is on line \d+ and line \d+",
         ),
         ("train.csv", lambda rows: rows[3].pop(), r"train.csv, line 4: 6 columns expected"),
     ],

@@ -50,7 +50,9 @@ class TrainingRun:
         self.epochs_done, self.weights_file, self.history = 0, None, {}
         self.hosts = hosts or nbhosts.Hosts()
         if self.hosts.several:  # process 0 may be copying an earlier run's checkpoint in (RESUME_FROM)
-            nbhosts.wait_for_all("nbkit: checkpoints in place")
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("nbkit: checkpoints in place")
         self.restarted = restart and (self.folder / _STATE_FILE).exists()
         if not restart and (self.folder / _STATE_FILE).exists():
             self._read()
@@ -73,10 +75,13 @@ class TrainingRun:
 
     def _check_every_process_found_the_same(self) -> None:
         import numpy as np
+        from jax.experimental import multihost_utils
 
         state = self.folder / _STATE_FILE
         mine = zlib.crc32(state.read_bytes()) & 0x7FFFFFFF if self.epochs_done else 0  # int32: JAX's default
-        found = np.asarray(nbhosts.every_process(np.array([self.epochs_done, mine], np.int32))).reshape(-1, 2)
+        found = np.asarray(multihost_utils.process_allgather(np.array([self.epochs_done, mine], np.int32))).reshape(
+            -1, 2
+        )
         if len({tuple(row) for row in found.tolist()}) > 1:
             each = ", ".join(f"process {i}: {n} epochs done" for i, (n, _) in enumerate(found.tolist()))
             raise DataError(

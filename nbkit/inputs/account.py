@@ -30,10 +30,9 @@ def kaggle_json(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {}
 
 
-def kaggle_username(environ: Mapping[str, str] | None = None) -> str | None:
+def kaggle_username() -> str | None:
     """The Kaggle user name, from KAGGLE_USERNAME or kaggle.json (only the name is read from it)."""
-    environ = os.environ if environ is None else environ
-    return environ.get("KAGGLE_USERNAME") or kaggle_json(environ).get("username")
+    return os.environ.get("KAGGLE_USERNAME") or kaggle_json().get("username")
 
 
 def default_dataset_id(slug: str) -> str:
@@ -42,14 +41,10 @@ def default_dataset_id(slug: str) -> str:
 
 
 def dataset_metadata(
-    dataset_id: str,
-    title: str,
-    resources: Sequence[Mapping[str, str]] = (),
-    license_name: str = "CC0-1.0",
-    example: str = "alice/flowers-model",
+    dataset_id: str, title: str, resources: Sequence[Mapping[str, str]] = (), example: str = "alice/flowers-model"
 ) -> dict[str, Any]:
     """The `dataset-metadata.json` contents, checked as `kaggle datasets create` checks them."""
     check_handle("DATASET_ID", dataset_id, example=example, slug=DATASET_SLUG)
     if not 6 <= len(title) <= 50:
         raise ParameterError(f"The dataset title {title!r} has {len(title)} characters; Kaggle wants 6 to 50.")
-    return {"title": title, "id": dataset_id, "licenses": [{"name": license_name}], "resources": list(resources)}
+    return {"title": title, "id": dataset_id, "licenses": [{"name": "CC0-1.0"}], "resources": list(resources)}

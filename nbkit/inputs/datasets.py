@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import env as nbenv
-from nbkit.errors import DataError, ParameterError
+from nbkit.errors import DataError
 from nbkit.params import check_handle
 
 
@@ -45,16 +45,25 @@ def locate(
             f"DATA_ROOT={data_root!r} does not exist: give the folder that holds the data, or use DATA_ROOT='auto'."
         )
     environment = environment or nbenv.detect()
-    if environment.platform == "kaggle":
-        return _on_kaggle(handle, environment)
-    where = f"not on Kaggle ({environment.platform})"
-    found, why_not = through_kagglehub(handle, environment.platform)
+    platform, slug = environment.platform, handle.split("/")[-1]
+    if platform == "kaggle":  # /kaggle/input/<slug>, or the newer datasets/<owner>/<slug> and competitions/<slug>
+        nested = f"datasets/{handle}" if "/" in handle else f"competitions/{slug}"
+        for attached in (environment.input_dir / slug, environment.input_dir / nested):
+            if attached.is_dir():
+                return DataSource(str(attached), f"{handle} is attached in {environment.input_dir}")
+    found, why_not = through_kagglehub(handle, platform)
+    if found and platform == "kaggle":
+        return DataSource(found, f"{handle} was not attached, so kagglehub attached it")
+    where = f"not on Kaggle ({platform})"
     if found:
         return DataSource(found, f"{where}, so kagglehub fetched {handle} into {found}")
-    if fallback is None:
+    if platform == "kaggle":
+        private = " (if it is private, only its owner and collaborators can)" if "/" in handle else ""
         raise DataError(
-            f"{handle} is not here ({environment.platform}) and {why_not}: set DATA_ROOT to a copy of its files."
+            f"{environment.input_dir / slug} is not there and {why_not}: attach {handle} with 'Add Input'{private}."
         )
+    if fallback is None:
+        raise DataError(f"{handle} is not here ({platform}) and {why_not}: set DATA_ROOT to a copy of its files.")
     stand_in = fallback(environment)
     return DataSource(stand_in.path, f"{where} and {why_not}, so {stand_in.reason} for {handle}")
 
@@ -80,36 +89,14 @@ def through_kagglehub(handle: str, platform: str, kind: str = "") -> tuple[str |
         return None, str(error).rstrip(".")
 
 
-def _attached_path(input_dir: Path, handle: str) -> Path | None:
-    """/kaggle/input/<slug>, or the newer competitions/<slug> and datasets/<owner>/<slug>, where attached."""
-    slug = handle.split("/")[-1]
-    nested = f"datasets/{handle}" if "/" in handle else f"competitions/{slug}"
-    return next((p for p in (input_dir / slug, input_dir / nested) if p.is_dir()), None)
-
-
-def _on_kaggle(handle: str, environment: Any) -> DataSource:
-    attached = _attached_path(environment.input_dir, handle)
-    if attached:
-        machine = "a TPU VM" if environment.tpu_vm else "this GPU/CPU kernel"
-        return DataSource(str(attached), f"{handle} is attached and {machine} reads /kaggle/input directly")
-    found, why_not = through_kagglehub(handle, "kaggle")
-    if found:
-        return DataSource(found, f"{handle} was not attached, so kagglehub attached it")
-    private_note = " (if it is private, only its owner and collaborators can)" if "/" in handle else ""
-    slug = handle.split("/")[-1]
-    raise DataError(
-        f"{environment.input_dir / slug} is not there and {why_not}: attach {handle} with 'Add Input'{private_note}."
-    )
-
-
 # ---- kagglehub --------------------------------------------------------------------------------------
 
 _SWITCH = "NBKIT_KAGGLEHUB"
-_KINDS = {  # kind -> (kagglehub function, how its handle is written)
-    "competition": ("competition_download", "slug"),
-    "dataset": ("dataset_download", "owner/slug[/versions/N]"),
-    "model": ("model_download", "owner/model/framework/variation[/version]"),
-    "notebook output": ("notebook_output_download", "owner/slug[/versions/N]"),
+_KINDS = {  # kind -> (kagglehub function, how its handle is written, an example)
+    "competition": ("competition_download", "slug", "flower-classification-with-tpus"),
+    "dataset": ("dataset_download", "owner/slug[/versions/N]", "alice/flowers-tfrecords"),
+    "model": ("model_download", "owner/model/framework/variation[/version]", "alice/flowers-model/keras/default"),
+    "notebook output": ("notebook_output_download", "owner/slug[/versions/N]", "alice/flowers-train"),
 }
 _NOTEBOOK_OUTPUT = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(/versions/\d+)?$")
 _LOGIN = "kaggle.json, KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_KEY"
@@ -137,13 +124,8 @@ def _why(kind: str, handle: str, error: Exception, doing: str = "get") -> str:
 
 def fetch(kind: str, handle: str) -> str:
     """The local folder of a Kaggle `kind` (see _KINDS) with this handle, from kagglehub."""
-    function, form = _KINDS[kind]
-    if kind == "competition":
-        check_handle("competition", handle, form, "flower-classification-with-tpus")
-    elif kind == "model":
-        check_handle("model", handle, form, "alice/flowers-model/keras/default")
-    elif not _NOTEBOOK_OUTPUT.match(handle):
-        raise ParameterError(f"{kind} {handle!r} must be written {form}, for example 'alice/flowers-train'.")
+    function, form, example = _KINDS[kind]
+    check_handle(kind, handle, form, example)
     import kagglehub
 
     try:

@@ -167,9 +167,6 @@ class _OnDevice:
         for batch in self.loader:
             yield [part.to(self.device, non_blocking=True) for part in batch]
 
-    def __len__(self) -> int:
-        return len(self.loader)  # type: ignore[arg-type]
-
 
 def optimizer_step(acc: _TorchAccelerator, optimizer: Any) -> None:
     """optimizer.step(), on XLA after averaging the gradients over the replicas."""
@@ -229,13 +226,7 @@ class _MasterResult:
             self.path.write_bytes(pickle.dumps(result))
 
 
-def launch(
-    acc: _TorchAccelerator,
-    fn: Callable[..., Any],
-    *args: Any,
-    start_method: str = "fork",
-    debug_single_process: bool = False,
-) -> Any:
+def launch(acc: _TorchAccelerator, fn: Callable[..., Any], *args: Any) -> Any:
     """Run fn(index, *args) once per XLA device (`torch_xla.launch`; once here without XLA) and return the
     master's (picklable) result. "fork" runs a function defined in a notebook, which "spawn" would have to
     pickle; torch_xla refuses to start workers once this process has touched the XLA device."""
@@ -245,12 +236,7 @@ def launch(
 
     with tempfile.TemporaryDirectory(prefix="nbkit-xla-") as folder:
         result = Path(folder) / "master.pickle"
-        torch_xla.launch(
-            _MasterResult(fn, acc, result),
-            args=args,
-            start_method=start_method,
-            debug_single_process=debug_single_process,
-        )
+        torch_xla.launch(_MasterResult(fn, acc, result), args=args, start_method="fork")
         if not result.is_file():
             raise AcceleratorError("The XLA workers ended without a result from the master (ordinal 0).")
         return pickle.loads(result.read_bytes())
