@@ -178,7 +178,7 @@ train_batches = get_dataset(data.train, training=True)
 val_batches = get_dataset(data.val).batch(GLOBAL_BATCH, drop_remainder=True).cache()
 
 # %%
-from nbkit.images import metrics, plots
+from nbkit.images import plots
 
 images, labels = next(iter(train_batches))
 figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs.staging / "batch.png")
@@ -271,6 +271,8 @@ figure = plots.input_wait(input_monitor.epochs, path=outputs.staging / "input_wa
 # these are out-of-fold predictions: `oof.csv` keeps them for `python -m nbkit oof`.
 
 # %%
+import json
+
 import numpy as np
 
 
@@ -322,22 +324,21 @@ else:
     test_views, test_ids = predict_tta(data.test)
     written = data.write_submission(test_ids, np.mean(test_views, axis=0).argmax(1), outputs.staging / "submission.csv")
     print(f"wrote {len(test_ids)} rows to {written.name}")
-metrics_file = metrics.write_json(
-    {
-        **scores,
-        "epochs": EPOCHS,
-        "global_batch": GLOBAL_BATCH,
-        "replicas": acc.num_replicas,
-        "backend": acc.backend,
-        "precision": acc.precision,
-        "model": MODEL,
-        "image_size": image_size,
-        "fold": FOLD,
-        "tta": TTA,
-        "test_rows": len(test_ids),
-    },
-    outputs.staging / "metrics.json",
-)
+run_record = {
+    **scores,
+    "epochs": EPOCHS,
+    "global_batch": GLOBAL_BATCH,
+    "replicas": acc.num_replicas,
+    "backend": acc.backend,
+    "precision": acc.precision,
+    "model": MODEL,
+    "image_size": image_size,
+    "fold": FOLD,
+    "tta": TTA,
+    "test_rows": len(test_ids),
+}
+metrics_file = outputs.staging / "metrics.json"  # the staging folder: published with the rest, or not at all
+metrics_file.write_text(json.dumps(run_record, indent=2, sort_keys=True) + "\n")
 model.save(outputs.staging / "model.keras")
 print(f"wrote {metrics_file.name} and model.keras")
 
