@@ -331,7 +331,7 @@ def test_bundled_notebook_runs_on_kaggle_where_nbkit_is_not_installed(tmp_path, 
     assert run.returncode == 0, run.stderr[-3000:]
     text = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
     assert "nbkit 0.2.0 from this notebook's bundle: " in text and "/nbkit-bundle-" in text
-    assert "platform=kaggle" in text and "is attached and this GPU/CPU kernel reads /kaggle/input directly" in text
+    assert "platform=kaggle" in text and f"{DATASET} is attached in " in text
     assert "record 3: {'id': " in text and str(REPO) not in text
 
 
