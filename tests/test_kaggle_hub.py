@@ -222,6 +222,13 @@ def test_a_package_is_not_published_under_a_bad_handle_or_unfinished(credentials
     assert stub.requests == []
 
 
+@pytest.mark.parametrize("kind", ["dataset", "notebook output"])
+@pytest.mark.parametrize("handle", ["alice/train/3", "alice/train/versions/three", "alice/train/version/3"])
+def test_a_versioned_handle_is_written_owner_slug_versions_n(kind, handle):
+    with pytest.raises(ParameterError, match=r"must be written owner/slug\[/versions/N\]"):
+        datasets.fetch(kind, handle)
+
+
 def test_notebook_06_reads_a_package_by_its_kaggle_models_handle(credentials, tmp_path):
     stub, _, _ = credentials
     files = package_files(tmp_path / "p")
