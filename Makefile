@@ -35,11 +35,13 @@ $(UV):
 
 # $(call make_venv,FOLDER,LOCK,PYTHON VERSION): a fresh venv with exactly what LOCK pins, plus nbkit;
 # with this machine's Python of that version (tools/find_python.py), else $(PYTHON), and it says which.
+# Compiled to bytecode once here: where PYTHONDONTWRITEBYTECODE is set (as on our CI machines) every kernel
+# and subprocess otherwise compiles TensorFlow's sources again on import (measured: accel.setup 12.8 s -> 5.2 s).
 define make_venv
 	rm -rf $(1)
 	interpreter=$$($(PYTHON) tools/find_python.py $(3)) || { interpreter=$(PYTHON); echo "$(1): no Python $(3) here, using $(PYTHON)"; }; \
 		UV_PYTHON_DOWNLOADS=never $(UV) venv -q --python $$interpreter $(1)
-	$(UV) pip install -q --no-deps --python $(1)/bin/python -r $(2)  # a lock names every package: nothing to resolve
+	$(UV) pip install -q --no-deps --compile-bytecode --python $(1)/bin/python -r $(2)  # a lock names every package: nothing to resolve
 	$(UV) pip install -q --python $(1)/bin/python --no-deps -e .
 	@echo "$(1): $$($(1)/bin/python --version), $(2)"
 	touch $(1)/.installed
