@@ -15,7 +15,7 @@ from nbkit.errors import ParameterError
 
 _PROFILES = ("auto", "smoke", "full")
 BACKENDS = ("auto", "tensorflow", "jax")
-_HANDLE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # one part of owner/slug[/...] as in a Kaggle URL
+_HANDLE_PART = r"[A-Za-z0-9][A-Za-z0-9_.-]*"  # one part of owner/slug[/...] as in a Kaggle URL
 
 
 def check_choice(name: str, value: object, allowed: Iterable[object]) -> object:
@@ -49,12 +49,16 @@ def check_handle(
     example: str = "alice/flowers-model",
     slug: re.Pattern[str] | None = None,
 ) -> str:
-    """`value` if it is a Kaggle handle written as `form` ("owner/slug", "owner/model/framework/variation[/version]"),
-    each piece as in its kaggle.com URL (the second matching `slug`); else a ParameterError with an example."""
-    pieces = value.split("/") if isinstance(value, str) else []
-    low, high = form.split("[")[0].count("/") + 1, form.count("/") + 1
-    valid = low <= len(pieces) <= high and all(_HANDLE_PART.match(p) for p in pieces)
-    if not valid or (slug is not None and not slug.match(pieces[1])):
+    """`value` if it is a Kaggle handle written as `form` ("owner/slug", "owner/slug[/versions/N]",
+    "owner/model/framework/variation[/version]"), each piece as in its kaggle.com URL (the second matching `slug`;
+    "versions" word for word, "N" and "version" a number); else a ParameterError with an example."""
+    required, _, optional = form.partition("[")
+    words = {"N": r"\d+", "version": r"\d+", "versions": "versions"}
+    pattern = "/".join(words.get(w, _HANDLE_PART) for w in required.split("/"))
+    if optional:
+        pattern += "(?:/" + "/".join(words.get(w, _HANDLE_PART) for w in optional.strip("/]").split("/")) + ")?"
+    valid = isinstance(value, str) and re.fullmatch(pattern, value)
+    if not valid or (slug is not None and not slug.match(value.split("/")[1])):
         rule = f" (its slug: {slug.pattern})" if slug is not None else ""
         raise ParameterError(
             f"{name}={value!r} must be written {form}{rule} as on kaggle.com, for example {example!r}."

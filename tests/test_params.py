@@ -40,6 +40,11 @@ def test_check_int_accepts_minimum():
         ("keras/efficientnet/keras/b0", "owner/model/framework/variation[/version]", True),
         ("keras/efficientnet/keras/b0/2", "owner/model/framework/variation[/version]", True),
         ("keras/efficientnet", "owner/model/framework/variation[/version]", False),
+        ("keras/efficientnet/keras/b0/v2", "owner/model/framework/variation[/version]", False),  # a number
+        ("alice/train/versions/3", "owner/slug[/versions/N]", True),
+        ("alice/train/3", "owner/slug[/versions/N]", False),  # "versions" word for word
+        ("alice/train/version/3", "owner/slug[/versions/N]", False),
+        ("alice/train/versions/three", "owner/slug[/versions/N]", False),
     ],
 )
 def test_check_handle_is_the_one_check_of_kaggle_handles(value, form, ok):

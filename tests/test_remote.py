@@ -136,6 +136,7 @@ def test_run_from_the_command_line(session, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "warning: tpu-v3-8 (machine shape TpuV38) is retired on Kaggle" in result.stderr
+    assert (result.stdout + result.stderr).count("is retired on Kaggle") == 1  # once, not again after the push
     assert "epoch 1/2 loss 4.1" in result.stdout and '"f1_macro": 0.88' in result.stdout
     assert result.stdout.rstrip().endswith(f"done: outputs in {tmp_path / 'out' / '03-private-dataset'}")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import env as nbenv
-from nbkit.errors import DataError, ParameterError
+from nbkit.errors import DataError
 from nbkit.params import check_handle
 
 
@@ -126,8 +126,6 @@ def fetch(kind: str, handle: str) -> str:
     """The local folder of a Kaggle `kind` (see _KINDS) with this handle, from kagglehub."""
     function, form, example = _KINDS[kind]
     check_handle(kind, handle, form, example)
-    if form.endswith("[/versions/N]") and not _NOTEBOOK_OUTPUT.match(handle):  # the optional part, word for word
-        raise ParameterError(f"{kind}={handle!r} must be written {form} as on kaggle.com, for example {example!r}.")
     import kagglehub
 
     try:

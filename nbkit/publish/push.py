@@ -120,7 +120,7 @@ def push(folder: str | Path, check_status: bool = True, command: str = "bundle")
     metadata = read_metadata(folder)
     kernel = _check_owner(metadata, folder, command)
     scan.check([folder])
-    warning = bundle.retired(metadata.get("machine_shape"))
+    warning = bundle.retired(metadata.get("machine_shape")) if command != "run" else None  # `run` warned first
     try:
         url, version, others = _read_push_output(_run_kaggle("kernels", "push", "-p", str(folder)))
     except RunError as error:
