@@ -35,7 +35,7 @@ $(UV):
 
 # $(call make_venv,FOLDER,LOCK,PYTHON VERSION): a fresh venv with exactly what LOCK pins, plus nbkit;
 # with this machine's Python of that version (tools/find_python.py), else $(PYTHON), and it says which.
-# Compiled to bytecode once here: where PYTHONDONTWRITEBYTECODE is set (as on our CI machines) every kernel
+# Compiled to bytecode once here: where PYTHONDONTWRITEBYTECODE is set (as on our 2-core machines) every kernel
 # and subprocess otherwise compiles TensorFlow's sources again on import (measured: accel.setup 12.8 s -> 5.2 s).
 define make_venv
 	rm -rf $(1)

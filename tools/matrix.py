@@ -74,7 +74,8 @@ ENVIRONMENTS = {
         "Colab's runtime (Kaggle's GPU image): 02, and 05 -> 06 as on a GPU",
     ),
 }
-# Minutes each took alone on the 2-core machine: the longest start first, so the two lanes end together.
+# Minutes each took alone on the 2-core machine (before the environments had bytecode; the order still holds):
+# the longest start first, so the two lanes end together.
 MINUTES = {"current": 12, "kaggle-tpu": 8, "xla": 3.5, "floor": 2, "colab-gpu": 1.5}
 VERSIONS = """
 import platform
