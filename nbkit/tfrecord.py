@@ -82,6 +82,9 @@ class _Inflated:
         return data
 
 
+_DAMAGED = "The file is truncated or corrupt: re-download or regenerate it."
+
+
 def read_records(path: str | Path) -> Iterator[bytes]:
     """The raw records of one TFRecord file; a DataError names a truncated or corrupt record."""
     with open(path, "rb") as raw:
@@ -93,25 +96,27 @@ def read_records(path: str | Path) -> Iterator[bytes]:
                 header = f.read(12)
                 if not header:
                     return
-                if len(header) < 12:
-                    problem = f"has a {len(header)}-byte header (12 expected)"
-                elif masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
-                    problem = "has a bad length checksum"  # before reading: the length may be anything
-                else:
-                    (length,) = struct.unpack("<Q", header[:8])
-                    payload, footer = f.read(length), f.read(4)
-                    if len(payload) < length or len(footer) < 4:
-                        problem = f"is cut short ({len(payload)} of {length} bytes)"
-                    elif masked_crc(payload) != struct.unpack("<I", footer)[0]:
-                        problem = "has a bad data checksum"
-                    else:
-                        yield payload
-                        continue
+                record, problem = _read_record(f, header)
             except (EOFError, zlib.error) as error:
-                problem = f"its {kind} data breaks off in record {index} ({error})"
-            else:
-                problem = f"record {index} {problem}"
-            raise DataError(f"{path}: {problem}. The file is truncated or corrupt: re-download or regenerate it.")
+                raise DataError(f"{path}: its {kind} data breaks off in record {index} ({error}). {_DAMAGED}") from None
+            if problem:
+                raise DataError(f"{path}: record {index} {problem}. {_DAMAGED}")
+            yield record
+
+
+def _read_record(f: BinaryIO, header: bytes) -> tuple[bytes, str]:
+    """(the record after `header`, ""), or (b"", what is wrong with it)."""
+    if len(header) < 12:
+        return b"", f"has a {len(header)}-byte header (12 expected)"
+    if masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+        return b"", "has a bad length checksum"  # before reading: the length may be anything
+    (length,) = struct.unpack("<Q", header[:8])
+    payload, footer = f.read(length), f.read(4)
+    if len(payload) < length or len(footer) < 4:
+        return b"", f"is cut short ({len(payload)} of {length} bytes)"
+    if masked_crc(payload) != struct.unpack("<I", footer)[0]:
+        return b"", "has a bad data checksum"
+    return payload, ""
 
 
 # ---- tf.train.Example, the protobuf wire format of its three list types -------------------------

@@ -120,32 +120,7 @@ def check_splits(
         labeled, items = split != "test", [] if keep_items else None
         seen: dict[str, tuple[str, Any]] = {}  # id -> (where, class or id); in file order
         for name in names:
-            count = 0
-            for count, raw in enumerate(tfrecord.read_records(name), 1):
-                where = f"{name}: record {count - 1}"
-                jpeg, key, record_id = _record_item(raw, labeled, where)
-                _check_image(jpeg, image_size, where)
-                if labeled and not 0 <= key < num_classes:
-                    raise DataError(
-                        f"{where} has class {key}, outside 0..{num_classes - 1}: the dataset's description names "
-                        f"{num_classes} classes. If a class was removed from the data's nbkit-dataset.json, put it "
-                        "back (a record's class numbers that list; to drop a class, convert again without its "
-                        "pictures); else the file is damaged or from another dataset: re-download or regenerate it."
-                    )
-                record_id = record_id if record_id is not None else f"{Path(name).name}:{count - 1}"
-                if record_id in seen:
-                    why = "out-of-fold scores need each id once" if labeled else "submission.csv needs each id once"
-                    raise DataError(
-                        f"{where} repeats the {'test ' * (not labeled)}id {record_id!r} of {seen[record_id][0]}: {why}."
-                    )
-                seen[record_id] = (where, key)
-                if items is not None:
-                    items.append((jpeg, key))
-            if count != layout.count_in_name(name):
-                raise DataError(
-                    f"{name}: its name promises {layout.count_in_name(name)} records but it holds {count}. Rename it "
-                    "(the number before .tfrec is the file's record count) or re-download / regenerate it."
-                )
+            _check_file(name, image_size, labeled, num_classes, seen, items)
         if not seen:
             raise DataError(
                 f"The {split} split ({len(names)} files in {Path(names[0]).parent}) holds no records: re-download "
@@ -154,6 +129,43 @@ def check_splits(
         classes = {record_id: key for record_id, (_, key) in seen.items()} if labeled else None
         splits[split] = Split(split, list(names), len(seen), list(seen), items, classes)
     return splits
+
+
+def _check_file(
+    name: str,
+    image_size: int,
+    labeled: bool,
+    num_classes: int,
+    seen: dict[str, tuple[str, Any]],
+    items: list[tuple[bytes, Any]] | None,
+) -> None:
+    """One file of a split checked (see `check_splits`): its ids join `seen`, its records `items` when given."""
+    count = 0
+    for count, raw in enumerate(tfrecord.read_records(name), 1):
+        where = f"{name}: record {count - 1}"
+        jpeg, key, record_id = _record_item(raw, labeled, where)
+        _check_image(jpeg, image_size, where)
+        if labeled and not 0 <= key < num_classes:
+            raise DataError(
+                f"{where} has class {key}, outside 0..{num_classes - 1}: the dataset's description names "
+                f"{num_classes} classes. If a class was removed from the data's nbkit-dataset.json, put it "
+                "back (a record's class numbers that list; to drop a class, convert again without its "
+                "pictures); else the file is damaged or from another dataset: re-download or regenerate it."
+            )
+        record_id = record_id if record_id is not None else f"{Path(name).name}:{count - 1}"
+        if record_id in seen:
+            why = "out-of-fold scores need each id once" if labeled else "submission.csv needs each id once"
+            raise DataError(
+                f"{where} repeats the {'test ' * (not labeled)}id {record_id!r} of {seen[record_id][0]}: {why}."
+            )
+        seen[record_id] = (where, key)
+        if items is not None:
+            items.append((jpeg, key))
+    if count != layout.count_in_name(name):
+        raise DataError(
+            f"{name}: its name promises {layout.count_in_name(name)} records but it holds {count}. Rename it "
+            "(the number before .tfrec is the file's record count) or re-download / regenerate it."
+        )
 
 
 _MEMORY_SHARE = 0.5  # of the memory available: the rest is for the model, the cache, the notebook
