@@ -42,6 +42,18 @@ def check_int(name: str, value: object, minimum: int = 0) -> int:
     return value
 
 
+def is_handle(value: object, form: str) -> bool:
+    """Whether `value` is a Kaggle handle written as `form` ("owner/slug", "owner/slug[/versions/N]",
+    "owner/model/framework/variation[/version]"): each piece as in its kaggle.com URL, "versions" word for
+    word, "N" and "version" a number."""
+    required, _, optional = form.partition("[")
+    words = {"N": r"\d+", "version": r"\d+", "versions": "versions"}
+    pattern = "/".join(words.get(w, _HANDLE_PART) for w in required.split("/"))
+    if optional:
+        pattern += "(?:/" + "/".join(words.get(w, _HANDLE_PART) for w in optional.strip("/]").split("/")) + ")?"
+    return isinstance(value, str) and re.fullmatch(pattern, value) is not None
+
+
 def check_handle(
     name: str,
     value: object,
@@ -49,16 +61,9 @@ def check_handle(
     example: str = "alice/flowers-model",
     slug: re.Pattern[str] | None = None,
 ) -> str:
-    """`value` if it is a Kaggle handle written as `form` ("owner/slug", "owner/slug[/versions/N]",
-    "owner/model/framework/variation[/version]"), each piece as in its kaggle.com URL (the second matching `slug`;
-    "versions" word for word, "N" and "version" a number); else a ParameterError with an example."""
-    required, _, optional = form.partition("[")
-    words = {"N": r"\d+", "version": r"\d+", "versions": "versions"}
-    pattern = "/".join(words.get(w, _HANDLE_PART) for w in required.split("/"))
-    if optional:
-        pattern += "(?:/" + "/".join(words.get(w, _HANDLE_PART) for w in optional.strip("/]").split("/")) + ")?"
-    valid = isinstance(value, str) and re.fullmatch(pattern, value)
-    if not valid or (slug is not None and not slug.match(value.split("/")[1])):
+    """`value` if it is a Kaggle handle written as `form` (`is_handle`), its second piece matching `slug`;
+    else a ParameterError with an example."""
+    if not is_handle(value, form) or (slug is not None and not slug.match(str(value).split("/")[1])):
         rule = f" (its slug: {slug.pattern})" if slug is not None else ""
         raise ParameterError(
             f"{name}={value!r} must be written {form}{rule} as on kaggle.com, for example {example!r}."
@@ -160,10 +165,10 @@ _SHARED = {"BACKEND": BACKENDS, "PROFILE": _PROFILES}
 
 def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[object]) -> None:
     """Stop on a parameter the notebook does not have (`-p EPOCH 3`, naming the closest), of another type
-    than declared (`NAME: int = 3`), or of a value not `allowed` (NAME=n: a whole number >= n; NAME=(a, b)
-    or a range: one of those; other ints >= 0), or a gs:// URL (nbkit reads local folders). Call it in the first cell with `globals()`: the cells are
-    read from IPython's history `In` (a name only papermill's `# Parameters` cell assigns is unknown); a
-    plain script's `__annotations__` give the types only."""
+    than declared (`NAME: int = 3`), of a value not `allowed` (NAME=n: a whole number >= n; NAME=(a, b) or a
+    range: one of those; other ints >= 0), or a gs:// URL (nbkit reads local folders). Call it in the first
+    cell with `globals()`: the cells are read from IPython's history `In` (a name only papermill's
+    `# Parameters` cell assigns is unknown); a plain script's `__annotations__` give the types only."""
     history = namespace.get("In")
     if isinstance(history, list) and len(history) > 1:  # IPython: In[0] is "", the cells follow
         declared = _declared_in(cell for cell in history[1:] if isinstance(cell, str))

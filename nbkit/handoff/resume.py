@@ -79,9 +79,8 @@ class TrainingRun:
 
         state = self.folder / _STATE_FILE
         mine = zlib.crc32(state.read_bytes()) & 0x7FFFFFFF if self.epochs_done else 0  # int32: JAX's default
-        found = np.asarray(multihost_utils.process_allgather(np.array([self.epochs_done, mine], np.int32))).reshape(
-            -1, 2
-        )
+        gathered = multihost_utils.process_allgather(np.array([self.epochs_done, mine], np.int32))
+        found = np.asarray(gathered).reshape(-1, 2)  # one row per process
         if len({tuple(row) for row in found.tolist()}) > 1:
             each = ", ".join(f"process {i}: {n} epochs done" for i, (n, _) in enumerate(found.tolist()))
             raise DataError(

@@ -1,5 +1,6 @@
 """Where a Kaggle dataset's or competition's files are read from, and why: DATA_ROOT when given; on Kaggle
-the attached input (else kagglehub attaches it); elsewhere kagglehub, else the notebook's stand-in (e.g. the generated sample).
+the attached input (else kagglehub attaches it); elsewhere kagglehub, else the notebook's stand-in (e.g. the
+generated sample).
 
 Kaggle competitions, datasets, models and notebook outputs come through kagglehub (attached on Kaggle,
 even offline; mounted in Colab; downloaded elsewhere), its errors as a DataError that says what to do.
@@ -8,7 +9,6 @@ NBKIT_KAGGLEHUB=off keeps nbkit from using it (`make test` sets it, so CI and a 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import Any
 
 from nbkit import env as nbenv
 from nbkit.errors import DataError
-from nbkit.params import check_handle
+from nbkit.params import check_handle, is_handle
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,6 @@ _KINDS = {  # kind -> (kagglehub function, how its handle is written, an example
     "model": ("model_download", "owner/model/framework/variation[/version]", "alice/flowers-model/keras/default"),
     "notebook output": ("notebook_output_download", "owner/slug[/versions/N]", "alice/flowers-train"),
 }
-_NOTEBOOK_OUTPUT = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(/versions/\d+)?$")
 _LOGIN = "kaggle.json, KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_KEY"
 _MODEL_LICENSE = "Apache 2.0"  # of a model nbkit publishes; change it on the model's Kaggle page
 
@@ -138,7 +137,7 @@ def notebook_output(location: str, inside: str) -> str:
     """`location` if it is a folder here, else a Kaggle notebook's output (owner/slug[/versions/N]) fetched by
     kagglehub: the folder `inside` it."""
     local = os.path.expanduser(location)
-    if Path(local).exists() or not _NOTEBOOK_OUTPUT.match(location):
+    if Path(local).exists() or not is_handle(location, _KINDS["notebook output"][1]):
         return local
     found = Path(fetch("notebook output", location)) / inside
     if not found.is_dir():
