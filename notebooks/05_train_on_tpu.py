@@ -33,7 +33,7 @@ WEIGHTS: str = "imagenet"  # "imagenet" (an attached copy of Keras' ImageNet fil
 EPOCHS: int = 12  # training epochs (the smoke profile trains at most 8); more than done continues
 PER_REPLICA_BATCH: int = 16  # images per replica per step (the global batch is this times the replicas)
 AUGMENT: str = "flips"  # training augmentation: "flips", "standard" (+ zoom and colour) or "none" (digits, documents, X-rays)
-TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
+TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 with AUGMENT "none"
 FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
 SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
 PROFILE: str = "auto"  # "full": the settings above; "smoke": small_cnn from scratch (MODEL, WEIGHTS ignored), at most 8 epochs; "auto": smoke on a CPU, full on a TPU or GPU
@@ -58,12 +58,19 @@ OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the pack
 
 # %%
 from nbkit import accel, params, staging
+from nbkit.errors import ParameterError
 from nbkit.inputs import account
 
 params.check_parameters(
     globals(), EPOCHS=1, PER_REPLICA_BATCH=1, STEPS_PER_EXECUTION=1, FOLD=-1, TTA=range(1, 5),
     AUGMENT=("flips", "standard", "none"), RESUME=("auto", "restart"),
 )  # fmt: skip
+if AUGMENT == "none" and TTA > 1:  # TTA's second view is the image mirrored (tta_view): not for digits or documents
+    raise ParameterError(
+        f"TTA={TTA} with AUGMENT='none': test-time augmentation's second view is the image mirrored, but "
+        "AUGMENT='none' says a mirrored picture shows something else here (digits, documents). Use TTA=1, or "
+        "AUGMENT='flips' if a mirrored picture keeps its class."
+    )
 if DATASET_ID != "auto":
     params.check_handle("DATASET_ID", DATASET_ID, example="alice/flowers-model", slug=account.DATASET_SLUG)
 if MODEL_HANDLE != "none":
@@ -303,8 +310,9 @@ figure = plots.training_curves(run.history, path=outputs.staging / "training_cur
 # ## Evaluate and predict
 # Scores on the validation set (with a `FOLD`, out of fold: `oof.csv`); `submission.csv` from this
 # model, which notebook 06 must reproduce (with the same `TTA`), where the data has a test split.
-# Test-time augmentation: predict each image as it is and in `TTA - 1` changed views, and average
-# the class probabilities.
+# Test-time augmentation: predict each image as it is and in `TTA - 1` changed views (`tta_view`: the
+# second is mirrored, so the first cell refuses TTA > 1 with `AUGMENT="none"`), and average the class
+# probabilities.
 
 # %%
 import numpy as np
