@@ -33,6 +33,7 @@ WEIGHTS: str = "imagenet"  # "imagenet" (an attached copy of Keras' ImageNet fil
 EPOCHS: int = 12  # training epochs (the smoke profile trains at most 8); more than done continues
 PER_REPLICA_BATCH: int = 16  # images per replica per step (the global batch is this times the replicas)
 AUGMENT: str = "flips"  # training augmentation: "flips", "standard" (+ zoom and colour) or "none" (digits, documents, X-rays)
+CACHE: str = "auto"  # training images decoded once and kept in memory, not decoded every epoch: "auto": where they take at most half the memory free; "memory"; "none"
 TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 with AUGMENT "none"
 FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
 SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
@@ -63,7 +64,7 @@ from nbkit.inputs import account
 
 params.check_parameters(
     globals(), EPOCHS=1, PER_REPLICA_BATCH=1, STEPS_PER_EXECUTION=1, FOLD=-1, TTA=range(1, 5),
-    AUGMENT=("flips", "standard", "none"), RESUME=("auto", "restart"),
+    AUGMENT=("flips", "standard", "none"), CACHE=("auto", "memory", "none"), RESUME=("auto", "restart"),
 )  # fmt: skip
 if AUGMENT == "none" and TTA > 1:  # TTA's second view is the image mirrored (tta_view): not for digits or documents
     raise ParameterError(
@@ -163,12 +164,13 @@ print(run.describe(EPOCHS))
 # tf.data on the host CPU, as Kaggle's TPU starters do: read the records, decode the JPEGs, augment,
 # batch. Images stay uint8 (a quarter of the bytes to send; the model rescales them). Augmenting here,
 # in the input pipeline, keeps the accelerator busy with the model: Keras' preprocessing layers
-# inside the model slow JAX/TPU training badly (keras #23229).
+# inside the model slow JAX/TPU training badly (keras #23229). Where the decoded training images fit in
+# memory (`CACHE`), they are decoded once and kept: an epoch then only shuffles, augments and batches.
 #
 # Every random choice is drawn from `SEED` and the epoch with TensorFlow's stateless random ops, so
 # epoch e sees the same images in the same order, augmented the same way, whether the run was
-# interrupted or not (notebook 05 resumes on this), and on a pod slice every host builds the same
-# global batches, of which Keras gives each its rows.
+# interrupted or not (notebook 05 resumes on this), cached or not, and on a pod slice every host builds
+# the same global batches, of which Keras gives each its rows.
 
 # %%
 import tensorflow as tf
@@ -207,16 +209,23 @@ def get_dataset(split, training=False, first_epoch=0):
     """Training: batches of augmented (image, class), shuffled anew each epoch, from `first_epoch` on.
     Otherwise: every (image, class or id) in file order, not batched."""
     records = tf.data.TFRecordDataset(split.files, split.compression, num_parallel_reads=AUTO)
+    images = records.map(lambda record: decode(record, split.labeled), num_parallel_calls=AUTO)
     if not training:
-        return records.map(lambda record: decode(record, split.labeled), num_parallel_calls=AUTO)
+        return images
+    cached = CACHE == "memory" or (CACHE == "auto" and data.fits_in_memory(split))
+    if cached:  # decode every image once, now, and keep it: an epoch then only shuffles, augments and batches
+        images = images.cache()
+        images.reduce(0, lambda count, image_label: count + 1)  # one pass fills the cache
 
     def one_epoch(epoch):
-        shuffled = records.shuffle(SHUFFLE_BUFFER, seed=SEED * 10_007 + epoch).enumerate()
-        decoded = shuffled.map(
-            lambda index, record: (*decode(record, True), tf.stack([SEED * 10_007 + epoch, index])),
-            num_parallel_calls=AUTO,
+        seed = SEED * 10_007 + epoch
+        if cached:  # the same order as shuffling the records: a seeded shuffle's order ignores what it shuffles
+            shuffled = images.shuffle(SHUFFLE_BUFFER, seed=seed)
+        else:  # the records shuffled while small (serialized), then decoded
+            shuffled = records.shuffle(SHUFFLE_BUFFER, seed=seed).map(lambda r: decode(r, True), num_parallel_calls=AUTO)
+        augmented = shuffled.enumerate().map(  # each image's random choices seeded by (SEED, epoch, its position)
+            lambda index, item: (augment(item[0], tf.stack([seed, index])), item[1]), num_parallel_calls=AUTO
         )
-        augmented = decoded.map(lambda image, label, seed: (augment(image, seed), label), num_parallel_calls=AUTO)
         return augmented.batch(GLOBAL_BATCH, drop_remainder=True).take(steps_per_epoch)
 
     return tf.data.Dataset.range(first_epoch, EPOCHS).flat_map(one_epoch).prefetch(AUTO)

@@ -264,6 +264,13 @@ class Data:
         counts = {name: split.count for name, split in self.splits.items() if split.labeled}
         return _check_batch(per_replica_batch, replicas, self.image_size * self.image_size * 3, counts)
 
+    def fits_in_memory(self, split: Split, available_bytes: int | None = None) -> bool:
+        """Whether `split`'s images, decoded (uint8), take at most half the memory available (default: what
+        this machine has free now; unknown: no): what the notebooks' CACHE="auto" keeps in memory."""
+        available_bytes = available_memory() if available_bytes is None else available_bytes
+        needed = split.count * self.image_size * self.image_size * 3
+        return available_bytes is not None and needed <= _MEMORY_SHARE * available_bytes
+
     def score(self, labels: Sequence[int], probabilities: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         """(confusion matrix, scores): accuracy, macro F1 / precision / recall and the competition's metric."""
         return metrics.of_predictions(labels, probabilities, self.dataset.metric)
