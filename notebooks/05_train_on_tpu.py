@@ -222,7 +222,8 @@ def get_dataset(split, training=False, first_epoch=0):
         if cached:  # the same order as shuffling the records: a seeded shuffle's order ignores what it shuffles
             shuffled = images.shuffle(SHUFFLE_BUFFER, seed=seed)
         else:  # the records shuffled while small (serialized), then decoded
-            shuffled = records.shuffle(SHUFFLE_BUFFER, seed=seed).map(lambda r: decode(r, True), num_parallel_calls=AUTO)
+            shuffled = records.shuffle(SHUFFLE_BUFFER, seed=seed)
+            shuffled = shuffled.map(lambda record: decode(record, True), num_parallel_calls=AUTO)
         augmented = shuffled.enumerate().map(  # each image's random choices seeded by (SEED, epoch, its position)
             lambda index, item: (augment(item[0], tf.stack([seed, index])), item[1]), num_parallel_calls=AUTO
         )

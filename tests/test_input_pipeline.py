@@ -31,7 +31,7 @@ def bench_notebook():
 
 @pytest.fixture(scope="module")
 def train_files(tmp_path_factory):
-    """A generated sample's training files (10 classes x 4 images at 32 px, two files), in a folder of their own."""
+    """A generated sample's training files: 10 classes x 4 images at 32 px, in 14 files (read interleaved)."""
     root = sample.make_sample(tmp_path_factory.mktemp("data"), 10, (SIZE,), 4, 1, 1)
     return layout.find_files(root, SIZE, "train")
 
@@ -114,8 +114,6 @@ def test_each_epoch_depends_only_on_seed_and_epoch_cached_or_not(train_files, na
     assert same(first[STEPS:], runs["memory", "resumed"]) and same(first[STEPS:], runs["none", "resumed"])
     assert not same(first[:STEPS], first[STEPS : 2 * STEPS])  # epochs differ from one another
     assert not same(first, other_seed)
-    labels = np.concatenate([labels for _, labels in first[:STEPS]])
-    assert len(set(labels.tolist())) > 1  # shuffled: the files hold their classes in order
 
 
 def setup_cell(name, **overrides):
