@@ -31,6 +31,7 @@ class _TorchAccelerator:
     runtime: str  # how torch drives it: "xla", "cuda", "cpu"
     hardware: str  # torch_xla's device type ("TPU", "CPU", ...), the GPU's name, or "cpu"
     reason: str
+    compute_capability: tuple[int, int] | None = None  # a CUDA GPU's, as (8, 0)
 
     @property
     def xla(self) -> bool:
@@ -66,7 +67,8 @@ def select(runtime: str = "auto") -> _TorchAccelerator:
 
     if runtime in ("auto", "cuda") and torch.cuda.is_available():
         why = "no torch_xla; CUDA is available" if runtime == "auto" else "DEVICE='cuda'"
-        return _TorchAccelerator("gpu", "cuda", torch.cuda.get_device_name(0), why)
+        capability = tuple(torch.cuda.get_device_capability(0))
+        return _TorchAccelerator("gpu", "cuda", torch.cuda.get_device_name(0), why, capability)
     if runtime == "cuda":
         raise AcceleratorError("DEVICE='cuda' but torch sees no GPU: pick a GPU accelerator, or use DEVICE='auto'.")
     return _TorchAccelerator(
@@ -75,12 +77,16 @@ def select(runtime: str = "auto") -> _TorchAccelerator:
 
 
 def precision(acc: _TorchAccelerator, requested: str) -> tuple[str, str]:
-    """(policy, a line saying which and why): "auto" is bfloat16 on a TPU, float32 elsewhere."""
+    """(policy, a line saying which and why): "auto" is bfloat16 on a TPU and on a CUDA GPU of compute capability
+    8.0 or more (A100, L4, H100: no loss scaling), float32 elsewhere (float16 autocast would need a GradScaler)."""
     check_choice("PRECISION", requested, _PRECISIONS)
-    policy = ("mixed_bfloat16" if acc.kind == "tpu" else "float32") if requested == "auto" else requested
-    why = (
-        f"PRECISION='auto' on a {acc.kind.upper()}" if requested == "auto" else f"PRECISION={requested!r} was asked for"
-    )
+    capability = acc.compute_capability or (0, 0)
+    bf16 = acc.kind == "tpu" or (acc.runtime == "cuda" and capability >= (8, 0))
+    policy = ("mixed_bfloat16" if bf16 else "float32") if requested == "auto" else requested
+    why = f"PRECISION={requested!r} was asked for"
+    if requested == "auto":
+        said = f" of compute capability {'.'.join(map(str, capability))}" if acc.compute_capability else ""
+        why = f"PRECISION='auto' on a {acc.kind.upper()}{said}"
     if policy == "mixed_bfloat16" and acc.runtime == "cuda":
         import torch
 

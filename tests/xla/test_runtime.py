@@ -184,6 +184,34 @@ def test_precision_choices():
         xla.precision(cpu, "mixed_float16")
 
 
+@pytest.mark.parametrize(
+    "name, capability, expected",
+    [
+        ("NVIDIA H100 80GB HBM3", (9, 0), "mixed_bfloat16"),
+        ("NVIDIA A100", (8, 0), "mixed_bfloat16"),
+        ("Tesla T4", (7, 5), "float32"),
+    ],
+)
+def test_auto_precision_on_cuda_follows_the_compute_capability(monkeypatch, name, capability, expected):
+    # Faked device properties: this machine has no GPU. GPUs of compute capability 8+ do bfloat16 natively.
+    import torch
+
+    from nbkit.pytorch import runtime as xla
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: name)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    gpu = xla.select("cuda")
+    assert (gpu.kind, gpu.runtime, gpu.hardware, gpu.compute_capability) == ("gpu", "cuda", name, capability)
+    policy, line = xla.precision(gpu, "auto")
+    said = ".".join(map(str, capability))
+    assert (policy, line.split(":")[0]) == (
+        expected,
+        f"precision {expected} (PRECISION='auto' on a GPU of compute capability {said})",
+    )
+
+
 def test_bfloat16_autocast_on_the_cpu_computes_convolutions_in_bfloat16_and_nothing_for_float32():
     import torch
 
