@@ -252,7 +252,7 @@ def _classes(train: _Split, label_column: str) -> tuple[list[str], np.ndarray]:
     counts, first = np.bincount(rows, minlength=len(classes.values)), {}
     for label, where in found.items():
         first.setdefault(index[label], where)
-    rare = [f"{str(classes.values[k])!r} ({first[k]})" for k in range(len(counts)) if counts[k] < 2]
+    rare = [f"{str(classes.values[k])[:40]!r} ({first[k]})" for k in range(len(counts)) if counts[k] < 2]
     if rare:
         raise DataError(
             f"train.csv: {len(rare)} of the {len(counts)} {label_column} values are on one row only: {_few(rare)}. Too "
