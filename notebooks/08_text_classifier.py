@@ -110,13 +110,13 @@ else:
     preset_folder, preset_reason = text.find_preset(PRESET, download=not SMOKE)
     if preset_folder is None and not SMOKE:
         raise DataError(f"No pretrained model to fine-tune: {preset_reason}.")
-chosen = []  # the values not given as they are, said on the profile's line
+chosen, whose = [], "the preset's" if preset_folder else "the tiny BERT's"  # values not as given, said below
 if EPOCHS == 0:
     EPOCHS = 3 if preset_folder else 10
-    chosen.append(f"EPOCHS=0: {EPOCHS}")
+    chosen.append(f"EPOCHS=0: {whose} {EPOCHS}")
 if LEARNING_RATE == 0:
     LEARNING_RATE = 2e-5 if preset_folder else 2e-3
-    chosen.append(f"LEARNING_RATE=0: {LEARNING_RATE:g}")
+    chosen.append(f"LEARNING_RATE=0: {whose} {LEARNING_RATE:g}")
 if SMOKE and SEQUENCE_LENGTH > 32:
     chosen.append(f"SEQUENCE_LENGTH={SEQUENCE_LENGTH} cut to 32 by the smoke profile")
     SEQUENCE_LENGTH = 32

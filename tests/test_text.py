@@ -350,7 +350,8 @@ def test_values_the_user_gives_are_kept_and_zero_is_the_models_choice_said(capsy
     chosen = configuration(EPOCHS=0, LEARNING_RATE=0.0, SEQUENCE_LENGTH=128)
     assert (chosen["EPOCHS"], chosen["LEARNING_RATE"], chosen["SEQUENCE_LENGTH"]) == (10, 2e-3, 32)
     assert (
-        "smoke: 10 epochs, 32 tokens, global batch 16, peak lr 0.002 (EPOCHS=0: 10; LEARNING_RATE=0: 0.002; "
+        "smoke: 10 epochs, 32 tokens, global batch 16, peak lr 0.002 (EPOCHS=0: the tiny BERT's 10; LEARNING_RATE=0: "
+        "the tiny BERT's 0.002; "
         "SEQUENCE_LENGTH=128 cut to 32 by the smoke profile)" in capsys.readouterr().out
     )
     folder = str(preset(tmp_path / "bert"))
