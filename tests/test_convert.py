@@ -718,6 +718,9 @@ def test_a_semicolon_csv_and_ids_in_another_unicode_form_are_read(tmp_path):
     (tmp_path / "train.csv").write_text((tmp_path / "train.csv").read_text().replace(";", "|"))
     with pytest.raises(DataError, match=r"its columns are 'image_id\|label'. Separate its columns with `,`, `;` or"):
         convert(tmp_path / "pics", tmp_path / "out", SIZE, labels=tmp_path / "train.csv", workers=1)
+    (tmp_path / "train.csv").write_text("image_id,label\ncafe 0.jpg,healthy, or not\n")  # issue 45 #9: shifted cells
+    with pytest.raises(DataError, match=r"train.csv line 2 has 3 cells, the header 2: quote a cell that holds a ','"):
+        convert(tmp_path / "pics", tmp_path / "out", SIZE, labels=tmp_path / "train.csv", workers=1)
 
 
 def test_an_output_where_nothing_can_be_written_stops_before_any_work(tmp_path):
