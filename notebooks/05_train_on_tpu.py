@@ -248,6 +248,7 @@ def build_model():
 keras.utils.set_random_seed(SEED)  # the same initial weights on every run (and every pod host)
 with acc.scope():
     model = build_model()
+    models.check_outputs(model, dataset.num_classes)  # one logit per class, said before any training
     model.compile(
         optimizer=keras.optimizers.Adam(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
