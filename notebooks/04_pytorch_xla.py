@@ -185,6 +185,7 @@ def build_model():
 
 torch.manual_seed(SEED)
 model = build_model()
+runtime.check_outputs(model, val_set[0][0], dataset.num_classes)  # one logit per class, said before any training
 print(f"build_model: {sum(p.numel() for p in model.parameters()):,} parameters")
 
 # %% [markdown]

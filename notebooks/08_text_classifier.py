@@ -237,6 +237,8 @@ print(f"{steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
 # %%
 from keras import layers
 
+from nbkit import models
+
 
 def build_backbone():
     if preset_folder:
@@ -258,6 +260,7 @@ def build_model():
 keras.utils.set_random_seed(SEED)  # the same initial weights on every run
 with acc.scope():
     model = build_model()
+    models.check_outputs(model, len(data.classes))  # one logit per class, said before any training
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %% [markdown]

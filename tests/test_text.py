@@ -169,6 +169,23 @@ def test_the_submission_follows_the_sample_in_header_and_order(watson, tmp_path)
         data.write_submission(ids[:-1] + ["other"], probabilities, "accuracy", tmp_path / "wrong.csv")
 
 
+def test_a_roc_auc_submission_holds_the_second_class_probability_the_score_ranks(tmp_path):
+    """Two classes ("0", "1": train.csv's values in class order): each row's probability of class 1, the one
+    `score` ranks for ROC AUC; the first class's probability would rank every test row the wrong way round."""
+    folder = tmp_path / "toxic"
+    folder.mkdir()
+    write_csv(folder / "train.csv", ["id", "comment_text", "toxic"], [[f"r{i}", f"text {i}", i % 2] for i in range(6)])
+    write_csv(folder / "test.csv", ["id", "comment_text"], [["b", "x"], ["a", "y"], ["c", "z"]])
+    write_csv(folder / "sample_submission.csv", ["id", "toxic"], [["a", 0.5], ["b", 0.5], ["c", 0.5]])
+    data = load(folder, "id", ("comment_text",), "toxic", "lang")
+    assert data.classes == ["0", "1"]
+    probabilities = np.array([[0.2, 0.8], [0.9, 0.1], [0.35, 0.65]])  # b, a, c: p(class 0), p(class 1)
+    path = data.write_submission(["b", "a", "c"], probabilities, "roc_auc", tmp_path / "submission.csv")
+    assert read_csv(path) == [["id", "toxic"], ["a", "0.100000"], ["b", "0.800000"], ["c", "0.650000"]]
+    _, scores = data.score(np.array([1, 0, 1]), probabilities, "roc_auc")  # b and c toxic: ranked above a
+    assert scores["roc_auc"] == 1.0
+
+
 def test_scores_match_numpy(watson):
     data = load(watson)
     labels = data.train.labels[:200]

@@ -107,6 +107,28 @@ def autocast(acc: _TorchAccelerator, policy: str) -> contextlib.AbstractContextM
     return torch.autocast(device_type="xla" if acc.xla else acc.runtime, dtype=torch.bfloat16)
 
 
+def check_outputs(model: Any, item: Any, num_classes: int) -> None:
+    """A ParameterError, before any training, unless `model` (the notebook's `build_model()`, on the CPU)
+    gives one row of `num_classes` logits for one dataset `item` (a wrong head fails only at the first step,
+    inside a worker). One thread: OpenMP threads started here would not survive `launch`'s fork."""
+    import torch
+
+    threads, training = torch.get_num_threads(), model.training
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            shape = tuple(model.eval()(item.unsqueeze(0)).shape)
+    finally:
+        torch.set_num_threads(threads)
+        model.train(training)
+    if shape != (1, num_classes):
+        got = f"{shape[-1]} logits per input" if len(shape) == 2 else f"outputs of shape {shape} for one input"
+        raise ParameterError(
+            f"build_model() gives {got}, but the data has {num_classes} classes: end the model in one output of "
+            f"{num_classes} logits per input, e.g. nn.Linear(..., {num_classes}) (the number of classes, not a constant)."
+        )
+
+
 # ---- inside a worker (the function `launch` runs once per core) --------------------------------
 
 

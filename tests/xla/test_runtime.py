@@ -223,3 +223,40 @@ def test_bfloat16_autocast_on_the_cpu_computes_convolutions_in_bfloat16_and_noth
         assert conv(torch.zeros((1, 3, 8, 8))).dtype == torch.bfloat16
     with xla.autocast(cpu, "float32"):
         assert conv(torch.zeros((1, 3, 8, 8))).dtype == torch.float32
+
+
+def test_a_model_whose_outputs_are_not_the_classes_is_named_before_training():
+    import torch
+
+    from nbkit.errors import ParameterError
+    from nbkit.pytorch import runtime
+
+    image = torch.zeros(3, 4, 4, dtype=torch.uint8)  # one item of the dataset, as 04's TFRecordImages gives it
+
+    def model(classes):
+        return torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(48, 16), torch.nn.Dropout(), torch.nn.Linear(16, classes)
+        )
+
+    threads, good = torch.get_num_threads(), model(104)
+    runtime.check_outputs(rescaled(good), image, 104)
+    assert good.training and torch.get_num_threads() == threads  # left as it was found
+    with pytest.raises(
+        ParameterError, match=r"build_model\(\) gives 10 logits per input, but the data has 104 classes"
+    ):
+        runtime.check_outputs(rescaled(model(10)), image, 104)  # nn.Linear(128, 10) edited in
+    source = (REPO / "notebooks" / "04_pytorch_xla.py").read_text()
+    built = source.index("\nmodel = build_model()\n")
+    assert source[built:].split("\n")[2].startswith("runtime.check_outputs(model, val_set[0][0], dataset.num_classes)")
+    assert built < source.index("runtime.launch(")
+
+
+def rescaled(model):
+    """`model` after 04's Rescale: uint8 pixels in, floats on."""
+    import torch
+
+    class Rescale(torch.nn.Module):
+        def forward(self, images):
+            return images.float() / 255.0
+
+    return torch.nn.Sequential(Rescale(), model)
