@@ -2,7 +2,7 @@
 precision nbkit picks, both profiles' models fitted and predicting, the one-device prediction check,
 and a saved model reloaded. Prints a table (times include XLA compiling).
 
-    python bench/gpu_check.py [PRECISION]     # on a machine with a GPU and JAX's CUDA build
+    python bench/gpu_check.py [PRECISION]     # on a machine with a GPU (JAX's CUDA build, or TensorFlow)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from nbkit import accel
 
 
 def main(precision: str = "auto") -> None:
-    acc = accel.setup(backend="jax")
+    acc = accel.setup(backend="auto")  # JAX where TensorFlow is not installed (a CUDA image with JAX only)
     print(acc.describe())
     print(acc.set_precision(precision))
     import keras

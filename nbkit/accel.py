@@ -60,6 +60,7 @@ def setup(
         tpu_vm=tpu_vm,
         tf_tpu_capable=bool(env.installed_versions(["tensorflow-tpu"])),
         jax_installed=importlib.util.find_spec("jax") is not None,
+        tf_installed=importlib.util.find_spec("tensorflow") is not None,
     )
     os.environ["KERAS_BACKEND"] = chosen
     warnings.filterwarnings("ignore", message=_SHUFFLE_WARNING)
@@ -116,8 +117,10 @@ def _choose_backend(
     tpu_vm: bool,
     tf_tpu_capable: bool,
     jax_installed: bool,
+    tf_installed: bool,
 ) -> tuple[str, str]:
-    """Pick "tensorflow" or "jax" and say why; raise AcceleratorError when Keras already chose otherwise."""
+    """Pick "tensorflow" or "jax" and say why; raise AcceleratorError when Keras already chose otherwise or the
+    backend cannot be imported here."""
     check_choice("backend", requested, BACKENDS)
     if loaded is not None and loaded not in ("tensorflow", "jax"):
         raise AcceleratorError(
@@ -131,18 +134,30 @@ def _choose_backend(
                 f"to {requested!r}. Restart the kernel and call nbkit.accel.setup(backend={requested!r}) "
                 "first, before anything imports keras or tensorflow (importing tensorflow imports keras)."
             )
-        if requested == "jax" and not jax_installed:
-            raise AcceleratorError(
-                "backend='jax' needs JAX: `pip install jax` (on a TPU VM: `pip install 'jax[tpu]'`)."
-            )
+        _check_installed(requested, jax_installed=jax_installed, tf_installed=tf_installed)
         return requested, f"backend={requested!r} was asked for"
     if loaded is not None:
         return loaded, f"Keras was already imported with the {loaded!r} backend"
     if env_backend in ("tensorflow", "jax"):
+        _check_installed(env_backend, jax_installed=jax_installed, tf_installed=tf_installed)
         return env_backend, f"KERAS_BACKEND={env_backend!r} is set"
     if tpu_vm and not tf_tpu_capable and jax_installed:
         return "jax", "a TPU VM whose TensorFlow cannot drive the TPU, so Keras runs on JAX"
+    if not tf_installed and jax_installed:  # e.g. a GPU image with JAX and Keras only
+        return "jax", "TensorFlow is not installed here and JAX is"
+    _check_installed("tensorflow", jax_installed=jax_installed, tf_installed=tf_installed)
     return "tensorflow", "the default backend"
+
+
+def _check_installed(backend: str, *, jax_installed: bool, tf_installed: bool) -> None:
+    """An AcceleratorError naming what to install when `backend` cannot be imported here."""
+    if backend == "jax" and not jax_installed:
+        raise AcceleratorError("backend='jax' needs JAX: `pip install jax` (on a TPU VM: `pip install 'jax[tpu]'`).")
+    if backend == "tensorflow" and not tf_installed:
+        instead = "or use backend='jax' (JAX is installed here)" if jax_installed else "or `pip install jax`"
+        raise AcceleratorError(
+            f"backend='tensorflow' needs TensorFlow, which is not installed here: `pip install tensorflow`, {instead}."
+        )
 
 
 def _tpu_addresses(tpu_vm: bool, platform: str) -> list[str]:

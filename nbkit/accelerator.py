@@ -207,13 +207,16 @@ class Accelerator:
 
 
 def _precision(requested: str, kind: str, capability: tuple[int, int] | None) -> tuple[str, str]:
-    """(policy, why) for PRECISION=`requested`: "auto" is bfloat16 on TPUs, float16 on GPUs with compute
-    capability >= 7.0, float32 otherwise; one the hardware cannot do well is refused with what to ask for instead."""
+    """(policy, why) for PRECISION=`requested`: "auto" is bfloat16 on TPUs and on GPUs of compute capability >= 8.0
+    (A100, L4, H100: no loss scaling), float16 on those >= 7.0 (T4, V100), float32 otherwise; one the hardware
+    cannot do well is refused with what to ask for instead."""
     check_choice("PRECISION", requested, ("auto", *_PRECISIONS))
     said, capability = "unknown" if capability is None else ".".join(map(str, capability)), capability or (0, 0)
+    if requested == "auto" and kind == "gpu":
+        gpu = "mixed_bfloat16" if capability >= (8, 0) else "mixed_float16" if capability >= (7, 0) else "float32"
+        return gpu, f"PRECISION='auto': the policy of a GPU of compute capability {said}"
     if requested == "auto":
-        auto = {"tpu": "mixed_bfloat16", "gpu": "mixed_float16" if capability >= (7, 0) else "float32"}
-        return auto.get(kind, "float32"), f"PRECISION='auto': the {kind.upper()}'s policy"
+        return {"tpu": "mixed_bfloat16"}.get(kind, "float32"), f"PRECISION='auto': the {kind.upper()}'s policy"
     if requested == "mixed_float16" and kind != "gpu":
         why = "TPUs compute in bfloat16" if kind == "tpu" else "a CPU emulates float16 (about 13x slower measured)"
         raise ParameterError(

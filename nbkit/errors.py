@@ -8,7 +8,8 @@ class NbkitError(Exception):
 
 class ParameterError(NbkitError, ValueError):
     """A value the user passed cannot be used: a notebook parameter or command-line option, or a
-    notebook that cannot be made into a kernel bundle (missing, no code, does not parse)."""
+    notebook that cannot be made into a kernel bundle (missing, no code, does not parse), or a notebook's
+    own `build_model()` whose outputs are not the data's classes."""
 
 
 class DataError(NbkitError, OSError):

@@ -44,6 +44,28 @@ def check_name(name: str, others: Sequence[str] = ("small_cnn",)) -> str:
     return name
 
 
+def check_outputs(model: Any, num_classes: int) -> None:
+    """A ParameterError, before any training, unless `model` (the notebook's `build_model()`) gives one row of
+    `num_classes` logits per input: a wrong head trains a whole run on JAX and fails only in scoring."""
+    try:
+        shape = model.output_shape
+    except (AttributeError, ValueError):  # a subclassed model not built yet: nothing to read before its first step
+        return
+    shape = shape[0] if isinstance(shape, list) and len(shape) == 1 else shape
+    if isinstance(shape, list):
+        got = f"{len(shape)} outputs ({', '.join(str(tuple(s)) for s in shape)})"
+    elif len(shape) != 2:
+        got = f"outputs of shape {tuple(shape)} (batch first)"
+    elif shape[-1] != num_classes:
+        got = f"{shape[-1]} logits per input"
+    else:
+        return
+    raise ParameterError(
+        f"build_model() gives {got}, but the data has {num_classes} classes: end the model in one output of "
+        f"{num_classes} logits per input, e.g. layers.Dense({num_classes}) (the number of classes, not a constant)."
+    )
+
+
 def backbone(name: str, input_shape: Sequence[int], weights: str, search: Sequence[Path] | None = None) -> Any:
     """keras.applications' `name`, no top, average pooled. `weights`: "none" (random), "imagenet" (a copy
     under `search`, by default the Kaggle inputs, else downloaded), or a file or folder holding it."""

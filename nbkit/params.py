@@ -210,6 +210,14 @@ def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[
             check_choice(name, namespace[name], rule)
 
 
+def override(namespace: dict[str, object], why: str, **values: object) -> str:
+    """Set the parameters `values` in a notebook's `namespace` (its globals) and return one line naming each
+    value that changes, old and new, and `why` (a profile's choices never replace a value in silence)."""
+    changed = [f"{name}={namespace[name]!r} -> {value!r}" for name, value in values.items() if namespace[name] != value]
+    namespace.update(values)
+    return f"{why}: {', '.join(changed)}" if changed else f"{why}: {', '.join(values)} as given"
+
+
 def _check_type(name: str, value: object, kind: str, default: object = None) -> object:
     """`value` if it is of the declared `kind` (an int is a float, a bool not an int), else a
     ParameterError that says how to pass one with papermill (`default`, when known, as the example)."""

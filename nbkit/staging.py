@@ -1,6 +1,8 @@
 """A run's output folder, all or nothing: this run's files are written into `<folder>/.incomplete-run/`
 and moved into the folder only when the run ends well (`publish()`), so a run that fails or is killed
-leaves the previous run's outputs exactly as they were. One run at a time per folder.
+leaves the previous run's outputs exactly as they were. One run at a time per folder, and one run's outputs:
+publishing sets the previous run's outputs (those its own `publish()` listed in `.published-run.json`) aside
+into `.previous-run/`, so none stays beside the new run's files.
 
     outputs = staging.start(OUTPUT_DIR)                   # takes the folder's lock (in the first cell)
     plots.batch(..., path=outputs.staging / "batch.png")  # written aside
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import socket
@@ -26,6 +29,7 @@ from nbkit import atomic, env, hosts
 from nbkit.errors import ParameterError
 
 _STAGING, _FAILED, _LOCK = ".incomplete-run", ".failed-run", ".run.lock"
+_PREVIOUS, _PUBLISHED = ".previous-run", ".published-run.json"  # the run before's outputs; what the last run published
 
 
 class _RunOutputs:
@@ -38,11 +42,19 @@ class _RunOutputs:
         self.earlier_failure = ""
 
     def describe(self) -> str:
-        """One line: where this run's outputs go, and what happened to an unfinished earlier run's."""
+        """One line: where this run's outputs go, and what happened to an unfinished earlier run's (and
+        what becomes of the previous run's outputs)."""
         if not self.writes:
             return f"This is {hosts.from_environment().describe()}: its outputs are not kept ({self.folder} is process 0's)."
+        earlier = _published(self.folder)
+        previous = (
+            f" The previous run's outputs there ({', '.join(earlier)}) then move to {self.folder / _PREVIOUS}."
+            if earlier
+            else ""
+        )
         return (
-            f"{self.earlier_failure}Outputs are written to {self.staging} and moved to {self.folder} when the run ends."
+            f"{self.earlier_failure}Outputs are written to {self.staging} and moved to {self.folder} when the run "
+            f"ends.{previous}"
         )
 
     def publish(self) -> list[str]:
@@ -53,12 +65,41 @@ class _RunOutputs:
             shutil.rmtree(self.staging, ignore_errors=True)
             return []
         names = sorted(p.name for p in self.staging.iterdir())
+        earlier = _published(self.folder)
+        _write_published(self.folder, sorted({*earlier, *names}))  # a kill below: the next publish sets both aside
+        _set_aside(self.folder, earlier)
         for name in names:
             staged, target = self.staging / name, self.folder / name
             (atomic.replace_dir if staged.is_dir() else os.replace)(staged, target)
+        _write_published(self.folder, names)
         self.staging.rmdir()
         _release_lock(self.folder / _LOCK, self)
         return names
+
+
+def _published(folder: Path) -> list[str]:
+    """The outputs the last published run in `folder` listed that are still there (none before any)."""
+    try:
+        names = json.loads((folder / _PUBLISHED).read_text(encoding="utf-8"))["published"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    names = [n for n in names if isinstance(n, str) and n not in ("", ".", "..") and "/" not in n]
+    return [n for n in names if os.path.lexists(folder / n)]
+
+
+def _write_published(folder: Path, names: list[str]) -> None:
+    atomic.write_text(folder / _PUBLISHED, json.dumps({"published": names}, indent=1) + "\n")
+
+
+def _set_aside(folder: Path, names: list[str]) -> None:
+    """Move the previous run's outputs `names` into `.previous-run/` (an older one there goes)."""
+    if not names:
+        return
+    aside = folder / _PREVIOUS
+    shutil.rmtree(aside, ignore_errors=True)
+    aside.mkdir()
+    for name in names:
+        os.replace(folder / name, aside / name)
 
 
 def start(folder: str | Path, default: str = "", data_root: str = "") -> _RunOutputs:

@@ -32,7 +32,7 @@ DEVICE: str = "auto"  # "auto" (XLA if torch_xla imports, else CUDA, else CPU), 
 SEED: int = 0  # seeds the weights, the shuffles and the augmentation
 AUGMENT: str = "flips"  # training augmentation: "none", "flips" (left-right) or "standard" (+ zoom, rotation, colour)
 TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
-PRECISION: str = "auto"  # "auto" (bfloat16 on a TPU, else float32), "float32" or "mixed_bfloat16" (torch.autocast)
+PRECISION: str = "auto"  # "auto" (bfloat16 on a TPU or a GPU of compute capability 8+, else float32), "float32" or "mixed_bfloat16" (torch.autocast)
 OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.csv go; "auto": the working folder's classifier-torch/
 
 # %% [markdown]
@@ -185,6 +185,7 @@ def build_model():
 
 torch.manual_seed(SEED)
 model = build_model()
+runtime.check_outputs(model, val_set[0][0], dataset.num_classes)  # one logit per class, said before any training
 print(f"build_model: {sum(p.numel() for p in model.parameters()):,} parameters")
 
 # %% [markdown]

@@ -97,8 +97,8 @@ LR_START, LR_MIN, LR_MAX_PER_REPLICA = 1e-5, 1e-5, 5e-5  # the flower starters' 
 LR_RAMP_EPOCHS, LR_SUSTAIN_EPOCHS, LR_DECAY = 5, 0, 0.8
 models.check_name(MODEL)  # a misspelt MODEL stops here, before any data is read
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
-if SMOKE:
-    MODEL, WEIGHTS, EPOCHS = "small_cnn", "none", min(EPOCHS, 8)
+if SMOKE:  # small_cnn from scratch, at most 8 epochs: each value it replaces is said
+    print(params.override(globals(), "smoke profile (PROFILE='full' keeps them)", MODEL="small_cnn", WEIGHTS="none", EPOCHS=min(EPOCHS, 8)))
     LR_MAX_PER_REPLICA, LR_RAMP_EPOCHS = 2.5e-4, 2
 GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
 LR_MAX = LR_MAX_PER_REPLICA * acc.num_replicas
@@ -265,6 +265,7 @@ def build_model():
 keras.utils.set_random_seed(SEED)  # the same initial weights on every run (and every pod host)
 with acc.scope():
     model = build_model()
+    models.check_outputs(model, dataset.num_classes)  # one logit per class, said before any training
     model.compile(
         optimizer=keras.optimizers.Adam(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -34,18 +34,18 @@ DATA_ROOT: str = "auto"  # folder holding train.csv, test.csv and sample_submiss
 ID_COLUMN: str = "id"  # the id column of the three files
 TEXT_COLUMNS: str = "premise,hypothesis"  # one text column, or two (a pair) separated by a comma
 LABEL_COLUMN: str = "label"  # train.csv's labels: the classes are its values
-LANGUAGE_COLUMN: str = "language"  # scores per language and a split stratified by it; "" or a column the data lacks: none
-METRIC: str = "accuracy"  # the competition's: "accuracy", "f1_macro" or "roc_auc" (two classes, scored on the second's probability)
+LANGUAGE_COLUMN: str = "language"  # scores per language and a split stratified by it; "" or a column the data lacks (said): none
+METRIC: str = "accuracy"  # the competition's: "accuracy", "f1_macro" or "roc_auc" (two classes, scored on the second's probability, which it names)
 PRESET: str = "bert_base_multi"  # a KerasHub preset (attached as a Kaggle Model, else kagglehub), its folder, or "tiny" (a small BERT from scratch)
-SEQUENCE_LENGTH: int = 128  # tokens per example (a pair shares them): longer ones are cut
-EPOCHS: int = 3  # training epochs
+SEQUENCE_LENGTH: int = 128  # tokens per example (a pair shares them): longer ones are cut; at most the preset's max_sequence_length (the smoke profile cuts to 32)
+EPOCHS: int = 0  # training epochs; 0: the model's choice, 3 to fine-tune a preset, 10 for the tiny BERT
 PER_REPLICA_BATCH: int = 16  # examples per replica per step (the global batch is this times the replicas)
-LEARNING_RATE: float = 2e-5  # the peak, after the warm-up: small, not to wreck what the preset learned
+LEARNING_RATE: float = 0.0  # the peak, after the warm-up; 0: the model's choice, 2e-5 for a preset (small, not to wreck what it learned), 2e-3 for the tiny BERT
 VALIDATION_SHARE: float = 0.2  # the share of train.csv held out to score on (stratified by label and language)
 SEED: int = 42  # fixes the split, the initial weights of the head and the order of the training examples
-PROFILE: str = "auto"  # "full": the settings above; "smoke": a tiny BERT when no preset is found, 8 epochs, 32 tokens; "auto": smoke on a CPU
+PROFILE: str = "auto"  # "full": the settings above; "smoke": a tiny BERT when no preset is attached, at most 32 tokens; "auto": smoke on a CPU
 BACKEND: str = "jax"  # Keras backend: "jax" (what KerasHub and Kaggle's TPU VMs run best), "tensorflow", or "auto" (TensorFlow where it sees the accelerator)
-PRECISION: str = "auto"  # "auto" (bfloat16 on TPU, float16 on recent GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
+PRECISION: str = "auto"  # "auto" (bfloat16 on TPU and GPUs of compute capability 8+, float16 on older GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
 COMPILE_CACHE: str = "auto"  # JAX's compiled programs, kept for the next session: "auto": OUTPUT_DIR/compile-cache; "none"; or a folder
@@ -62,7 +62,7 @@ from nbkit import accel, params, staging
 from nbkit.errors import DataError, ParameterError
 
 params.check_parameters(
-    globals(), EPOCHS=1, PER_REPLICA_BATCH=1, SEQUENCE_LENGTH=8, STEPS_PER_EXECUTION=1,
+    globals(), EPOCHS=0, PER_REPLICA_BATCH=1, SEQUENCE_LENGTH=8, STEPS_PER_EXECUTION=1,
     METRIC=("accuracy", "f1_macro", "roc_auc"),
 )  # fmt: skip
 TEXTS = [name.strip() for name in TEXT_COLUMNS.split(",")]
@@ -70,6 +70,8 @@ if not 1 <= len(TEXTS) <= 2 or not all(TEXTS):
     raise ParameterError(f"TEXT_COLUMNS={TEXT_COLUMNS!r}: name one text column, or two separated by a comma.")
 if not 0 < VALIDATION_SHARE < 1:
     raise ParameterError(f"VALIDATION_SHARE={VALIDATION_SHARE}: a share between 0 and 1, such as 0.2.")
+if LEARNING_RATE < 0:
+    raise ParameterError(f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 2e-5, or 0 for the model's choice.")
 outputs = staging.start(OUTPUT_DIR, default="text-classifier", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 
@@ -79,8 +81,9 @@ acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=comp
 # %% [markdown]
 # ## Data
 # Every row of the three files is read and checked before anything is trained: the columns, the ids
-# (each once, and the test's those of the sample submission), no empty text, the labels. The classes
-# are train.csv's label values.
+# (each once, and the test's those of the sample submission), no empty text in train.csv, the labels.
+# The classes are train.csv's label values (`1` and `1.0` are one). The lines under the counts say
+# what the checks let through: an empty test text, a sample with other columns or another id column.
 
 # %%
 from nbkit import text
@@ -95,7 +98,9 @@ languages = data.train.languages  # None when the data has no such column
 # The full profile fine-tunes the pretrained preset for a few epochs at a small learning rate. A CPU
 # cannot, in reasonable time: the smoke profile uses a preset only where one is attached (it downloads
 # none) and cuts the texts to 32 tokens; with no preset it trains a tiny BERT from scratch, which
-# takes more epochs and larger steps.
+# takes more epochs and larger steps. `EPOCHS` and `LEARNING_RATE` left at 0 are the model's choice;
+# a value you give is used as it is. A preset's BERT has positions for so many tokens
+# (`max_sequence_length`): a longer `SEQUENCE_LENGTH` stops here, before anything is built.
 
 # %%
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
@@ -105,13 +110,23 @@ else:
     preset_folder, preset_reason = text.find_preset(PRESET, download=not SMOKE)
     if preset_folder is None and not SMOKE:
         raise DataError(f"No pretrained model to fine-tune: {preset_reason}.")
-if preset_folder is None:
-    EPOCHS, LEARNING_RATE = 10, 2e-3
-if SMOKE:
-    SEQUENCE_LENGTH = min(SEQUENCE_LENGTH, 32)
+chosen, whose = [], "the preset's" if preset_folder else "the tiny BERT's"  # values not as given, said below
+if EPOCHS == 0:
+    EPOCHS = 3 if preset_folder else 10
+    chosen.append(f"EPOCHS=0: {whose} {EPOCHS}")
+if LEARNING_RATE == 0:
+    LEARNING_RATE = 2e-5 if preset_folder else 2e-3
+    chosen.append(f"LEARNING_RATE=0: {whose} {LEARNING_RATE:g}")
+if SMOKE and SEQUENCE_LENGTH > 32:
+    chosen.append(f"SEQUENCE_LENGTH={SEQUENCE_LENGTH} cut to 32 by the smoke profile")
+    SEQUENCE_LENGTH = 32
+text.check_sequence_length(preset_folder, SEQUENCE_LENGTH)
 print(f"model: {preset_folder or 'a tiny BERT from scratch'} ({preset_reason})")
 GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
-print(f"{'smoke' if SMOKE else 'full'}: {EPOCHS} epochs, {SEQUENCE_LENGTH} tokens, global batch {GLOBAL_BATCH}, peak lr {LEARNING_RATE:g}")
+print(
+    f"{'smoke' if SMOKE else 'full'}: {EPOCHS} epochs, {SEQUENCE_LENGTH} tokens, global batch {GLOBAL_BATCH}, "
+    f"peak lr {LEARNING_RATE:g}" + (f" ({'; '.join(chosen)})" if chosen else "")
+)
 
 # %% [markdown]
 # ## Validation split
@@ -222,6 +237,8 @@ print(f"{steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
 # %%
 from keras import layers
 
+from nbkit import models
+
 
 def build_backbone():
     if preset_folder:
@@ -243,6 +260,7 @@ def build_model():
 keras.utils.set_random_seed(SEED)  # the same initial weights on every run
 with acc.scope():
     model = build_model()
+    models.check_outputs(model, len(data.classes))  # one logit per class, said before any training
 print(f"{model.name}: {model.count_params():,} parameters")
 
 # %% [markdown]
@@ -349,11 +367,13 @@ else:
     test_probabilities, test_ids = predict_probabilities(test_features, np.array(data.test.ids))
     written = data.write_submission(test_ids, test_probabilities, METRIC, outputs.staging / "submission.csv")
     test_rows = len(test_ids)
-    print(f"wrote {test_rows} rows to {written.name}")
+    of = f": the probability of class {data.classes[1]!r}" if METRIC == "roc_auc" else ""
+    print(f"wrote {test_rows} rows to {written.name}{of}")
 metrics_file = metrics.write_json(
     {
         **scores,
         "epochs": EPOCHS,
+        "learning_rate": LEARNING_RATE,
         "global_batch": GLOBAL_BATCH,
         "replicas": acc.num_replicas,
         "backend": acc.backend,

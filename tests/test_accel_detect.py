@@ -8,7 +8,7 @@ import pytest
 from nbkit import accel, accelerator, logs
 from nbkit.errors import AcceleratorError, ParameterError
 
-PLAIN = dict(loaded=None, env_backend=None, tpu_vm=False, tf_tpu_capable=False, jax_installed=True)
+PLAIN = dict(loaded=None, env_backend=None, tpu_vm=False, tf_tpu_capable=False, jax_installed=True, tf_installed=True)
 
 
 def test_kaggle_tpu_vm_with_tensorflow_cpu_picks_jax():
@@ -40,6 +40,19 @@ def test_unsupported_loaded_backend_and_missing_jax():
         accel._choose_backend("auto", **{**PLAIN, "loaded": "torch"})
     with pytest.raises(AcceleratorError, match="pip install jax"):
         accel._choose_backend("jax", **{**PLAIN, "jax_installed": False})
+
+
+def test_auto_without_tensorflow_picks_jax_and_a_backend_not_installed_names_the_package():
+    # A GPU image with JAX and Keras but no TensorFlow (seen on an H100): "auto" crashed importing tensorflow.
+    backend, reason = accel._choose_backend("auto", **{**PLAIN, "tf_installed": False})
+    assert (backend, reason) == ("jax", "TensorFlow is not installed here and JAX is")
+    with pytest.raises(AcceleratorError, match=r"needs TensorFlow.*`pip install tensorflow`, or use backend='jax'"):
+        accel._choose_backend("tensorflow", **{**PLAIN, "tf_installed": False})
+    with pytest.raises(AcceleratorError, match=r"needs TensorFlow.*`pip install tensorflow`, or use backend='jax'"):
+        accel._choose_backend("auto", **{**PLAIN, "tf_installed": False, "env_backend": "tensorflow"})
+    neither = {**PLAIN, "tf_installed": False, "jax_installed": False}
+    with pytest.raises(AcceleratorError, match=r"`pip install tensorflow`, or `pip install jax`"):
+        accel._choose_backend("auto", **neither)
 
 
 def test_unknown_backend_is_a_parameter_error():
@@ -79,7 +92,10 @@ def test_recommended_precision_policy():
         return make_accelerator(kind=kind, compute_capability=capability).recommended_precision
 
     assert recommended("tpu") == "mixed_bfloat16"
-    assert recommended("gpu", (7, 5)) == "mixed_float16"
+    # bfloat16 where the GPU does it natively, with no loss scaling: A100 (8.0), L4 (8.9), H100 (9.0)
+    assert [recommended("gpu", c) for c in [(8, 0), (8, 9), (9, 0), (10, 0)]] == ["mixed_bfloat16"] * 4
+    assert recommended("gpu", (7, 5)) == "mixed_float16"  # T4
+    assert recommended("gpu", (7, 0)) == "mixed_float16"  # V100
     assert recommended("gpu", (6, 0)) == "float32"
     assert recommended("cpu") == "float32"
 
@@ -204,6 +220,14 @@ def test_two_t4_gpus_use_mirrored_strategy_and_float16():
     assert (acc.kind, acc.num_replicas, acc.recommended_precision) == ("gpu", 2, "mixed_float16")
     assert "Tesla T4" in acc.describe() and "simulate_devices is ignored" in acc.describe()
     assert acc.max_steps_per_execution is None
+
+
+def test_an_h100_gets_bfloat16_and_says_its_compute_capability():
+    h100 = {"device_name": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0)}
+    acc = accel._tf_accelerator(fake_tf(gpus=[h100]), [], 0)
+    policy, why = accelerator._precision("auto", acc.kind, acc.compute_capability)
+    assert (acc.recommended_precision, policy) == ("mixed_bfloat16", "mixed_bfloat16")
+    assert why == "PRECISION='auto': the policy of a GPU of compute capability 9.0"
 
 
 def test_one_old_gpu_uses_default_strategy_and_float32():

@@ -65,6 +65,27 @@ def test_a_failed_run_leaves_the_previous_outputs_exactly_as_they_were(tmp_path)
     assert (folder / "checkpoints" / "state.json").exists() and not (folder / ".incomplete-run").exists()
 
 
+def test_a_run_publishes_its_own_outputs_and_nothing_of_the_previous_run_stays_beside_them(tmp_path):
+    folder = tmp_path / "flowers"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")  # not a run's output (06 publishes into the working folder)
+    first_run(folder)  # a run with a test split: submission.csv, model-package; checkpoints kept in place
+    again = staging.start(folder)  # no test split this time: no submission
+    assert "The previous run's outputs there (model-package, submission.csv) then move to" in again.describe()
+    (again.staging / "metrics.json").write_text("{}")
+    assert again.publish() == ["metrics.json"]
+    visible = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    assert visible == ["checkpoints", "metrics.json", "notes.txt"]  # no stale submission beside the new metrics
+    assert (folder / ".previous-run" / "submission.csv").read_text() == "id,label\na,1\n"  # kept aside
+    assert (folder / ".previous-run" / "model-package" / "model.keras").read_bytes() == b"first"
+    assert (folder / "checkpoints" / "state.json").exists()  # resume's state is not an output: it stays
+    third = staging.start(folder)
+    (third.staging / "metrics.json").write_text('{"run": 3}')
+    third.publish()
+    assert sorted(p.name for p in (folder / ".previous-run").iterdir()) == ["metrics.json"]  # only the run before
+    assert (folder / "metrics.json").read_text() == '{"run": 3}' and (folder / "notes.txt").exists()
+
+
 def test_an_output_folder_that_is_a_file_is_a_parameter_error(tmp_path):
     (tmp_path / "out").write_text("not a folder")
     with pytest.raises(ParameterError, match="OUTPUT_DIR=.*out' is a file, not a folder"):

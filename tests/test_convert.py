@@ -663,6 +663,20 @@ def test_a_test_folder_that_holds_training_pictures_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_test_folder_inside_source_is_named_as_the_test_set_not_a_class(tmp_path, capsys):
+    source = small_folders(tmp_path / "src")
+    tiny(source / "c", ["1.jpg", "2.jpg"])
+    output = convert(source, tmp_path / "out", SIZE, test=source / "c", workers=1)  # c: a class, given as --test
+    said = capsys.readouterr().out
+    assert "c/ in SOURCE is --test: the test set, not a class; the 2 classes: a, b" in said
+    assert descriptions.load(output).label_values == ("a", "b") and descriptions.load(output).counts["test"] == 2
+    convert(source, tmp_path / "out", SIZE, test=tmp_path / "src" / ".." / "src" / "c", workers=1)  # the same folder
+    assert "c/ in SOURCE is --test" in capsys.readouterr().out
+    apart = tiny(tmp_path / "test", ["t.jpg"])
+    convert(source, tmp_path / "out", SIZE, test=apart, workers=1)
+    assert "is --test" not in capsys.readouterr().out  # a test folder apart from SOURCE: nothing to say
+
+
 def test_converting_again_replaces_only_what_the_converter_wrote(tmp_path):
     source, output = small_folders(tmp_path / "src"), tmp_path / "out"
     convert(source, output, SIZE, workers=1, dataset_id="alice/pictures")
@@ -717,6 +731,9 @@ def test_a_semicolon_csv_and_ids_in_another_unicode_form_are_read(tmp_path):
     assert sorted((r["id"], r["class"]) for r in records) == [(f"caf\u00e9 {i}.jpg", i % 2) for i in range(4)]
     (tmp_path / "train.csv").write_text((tmp_path / "train.csv").read_text().replace(";", "|"))
     with pytest.raises(DataError, match=r"its columns are 'image_id\|label'. Separate its columns with `,`, `;` or"):
+        convert(tmp_path / "pics", tmp_path / "out", SIZE, labels=tmp_path / "train.csv", workers=1)
+    (tmp_path / "train.csv").write_text("image_id,label\ncafe 0.jpg,healthy, or not\n")  # issue 45 #9: shifted cells
+    with pytest.raises(DataError, match=r"train.csv line 2 has 3 cells, the header 2: quote a cell that holds a ','"):
         convert(tmp_path / "pics", tmp_path / "out", SIZE, labels=tmp_path / "train.csv", workers=1)
 
 

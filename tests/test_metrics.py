@@ -1,11 +1,12 @@
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from nbkit.errors import DataError, ParameterError
-from nbkit.images import metrics
+from nbkit.images import checks, metrics, plots
 from nbkit.images.description import Description
 
 
@@ -21,6 +22,52 @@ def test_confusion_and_macro_scores_by_hand():
     assert got["f1_macro"] == pytest.approx((0.5 + 0.8 + 0) / 3)
     assert got["metric"] == "accuracy" and "qwk" not in got
     assert metrics.describe(got) == "validation accuracy 0.600 (the competition's metric)"
+
+
+# An asymmetric case worked by hand: true 0 0 0 1 2, predicted 0 1 1 1 0. counts[true, predicted] =
+# [[1, 2, 0], [0, 1, 0], [1, 0, 0]]; per class: predicted 2, 3, 0 times, true 3, 1, 1 times, right 1, 1, 0;
+# precision 1/2, 1/3, 0 (macro 5/18); recall 1/3, 1, 0 (macro 4/9); F1 2/5, 1/2, 0 (macro 3/10). Labels and
+# predictions swapped would transpose the matrix and exchange precision and recall.
+NOTEBOOKS = Path(__file__).parents[1] / "notebooks"
+HAND_LABELS = [0, 0, 0, 1, 2]
+HAND_PROBABILITIES = np.array(
+    [[0.7, 0.2, 0.1], [0.3, 0.6, 0.1], [0.1, 0.5, 0.4], [0.2, 0.5, 0.3], [0.5, 0.1, 0.4]]
+)  # argmax 0 1 1 1 0
+HAND_COUNTS = [[1, 2, 0], [0, 1, 0], [1, 0, 0]]
+
+
+def check_hand_scores(found, metric):
+    assert found["accuracy"] == pytest.approx(2 / 5)
+    assert found["precision_macro"] == pytest.approx(5 / 18) and found["recall_macro"] == pytest.approx(4 / 9)
+    assert found["f1_macro"] == pytest.approx(3 / 10) and found["metric"] == metric
+
+
+def test_of_predictions_counts_rows_of_true_classes_and_columns_of_predictions(tmp_path):
+    counts, found = metrics.of_predictions(HAND_LABELS, HAND_PROBABILITIES, "accuracy")
+    assert counts.tolist() == HAND_COUNTS
+    check_hand_scores(found, "accuracy")
+    figure = plots.confusion(counts, ["a", "b", "c"], found, tmp_path / "cm.png")  # as 02, 04, 05 and 08 draw it
+    shown = figure.axes[0].images[0].get_array()  # row k: how true class k was predicted
+    np.testing.assert_allclose(shown, [[1 / 3, 2 / 3, 0], [0, 1, 0], [1, 0, 0]])
+    assert "precision 0.278   recall 0.444" in figure.get_suptitle()
+
+
+def test_what_02_and_05_score_and_write_to_metrics_json_is_the_hand_worked_answer(tmp_path):
+    """`data.score(val_labels, val_probabilities)` is the call 02 and 05 make; 02 writes `**scores` into
+    metrics.json (05 into its package's manifest)."""
+    dataset = Description(
+        title="t", classes=("a", "b", "c"), label_values=(0, 1, 2), image_sizes=(64,), metric="f1_macro"
+    )
+    data = checks.Data(path=str(tmp_path), reason="given", dataset=dataset, image_size=64, splits={})
+    counts, scores = data.score(HAND_LABELS, HAND_PROBABILITIES)
+    assert counts.tolist() == HAND_COUNTS
+    check_hand_scores(scores, "f1_macro")
+    metrics.write_json({**scores, "epochs": 1}, tmp_path / "metrics.json")
+    check_hand_scores(json.loads((tmp_path / "metrics.json").read_text()), "f1_macro")
+    two, five = ((NOTEBOOKS / name).read_text() for name in ("02_flowers_classifier.py", "05_train_on_tpu.py"))
+    assert all("confusion, scores = data.score(val_labels, val_probabilities)" in source for source in (two, five))
+    assert "run_record = {\n    **scores," in two and "json.dumps(run_record" in two
+    assert "metrics=scores," in five
 
 
 def test_quadratic_weighted_kappa_against_its_definition():

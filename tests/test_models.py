@@ -1,12 +1,58 @@
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from nbkit import models
+from nbkit.errors import ParameterError
+
+NOTEBOOKS = Path(__file__).parents[1] / "notebooks"
 
 
 def test_a_backbone_without_weights_is_built_as_asked():
     backbone = models.backbone("MobileNetV2", (96, 96, 3), "none")
     assert tuple(backbone.output_shape) == (None, 1280)  # no top, average pooled
+
+
+def test_a_model_whose_outputs_are_not_the_classes_is_named_before_training():
+    import keras
+
+    def model(*heads):
+        inputs = keras.Input([8])
+        outputs = [keras.layers.Dense(n)(inputs) for n in heads]
+        return keras.Model(inputs, outputs if len(outputs) > 1 else outputs[0])
+
+    models.check_outputs(model(104), 104)
+    with pytest.raises(
+        ParameterError, match=re.escape("build_model() gives 10 logits per input, but the data has 104 classes")
+    ):
+        models.check_outputs(model(10), 104)  # Dense(10) edited in: trained a whole run on JAX, failed in scoring
+    with pytest.raises(
+        ParameterError, match=re.escape("gives 2 outputs ((None, 104), (None, 1)), but the data has 104")
+    ):
+        models.check_outputs(model(104, 1), 104)
+    flat = keras.Sequential([keras.Input([4, 8]), keras.layers.Dense(104)])  # no pooling: a row of logits per step
+    with pytest.raises(ParameterError, match=re.escape("outputs of shape (None, 4, 104) (batch first)")):
+        models.check_outputs(flat, 104)
+
+
+@pytest.mark.parametrize(
+    "notebook, classes",
+    [
+        ("02_flowers_classifier.py", "dataset.num_classes"),
+        ("05_train_on_tpu.py", "dataset.num_classes"),
+        ("08_text_classifier.py", "len(data.classes)"),
+    ],
+)
+def test_the_notebooks_check_their_models_outputs_right_after_building_it(notebook, classes):
+    source = (NOTEBOOKS / notebook).read_text()
+    built = source.index("    model = build_model()\n")
+    assert (
+        source[built:].split("\n")[1]
+        == f"    models.check_outputs(model, {classes})  # one logit per class, said before any training"
+    )
+    assert built < source.index("model.fit(")
 
 
 @pytest.fixture

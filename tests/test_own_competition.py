@@ -106,6 +106,11 @@ def check_oof(path, fold, ids, source, scores):
     labels, predicted = [int(r[1]) for r in table], probabilities.argmax(axis=1)
     assert scores["qwk"] == pytest.approx(qwk(labels, predicted), abs=1e-9)
     assert scores["accuracy"] == pytest.approx(np.mean(predicted == labels), abs=1e-9)
+    labels, present = np.array(labels), sorted(set(labels) | set(predicted.tolist()))  # classes seen on either side
+    right = [np.sum((labels == k) & (predicted == k)) for k in present]
+    precision = [r / max(1, np.sum(predicted == k)) for r, k in zip(right, present)]  # of the rows predicted k
+    recall = [r / max(1, np.sum(labels == k)) for r, k in zip(right, present)]  # of the rows truly k
+    assert (scores["precision_macro"], scores["recall_macro"]) == pytest.approx((np.mean(precision), np.mean(recall)))
     return table
 
 

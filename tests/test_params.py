@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from nbkit import params
@@ -236,3 +238,20 @@ def test_nbval_kernels_listen_on_socket_files():
         assert kernel.km.ip.startswith(NBVAL_KERNEL_SOCKETS.name)
     finally:
         kernel.stop()
+
+
+def test_a_profile_that_replaces_a_value_given_says_so():
+    given = {"MODEL": "ResNet50", "WEIGHTS": "imagenet", "EPOCHS": 20, "SEED": 1}  # -p MODEL ResNet50 -p EPOCHS 20
+    line = params.override(given, "smoke profile", MODEL="small_cnn", WEIGHTS="none", EPOCHS=min(given["EPOCHS"], 8))
+    assert line == "smoke profile: MODEL='ResNet50' -> 'small_cnn', WEIGHTS='imagenet' -> 'none', EPOCHS=20 -> 8"
+    assert given == {"MODEL": "small_cnn", "WEIGHTS": "none", "EPOCHS": 8, "SEED": 1}
+    assert params.override(given, "smoke profile", MODEL="small_cnn", EPOCHS=2) == "smoke profile: EPOCHS=8 -> 2"
+    assert params.override(given, "smoke profile", MODEL="small_cnn") == "smoke profile: MODEL as given"
+
+
+@pytest.mark.parametrize("notebook", ["02_flowers_classifier.py", "05_train_on_tpu.py"])
+def test_the_smoke_profile_of_02_and_05_says_what_it_replaces(notebook):
+    source = (Path(__file__).parents[1] / "notebooks" / notebook).read_text()
+    smoke = source.split("if SMOKE:", 1)[1].split("\n")[1]
+    assert smoke.startswith('    print(params.override(globals(), "smoke profile') and 'MODEL="small_cnn"' in smoke
+    assert 'MODEL, WEIGHTS, EPOCHS = "small_cnn"' not in source  # the silent form

@@ -56,10 +56,12 @@ class Table:
 
 def read_csv(path: str | Path, option: str, delimiters: str = ",") -> Table:
     """The CSV at `path` (`option` names it in messages); cells stripped, empty lines skipped. Its
-    delimiter: the one of `delimiters` its header holds most (a spreadsheet may write `;` or tabs)."""
+    delimiter: the one of `delimiters` its header holds most (a spreadsheet may write `;` or tabs). Cells of
+    any length (csv's default limit is 131,072 characters); a line of another number of cells is an error."""
     path = Path(path)
     if not path.is_file():
         raise ParameterError(f"{option} {path}: no such file. Give the CSV file's path.")
+    csv.field_size_limit(2**31 - 1)  # the largest every platform's C long holds
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark
             text = f.read()
@@ -68,8 +70,14 @@ def read_csv(path: str | Path, option: str, delimiters: str = ",") -> Table:
     except (UnicodeDecodeError, csv.Error) as error:
         raise DataError(f"{path.name} is not a readable UTF-8 CSV file ({error}): save it as CSV (UTF-8).") from None
     if not lines or not any(lines[0]):
-        raise DataError(f"{path.name} is empty: it needs a header line, then one line per picture.")
+        raise DataError(f"{path.name} is empty: it needs a header line, then one line per item.")
     header = tuple(cell.strip() for cell in lines[0])
+    for number, cells in enumerate(lines[1:], start=2):
+        if len(cells) != len(header) and any(cell.strip() for cell in cells):
+            raise DataError(
+                f"{path.name} line {number} has {len(cells)} cells, the header {len(header)}: quote a cell that "
+                f"holds a {delimiter!r} (a spreadsheet's 'Save as CSV' does), or correct the line."
+            )
     rows = tuple(
         (number, dict(zip(header, (cell.strip() for cell in cells))))
         for number, cells in enumerate(lines[1:], start=2)

@@ -193,8 +193,19 @@ def _describe_plan(
     return (
         f"nbkit tfrecords: {len(labeled.pictures):,} labeled pictures of {len(classes.values)} classes in "
         f"{options.source} -> {options.output}, {options.size}x{options.size} JPEG, fit={options.fit}\n"
-        f"  {how}, seed {options.seed}: {counts}"
+        f"  {how}, seed {options.seed}: {counts}{_test_inside_source(options, classes)}"
     )
+
+
+def _test_inside_source(options: _Options, classes: labels.Classes) -> str:
+    """A line when --test lies inside SOURCE: that folder is the test set, left out of the training pictures
+    (given a class folder by mistake, the user sees it named, and the classes that remain)."""
+    if options.test is None or options.source.resolve() not in options.test.resolve().parents:
+        return ""
+    inside = options.test.resolve().relative_to(options.source.resolve()).as_posix()
+    what = "not a class" if options.labels is None else "not training pictures"
+    shown = ", ".join(map(str, classes.values[:12])) + (", ..." if len(classes.values) > 12 else "")
+    return f"\n  {inside}/ in SOURCE is --test: the test set, {what}; the {len(classes.values)} classes: {shown}"
 
 
 def _summary(

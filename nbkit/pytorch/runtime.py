@@ -31,6 +31,7 @@ class _TorchAccelerator:
     runtime: str  # how torch drives it: "xla", "cuda", "cpu"
     hardware: str  # torch_xla's device type ("TPU", "CPU", ...), the GPU's name, or "cpu"
     reason: str
+    compute_capability: tuple[int, int] | None = None  # a CUDA GPU's, as (8, 0)
 
     @property
     def xla(self) -> bool:
@@ -66,7 +67,8 @@ def select(runtime: str = "auto") -> _TorchAccelerator:
 
     if runtime in ("auto", "cuda") and torch.cuda.is_available():
         why = "no torch_xla; CUDA is available" if runtime == "auto" else "DEVICE='cuda'"
-        return _TorchAccelerator("gpu", "cuda", torch.cuda.get_device_name(0), why)
+        capability = tuple(torch.cuda.get_device_capability(0))
+        return _TorchAccelerator("gpu", "cuda", torch.cuda.get_device_name(0), why, capability)
     if runtime == "cuda":
         raise AcceleratorError("DEVICE='cuda' but torch sees no GPU: pick a GPU accelerator, or use DEVICE='auto'.")
     return _TorchAccelerator(
@@ -75,12 +77,16 @@ def select(runtime: str = "auto") -> _TorchAccelerator:
 
 
 def precision(acc: _TorchAccelerator, requested: str) -> tuple[str, str]:
-    """(policy, a line saying which and why): "auto" is bfloat16 on a TPU, float32 elsewhere."""
+    """(policy, a line saying which and why): "auto" is bfloat16 on a TPU and on a CUDA GPU of compute capability
+    8.0 or more (A100, L4, H100: no loss scaling), float32 elsewhere (float16 autocast would need a GradScaler)."""
     check_choice("PRECISION", requested, _PRECISIONS)
-    policy = ("mixed_bfloat16" if acc.kind == "tpu" else "float32") if requested == "auto" else requested
-    why = (
-        f"PRECISION='auto' on a {acc.kind.upper()}" if requested == "auto" else f"PRECISION={requested!r} was asked for"
-    )
+    capability = acc.compute_capability or (0, 0)
+    bf16 = acc.kind == "tpu" or (acc.runtime == "cuda" and capability >= (8, 0))
+    policy = ("mixed_bfloat16" if bf16 else "float32") if requested == "auto" else requested
+    why = f"PRECISION={requested!r} was asked for"
+    if requested == "auto":
+        said = f" of compute capability {'.'.join(map(str, capability))}" if acc.compute_capability else ""
+        why = f"PRECISION='auto' on a {acc.kind.upper()}{said}"
     if policy == "mixed_bfloat16" and acc.runtime == "cuda":
         import torch
 
@@ -99,6 +105,28 @@ def autocast(acc: _TorchAccelerator, policy: str) -> contextlib.AbstractContextM
     import torch
 
     return torch.autocast(device_type="xla" if acc.xla else acc.runtime, dtype=torch.bfloat16)
+
+
+def check_outputs(model: Any, item: Any, num_classes: int) -> None:
+    """A ParameterError, before any training, unless `model` (the notebook's `build_model()`, on the CPU)
+    gives one row of `num_classes` logits for one dataset `item` (a wrong head fails only at the first step,
+    inside a worker). One thread: OpenMP threads started here would not survive `launch`'s fork."""
+    import torch
+
+    threads, training = torch.get_num_threads(), model.training
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            shape = tuple(model.eval()(item.unsqueeze(0)).shape)
+    finally:
+        torch.set_num_threads(threads)
+        model.train(training)
+    if shape != (1, num_classes):
+        got = f"{shape[-1]} logits per input" if len(shape) == 2 else f"outputs of shape {shape} for one input"
+        raise ParameterError(
+            f"build_model() gives {got}, but the data has {num_classes} classes: end the model in one output of "
+            f"{num_classes} logits per input, e.g. nn.Linear(..., {num_classes}) (the number of classes, not a constant)."
+        )
 
 
 # ---- inside a worker (the function `launch` runs once per core) --------------------------------

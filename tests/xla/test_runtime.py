@@ -184,6 +184,34 @@ def test_precision_choices():
         xla.precision(cpu, "mixed_float16")
 
 
+@pytest.mark.parametrize(
+    "name, capability, expected",
+    [
+        ("NVIDIA H100 80GB HBM3", (9, 0), "mixed_bfloat16"),
+        ("NVIDIA A100", (8, 0), "mixed_bfloat16"),
+        ("Tesla T4", (7, 5), "float32"),
+    ],
+)
+def test_auto_precision_on_cuda_follows_the_compute_capability(monkeypatch, name, capability, expected):
+    # Faked device properties: this machine has no GPU. GPUs of compute capability 8+ do bfloat16 natively.
+    import torch
+
+    from nbkit.pytorch import runtime as xla
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: name)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    gpu = xla.select("cuda")
+    assert (gpu.kind, gpu.runtime, gpu.hardware, gpu.compute_capability) == ("gpu", "cuda", name, capability)
+    policy, line = xla.precision(gpu, "auto")
+    said = ".".join(map(str, capability))
+    assert (policy, line.split(":")[0]) == (
+        expected,
+        f"precision {expected} (PRECISION='auto' on a GPU of compute capability {said})",
+    )
+
+
 def test_bfloat16_autocast_on_the_cpu_computes_convolutions_in_bfloat16_and_nothing_for_float32():
     import torch
 
@@ -195,3 +223,40 @@ def test_bfloat16_autocast_on_the_cpu_computes_convolutions_in_bfloat16_and_noth
         assert conv(torch.zeros((1, 3, 8, 8))).dtype == torch.bfloat16
     with xla.autocast(cpu, "float32"):
         assert conv(torch.zeros((1, 3, 8, 8))).dtype == torch.float32
+
+
+def test_a_model_whose_outputs_are_not_the_classes_is_named_before_training():
+    import torch
+
+    from nbkit.errors import ParameterError
+    from nbkit.pytorch import runtime
+
+    image = torch.zeros(3, 4, 4, dtype=torch.uint8)  # one item of the dataset, as 04's TFRecordImages gives it
+
+    def model(classes):
+        return torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(48, 16), torch.nn.Dropout(), torch.nn.Linear(16, classes)
+        )
+
+    threads, good = torch.get_num_threads(), model(104)
+    runtime.check_outputs(rescaled(good), image, 104)
+    assert good.training and torch.get_num_threads() == threads  # left as it was found
+    with pytest.raises(
+        ParameterError, match=r"build_model\(\) gives 10 logits per input, but the data has 104 classes"
+    ):
+        runtime.check_outputs(rescaled(model(10)), image, 104)  # nn.Linear(128, 10) edited in
+    source = (REPO / "notebooks" / "04_pytorch_xla.py").read_text()
+    built = source.index("\nmodel = build_model()\n")
+    assert source[built:].split("\n")[2].startswith("runtime.check_outputs(model, val_set[0][0], dataset.num_classes)")
+    assert built < source.index("runtime.launch(")
+
+
+def rescaled(model):
+    """`model` after 04's Rescale: uint8 pixels in, floats on."""
+    import torch
+
+    class Rescale(torch.nn.Module):
+        def forward(self, images):
+            return images.float() / 255.0
+
+    return torch.nn.Sequential(Rescale(), model)
