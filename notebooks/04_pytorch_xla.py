@@ -31,7 +31,7 @@ PROFILE: str = "auto"  # "smoke" (a few seconds per epoch on a CPU), "full", or 
 DEVICE: str = "auto"  # "auto" (XLA if torch_xla imports, else CUDA, else CPU), "xla", "cuda" or "cpu"
 SEED: int = 0  # seeds the weights, the shuffles and the augmentation
 AUGMENT: str = "flips"  # training augmentation: "none", "flips" (left-right) or "standard" (+ zoom, rotation, colour)
-TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
+TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 with AUGMENT "none"
 PRECISION: str = "auto"  # "auto" (bfloat16 on a TPU or a GPU of compute capability 8+, else float32), "float32" or "mixed_bfloat16" (torch.autocast)
 OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.csv go; "auto": the working folder's classifier-torch/
 
@@ -42,9 +42,16 @@ OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.c
 
 # %%
 from nbkit import env, params, staging
+from nbkit.errors import ParameterError
 from nbkit.pytorch import runtime
 
 params.check_parameters(globals(), PER_CORE_BATCH=1, AUGMENT=("none", "flips", "standard"), TTA=range(1, 5))
+if AUGMENT == "none" and TTA > 1:  # TTA's second view is the image mirrored (VIEWS): not for digits or documents
+    raise ParameterError(
+        f"TTA={TTA} with AUGMENT='none': test-time augmentation's second view is the image mirrored, but "
+        "AUGMENT='none' says a mirrored picture shows something else here (digits, documents). Use TTA=1, or "
+        "AUGMENT='flips' if a mirrored picture keeps its class."
+    )
 working_dir = env.detect().working_dir
 outputs = staging.start(working_dir / "classifier-torch" if OUTPUT_DIR == "auto" else OUTPUT_DIR)
 print(outputs.describe())

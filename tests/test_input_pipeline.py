@@ -130,7 +130,7 @@ class ReachedStaging(Exception):
     pass
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("name", [*NOTEBOOKS, "04_pytorch_xla.py"])
 def test_tta_is_refused_with_no_augmentation(monkeypatch, name):
     """With AUGMENT="none" (a mirrored picture shows something else: digits, documents) TTA's mirrored views
     would mislead: TTA > 1 stops in the first cell, saying why and what to pass."""
