@@ -27,7 +27,7 @@ PACKAGES: str = "auto"  # model packages to average: folders or Kaggle Models ha
 DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
 IMAGE_SIZE: int = 0  # image size of the test files to read; 0 means the models' (from their manifests)
 PER_REPLICA_BATCH: int = 64  # images per replica per prediction step
-TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both)
+TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 for models trained with AUGMENT "none"
 BACKEND: str = "auto"  # Keras backend: "auto" (TensorFlow on a GPU or CPU), "tensorflow" or "jax"
 OUTPUT_DIR: str = "auto"  # where submission.csv goes; "auto": the working folder (/kaggle/working on Kaggle)
 
@@ -52,6 +52,7 @@ print(acc.describe())
 # size, the classes, their label values and the submission's columns.
 
 # %% tags=["nbval-ignore-output"]
+from nbkit.errors import ParameterError
 from nbkit.handoff import package
 
 kaggle_input = environment.input_dir if environment.platform == "kaggle" else None
@@ -60,6 +61,12 @@ manifests = [package.read_manifest(folder) for folder in folders]
 package.check_same(manifests, [str(folder) for folder in folders])
 for folder, manifest in zip(folders, manifests):
     print(f"{folder}: {package.describe(manifest)}")
+unmirrored = [str(f) for f, m in zip(folders, manifests) if m["training"].get("augment") == "none"]
+if TTA > 1 and unmirrored:  # TTA's second view is the image mirrored (tta_view), as in 02 and 05
+    raise ParameterError(
+        f"TTA={TTA}: {', '.join(unmirrored)} trained with AUGMENT='none' (a mirrored picture shows something else "
+        "there), and test-time augmentation's second view is the image mirrored. Use TTA=1."
+    )
 
 # %% [markdown]
 # ## Test data

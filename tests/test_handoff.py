@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -111,14 +112,28 @@ def good_then_damaged(trained: Path, tmp_path: Path) -> str:
     return f"{trained / 'model-package'},{damaged}"
 
 
+def trained_without_flips(trained: Path, tmp_path: Path) -> str:
+    """05's package, its manifest saying AUGMENT='none' (a mirrored picture shows something else there)."""
+    unmirrored = shutil.copytree(trained / "model-package", tmp_path / "unmirrored")
+    manifest = json.loads((unmirrored / "manifest.json").read_text())
+    manifest["training"]["augment"] = "none"
+    (unmirrored / "manifest.json").write_text(json.dumps(manifest))
+    return str(unmirrored)
+
+
 @pytest.mark.parametrize(
-    "params, message",
+    "params, error_name, message",
     [
-        (lambda trained, tmp: {"PACKAGES": good_then_damaged(trained, tmp)}, "Could not load"),
+        (lambda trained, tmp: {"PACKAGES": good_then_damaged(trained, tmp)}, "DataError", "Could not load"),
+        (  # issue 45 #6: TTA's mirrored view for a model trained without flips
+            lambda trained, tmp: {"PACKAGES": trained_without_flips(trained, tmp), "TTA": 2},
+            "ParameterError",
+            "TTA=2: .*unmirrored trained with AUGMENT='none'.*Use TTA=1",
+        ),
     ],
-    ids=["damaged-last"],
+    ids=["damaged-last", "tta-mirrors-a-model-trained-without-flips"],
 )
-def test_06_stops_on_a_package_that_cannot_be_used(trained, sample, tmp_path, params, message):
+def test_06_stops_on_a_package_that_cannot_be_used(trained, sample, tmp_path, params, error_name, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:
         execute(
             tmp_path,
@@ -127,7 +142,7 @@ def test_06_stops_on_a_package_that_cannot_be_used(trained, sample, tmp_path, pa
             OUTPUT_DIR=str(tmp_path / "submit"),
             **params(trained, tmp_path),
         )
-    assert error.value.ename == "DataError" and message in error.value.evalue
+    assert error.value.ename == error_name and re.search(message, error.value.evalue)
     assert not (tmp_path / "submit" / "submission.csv").exists()
     assert "predicted" not in text_outputs(tmp_path / "out.ipynb")  # stopped before any model predicted
 
