@@ -1,6 +1,6 @@
 """Notebooks 02's and 05's own input pipeline and TTA parameters, run in-process from their sources
 (bench/notebook.py executes a notebook's imports, constants and functions, not the run): the decoded-image
-cache (CACHE), batches that depend only on SEED and the epoch, and TTA refused where mirroring misleads."""
+cache (CACHE), batches that depend only on SEED and the epoch, and TTA refused where mirroring misleads (and in 04)."""
 
 from __future__ import annotations
 
