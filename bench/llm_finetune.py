@@ -22,12 +22,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SETUPS = ("notebook data", "notebook 2x4", "plain DataParallel")
-# KerasHub's Gemma 3 presets' backbone configs (config.json "config"): the text model's sizes.
-GEMMA3 = {
-    "Gemma 3 1B": dict(vocabulary_size=262144, num_layers=26, num_query_heads=4, num_key_value_heads=1, hidden_dim=1152, intermediate_dim=6912, head_dim=256, use_query_key_norm=True),  # fmt: skip
-    "Gemma 3 4B": dict(vocabulary_size=262144, num_layers=34, num_query_heads=8, num_key_value_heads=4, hidden_dim=2560, intermediate_dim=10240, head_dim=256, use_query_key_norm=True),  # fmt: skip
-    "Gemma 3 12B": dict(vocabulary_size=262144, num_layers=48, num_query_heads=16, num_key_value_heads=8, hidden_dim=3840, intermediate_dim=15360, head_dim=256, use_query_key_norm=True),  # fmt: skip
-}
 
 
 def worker(kind: str, epochs: int) -> None:
@@ -76,7 +70,9 @@ def worker(kind: str, epochs: int) -> None:
         pairs = ns["pairs"]
         data = {"prompts": [ns["chat_prompt"](pairs.prompts[i]) for i in rows], "responses": [ns["chat_response"](pairs.responses[i]) for i in rows]}  # fmt: skip
         start = time.perf_counter()
-        model.fit(tf.data.Dataset.from_tensor_slices(data).batch(batch), epochs=epochs + 1, callbacks=[clock], verbose=0)
+        model.fit(
+            tf.data.Dataset.from_tensor_slices(data).batch(batch), epochs=epochs + 1, callbacks=[clock], verbose=0
+        )
     tokens_per_s = len(rows) * length / clock.last
     print("RESULT " + json.dumps({"tokens_per_s": tokens_per_s, "first_step_s": clock.first - start}))
 
@@ -104,9 +100,14 @@ def main() -> None:
         lines.append(f"| {kind} | {values['tokens_per_s']:,.0f} | {ratio:.2f}x | {values['first_step_s']:.1f} |")
     lines += ["", "| model (v5e-8, bfloat16, LoRA rank 8 on query and value, 1 x 2048 tokens a chip) | parameters | mesh | weights/chip | activations/chip | total/chip |", "|---|---|---|---|---|---|"]  # fmt: skip
     plans = {}
-    for name, config in GEMMA3.items():
+    for name, config in llm.GEMMA3_CONFIGS.items():
         plan = llm.memory_plan(config, 8, None, 2048, 1, 8, chip_gib=llm.CHIP_GIB["TPU v5 lite"])
-        plans[name] = {"parameters": plan.parameters, "mesh": plan.mesh, "total_gib": plan.total / 2**30, "fits": plan.fits}
+        plans[name] = {
+            "parameters": plan.parameters,
+            "mesh": plan.mesh,
+            "total_gib": plan.total / 2**30,
+            "fits": plan.fits,
+        }
         gib = 2**30
         lines.append(f"| {name} | {plan.parameters / 1e9:.2f}B | {plan.mesh[0]}x{plan.mesh[1]} | {plan.weights / gib:.2f} GiB | {plan.activations / gib:.2f} GiB | {plan.total / gib:.2f} GiB{'' if plan.fits else ' (does not fit)'} |")  # fmt: skip
     table = "\n".join(lines)

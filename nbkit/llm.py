@@ -34,6 +34,21 @@ _HIDDEN_AXIS = {
     "ffw_gating_2": (("model", None), "lora_kernel_a", ("model", None)),
     "ffw_linear": ((None, "model"), "lora_kernel_b", (None, "model")),  # (intermediate, hidden)
 }
+# KerasHub's Gemma 3 presets' text models (config.json's "config"), for plans made without the files:
+# (layers, query heads, key/value heads, hidden, intermediate); vocabulary 262,144 and head_dim 256 in all.
+GEMMA3_CONFIGS = {
+    f"Gemma 3 {name}": dict(
+        zip(("num_layers", "num_query_heads", "num_key_value_heads", "hidden_dim", "intermediate_dim"), sizes),
+        vocabulary_size=262144,
+        head_dim=256,
+        use_query_key_norm=True,
+    )  # fmt: skip
+    for name, sizes in {
+        "1B": (26, 4, 1, 1152, 6912),
+        "4B": (34, 8, 4, 2560, 10240),
+        "12B": (48, 16, 8, 3840, 15360),
+    }.items()  # fmt: skip
+}
 # v5e: 16 GB of HBM a chip, of which XLA leaves a program 15.75 GiB.
 CHIP_GIB = {"TPU v5 lite": 15.75, "TPU v6 lite": 31.25, "TPU v4": 31.25, "TPU v3": 15.75}
 
@@ -42,7 +57,7 @@ CHIP_GIB = {"TPU v5 lite": 15.75, "TPU v6 lite": 31.25, "TPU v4": 31.25, "TPU v3
 
 
 @dataclass
-class Pairs:
+class _Pairs:
     """The prompt/response pairs, each with where it came from ("file, line N")."""
 
     prompts: list[str]
@@ -54,14 +69,15 @@ class Pairs:
         return f"data: {self.source}; {len(self.prompts)} prompt/response pairs"
 
 
-def load_pairs(data_root: str, prompt_column: str, response_column: str, environment: Any = None) -> Pairs:
+def load_pairs(data_root: str, prompt_column: str, response_column: str, environment: Any = None) -> _Pairs:
     """The pairs of a CSV or JSONL file, or of every such file in a folder (sorted by name); "auto": the
     generated sample (in the working folder's llm-sample/). Every row is checked: both columns there and
     neither empty. A CSV is `,` separated with a header; a JSONL file holds one JSON object a line."""
     source = ""
     if data_root == "auto":
         environment = environment or nbenv.detect()
-        data_root = str(ensure_sample(environment.working_dir / "llm-sample"))
+        folder = environment.working_dir / "llm-sample"
+        data_root = str(folder if (folder / "pairs.jsonl").is_file() else _make_sample(folder))
         source = f"the generated sample in {data_root} stands in (answer: the prompt's words in reverse order)"
     root = Path(data_root)
     if root.is_dir():
@@ -78,7 +94,7 @@ def load_pairs(data_root: str, prompt_column: str, response_column: str, environ
         files = [root]
     else:
         raise DataError(f"DATA_ROOT={data_root!r} is not there: give a .csv or .jsonl file, or a folder of them.")
-    pairs = Pairs([], [], [], source or f"{data_root} ({len(files)} file(s))")
+    pairs = _Pairs([], [], [], source or f"{data_root} ({len(files)} file(s))")
     for path in files:
         rows = _jsonl_rows(path) if path.suffix.lower() == ".jsonl" else _csv_rows(path)
         for line, row in rows:
@@ -129,7 +145,7 @@ def _jsonl_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 
 def check_lengths(
-    prompt_tokens: Sequence[int], pair_tokens: Sequence[int], sequence_length: int, pairs: Pairs
+    prompt_tokens: Sequence[int], pair_tokens: Sequence[int], sequence_length: int, pairs: _Pairs
 ) -> float:
     """The share of pairs that `sequence_length` cuts (prompt, response and the chat turns' tokens); a
     DataError when it cuts every response away (each prompt fills the whole sequence)."""
@@ -147,7 +163,7 @@ def check_lengths(
 _WORDS = "apple river stone cloud green fast old tree house light dark blue".split()
 
 
-def make_sample(folder: str | Path, count: int = 384, seed: int = 0) -> Path:
+def _make_sample(folder: str | Path, count: int = 384, seed: int = 0) -> Path:
     """Write `pairs.jsonl` (prompt, response) into `folder` (replaced whole); the folder."""
     rng = np.random.default_rng(seed)
     with atomic.staged_dir(folder) as staging, open(staging / "pairs.jsonl", "w", encoding="utf-8") as f:
@@ -155,11 +171,6 @@ def make_sample(folder: str | Path, count: int = 384, seed: int = 0) -> Path:
             words = list(rng.choice(_WORDS, int(rng.integers(2, 5))))
             f.write(json.dumps({"prompt": " ".join(words), "response": " ".join(words[::-1])}) + "\n")
     return Path(folder)
-
-
-def ensure_sample(folder: str | Path) -> Path:
-    folder = Path(folder)
-    return folder if (folder / "pairs.jsonl").is_file() else make_sample(folder)
 
 
 # ---- the memory plan ----
@@ -181,7 +192,7 @@ def parse_mesh(mesh: str, devices: int) -> tuple[int, int] | None:
 
 
 @dataclass
-class MemoryPlan:
+class _MemoryPlan:
     """Bytes per chip of a Gemma fine-tuned with LoRA under a (batch, model) mesh."""
 
     parameters: int
@@ -216,7 +227,7 @@ def _size(count: float) -> str:
     return f"{count / 2**30:.2f} GiB" if count >= 2**29 else f"{count / 2**20:.1f} MiB"
 
 
-def gemma_sizes(config: dict[str, Any], lora_rank: int, lora_targets: Sequence[str]) -> tuple[int, int]:
+def _gemma_sizes(config: dict[str, Any], lora_rank: int, lora_targets: Sequence[str]) -> tuple[int, int]:
     """(parameters of the text model, LoRA parameters) of a GemmaBackbone / Gemma3Backbone config (the vision
     encoder, which text fine-tuning leaves frozen, not counted)."""
     hidden, layers, heads = config["hidden_dim"], config["num_layers"], config["num_query_heads"]
@@ -247,7 +258,7 @@ def memory_plan(
     lora_targets: Sequence[str] = ("query", "value"),
     weight_bytes: int = 2,
     chip_gib: float | None = None,
-) -> MemoryPlan:
+) -> _MemoryPlan:
     """The plan of a backbone `config` (config.json's "config": no weights read). Weights: `weight_bytes` each
     (bfloat16: 2), split over the model axis. Activations, an estimate for one replica's batch (split over
     the batch axis): per layer and token, 12 hidden-wide and 3 intermediate-wide values plus the attention
@@ -261,13 +272,13 @@ def memory_plan(
             return data
         mesh = (1, devices)
     batch_axis, model_axis = mesh
-    parameters, lora = gemma_sizes(config, lora_rank, lora_targets)
+    parameters, lora = _gemma_sizes(config, lora_rank, lora_targets)
     hidden, inner = config["hidden_dim"], config["intermediate_dim"]
     tokens = per_replica_batch * sequence_length  # a batch shard's, each chip's (not split over the model axis here)
     scores = config["num_query_heads"] * sequence_length
     layer = tokens * (12 * hidden + 3 * inner + scores) * weight_bytes
     activations = config["num_layers"] * layer + tokens * config["vocabulary_size"] * 4
-    plan = MemoryPlan(parameters, lora, mesh, parameters * weight_bytes / model_axis, lora * 4 * 4, activations, chip)
+    plan = _MemoryPlan(parameters, lora, mesh, parameters * weight_bytes / model_axis, lora * 4 * 4, activations, chip)
     if not plan.fits:
         plan.notes.append(
             f"does not fit: {_size(plan.total)} a chip is over 90% of its {_size(chip)}. Give a "

@@ -13,29 +13,7 @@ from conftest import REPO
 from nbkit import llm
 from nbkit.errors import DataError, ParameterError
 
-# Gemma 3's configs as KerasHub's presets write them (config.json's "config"), for the plan: no download.
-GEMMA3 = {
-    "1b": dict(
-        vocabulary_size=262144,
-        num_layers=26,
-        num_query_heads=4,
-        num_key_value_heads=1,
-        hidden_dim=1152,
-        intermediate_dim=6912,
-        head_dim=256,
-        use_query_key_norm=True,
-    ),  # fmt: skip
-    "4b": dict(
-        vocabulary_size=262144,
-        num_layers=34,
-        num_query_heads=8,
-        num_key_value_heads=4,
-        hidden_dim=2560,
-        intermediate_dim=10240,
-        head_dim=256,
-        use_query_key_norm=True,
-    ),  # fmt: skip
-}
+GEMMA3 = {"1b": llm.GEMMA3_CONFIGS["Gemma 3 1B"], "4b": llm.GEMMA3_CONFIGS["Gemma 3 4B"]}
 
 
 def write(path, text):
