@@ -55,7 +55,8 @@ def worker(kind: str, epochs: int) -> None:
     clock, rows = Clock(), ns["train_rows"][: ns["steps_per_epoch"] * batch]
     if kind.startswith("notebook"):
         model, start = ns["causal_lm"], time.perf_counter()
-        model.fit(ns["train_x"], ns["train_y"], sample_weight=ns["train_weights"], batch_size=batch, epochs=epochs + 1, callbacks=[clock], verbose=0)  # fmt: skip
+        batches = ns["get_dataset"](ns["train_x"], ns["train_y"], ns["train_weights"])
+        model.fit(batches, epochs=epochs + 1, steps_per_epoch=ns["steps_per_epoch"], callbacks=[clock], verbose=0)
     else:
         import keras_hub
         import tensorflow as tf
@@ -64,7 +65,10 @@ def worker(kind: str, epochs: int) -> None:
         keras.utils.set_random_seed(42)
         config = {k: ns["config"][k] for k in ns["TINY"]}
         backbone = keras_hub.models.Gemma3Backbone(**config, image_size=896, vision_encoder=None)
-        model = keras_hub.models.Gemma3CausalLM(backbone=backbone, preprocessor=ns["preprocessor"])
+        # A fresh tokenizer: the notebook's, used eagerly, fails inside tf.data (SentencepieceOp resource not found).
+        tokenizer = keras_hub.models.Gemma3Tokenizer(proto=ns["tokenizer"].proto)
+        preprocessor = keras_hub.models.Gemma3CausalLMPreprocessor(tokenizer, sequence_length=length)
+        model = keras_hub.models.Gemma3CausalLM(backbone=backbone, preprocessor=preprocessor)
         backbone.enable_lora(ns["LORA_RANK"], ns["LORA_TARGETS"])
         model.compile(optimizer=keras.optimizers.AdamW(ns["LEARNING_RATE"]), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), weighted_metrics=["accuracy"])  # fmt: skip
         pairs = ns["pairs"]
