@@ -63,7 +63,7 @@ def worker(kind: str, epochs: int) -> None:
 
         keras.distribution.set_distribution(keras.distribution.DataParallel())
         keras.utils.set_random_seed(42)
-        config = {k: ns["config"][k] for k in ns["TINY"]}
+        config = {k: ns["config"][k] for k in (*ns["TINY"], "vocabulary_size")}
         backbone = keras_hub.models.Gemma3Backbone(**config, image_size=896, vision_encoder=None)
         # A fresh tokenizer: the notebook's, used eagerly, fails inside tf.data (SentencepieceOp resource not found).
         tokenizer = keras_hub.models.Gemma3Tokenizer(proto=ns["tokenizer"].proto)

@@ -30,32 +30,22 @@
 
 # %% tags=["parameters"]
 PRESET: str = "gemma3_instruct_1b"  # a KerasHub Gemma or Gemma 3 preset (attached as a Kaggle Model, else kagglehub), its folder, or "tiny" / "tiny-gemma" (a small Gemma 3 / Gemma from scratch)
-DATA_ROOT: str = (
-    "auto"  # a CSV or JSONL file of prompt/response pairs, or a folder of them; "auto": the generated sample
-)
+DATA_ROOT: str = "auto"  # a CSV or JSONL file of prompt/response pairs, or a folder of them; "auto": the generated sample
 PROMPT_COLUMN: str = "prompt"  # the column (CSV) or key (JSONL) of the prompts
 RESPONSE_COLUMN: str = "response"  # the column or key of the answers to learn
 SEQUENCE_LENGTH: int = 256  # tokens per pair, chat turns included: longer pairs are cut (the share is printed)
 LORA_RANK: int = 16  # the rank of the LoRA matrices: more is more capacity and more memory
 EPOCHS: int = 0  # passes over the training pairs; 0: the model's choice, 1 for a preset, 40 for the tiny model
-PER_REPLICA_BATCH: int = (
-    0  # pairs per batch shard per step; 0: the model's choice (1 for a preset; 16 pairs a step for the tiny model)
-)
-LEARNING_RATE: float = (
-    0.0  # the peak after the warm-up; 0: the model's choice, 1e-4 for a preset, 1e-2 for the tiny model
-)
+PER_REPLICA_BATCH: int = 0  # pairs per batch shard per step; 0: the model's choice (1 for a preset; 16 pairs a step for the tiny model)
+LEARNING_RATE: float = 0.0  # the peak after the warm-up; 0: the model's choice, 1e-4 for a preset, 1e-2 for the tiny model
 HELD_OUT_SHARE: float = 0.1  # the share of pairs held out to score the loss and the generated answers on
 MESH: str = "auto"  # "auto" (data parallel when the model fits a chip, else model parallel), "data", or batch x model devices such as "1x8" or "2x4"
 EXPORT_TRANSFORMERS: bool = False  # also write the merged model as Hugging Face safetensors, where KerasHub can
-PROFILE: str = (
-    "auto"  # "full": the settings above; "smoke": the tiny model when no preset is attached; "auto": smoke on a CPU
-)
+PROFILE: str = "auto"  # "full": the settings above; "smoke": the tiny model when no preset is attached; "auto": smoke on a CPU
 BACKEND: str = "jax"  # Keras backend: "jax" only (keras.distribution shards on JAX)
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N devices (8: like a TPU v5e-8; 0: no split)
 SEED: int = 42  # fixes the split, the tiny model's weights, LoRA's initial weights and the order of the pairs
-OUTPUT_DIR: str = (
-    "auto"  # where the LoRA weights, the merged model and metrics.json go; "auto": the working folder's llm-finetune/
-)
+OUTPUT_DIR: str = "auto"  # where the LoRA weights, the merged model and metrics.json go; "auto": the working folder's llm-finetune/
 
 # %% [markdown]
 # ## Setup
@@ -70,9 +60,7 @@ params.check_parameters(globals(), EPOCHS=0, PER_REPLICA_BATCH=0, SEQUENCE_LENGT
 if not 0 < HELD_OUT_SHARE < 1:
     raise ParameterError(f"HELD_OUT_SHARE={HELD_OUT_SHARE}: a share between 0 and 1, such as 0.1.")
 if LEARNING_RATE < 0:
-    raise ParameterError(
-        f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 1e-4, or 0 for the model's choice."
-    )
+    raise ParameterError(f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 1e-4, or 0 for the model's choice.")
 outputs = staging.start(OUTPUT_DIR, default="llm-finetune", data_root=DATA_ROOT)
 print(outputs.describe())
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
@@ -106,23 +94,23 @@ import json
 from nbkit import text
 
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
-TINY = {"vocabulary_size": 0, "num_layers": 2, "num_query_heads": 4, "num_key_value_heads": 1, "hidden_dim": 64,
-        "intermediate_dim": 128, "head_dim": 16}  # fmt: skip
+TINY = dict(num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64, intermediate_dim=128, head_dim=16)
 preset_folder, preset_reason = None, f"PRESET={PRESET!r}"
 if PRESET not in ("tiny", "tiny-gemma"):
     preset_folder, preset_reason = text.find_preset(PRESET, download=not SMOKE)
     if preset_folder is None and not SMOKE:
-        raise ParameterError(
-            f"No Gemma to fine-tune: {preset_reason} (and accept Gemma's license on the model's page)."
-        )
-config = json.loads(open(f"{preset_folder}/config.json").read())["config"] if preset_folder else dict(TINY, use_query_key_norm=PRESET != "tiny-gemma")  # fmt: skip
-config["vocabulary_size"] = config["vocabulary_size"] or 200  # the tiny tokenizer's most: known once it is learned
+        raise ParameterError(f"No Gemma to fine-tune: {preset_reason} (accept Gemma's license on the model's page first).")
+if preset_folder:
+    config = json.loads(open(f"{preset_folder}/config.json").read())["config"]  # the backbone's sizes
+else:  # the vocabulary's size is known once the tokenizer is learned: 200 at most
+    config = dict(TINY, vocabulary_size=200, use_query_key_norm=PRESET != "tiny-gemma")
 # The tiny model's base weights are random: LoRA must reach every kernel to teach it anything. A pretrained
 # Gemma needs only KerasHub's default, the attention's query and value.
 LORA_TARGETS = ["query", "value"] if preset_folder else ["query", "key", "value", "attention_output", "ffw_gating", "ffw_gating_2", "ffw_linear"]  # fmt: skip
 whose = "the preset's" if preset_folder else "the tiny model's"
-chosen = [f"{name}=0: {whose} {value}" for name, value in (("EPOCHS", 1 if preset_folder else 40), ("LEARNING_RATE", 1e-4 if preset_folder else 1e-2)) if not globals()[name]]  # fmt: skip
-EPOCHS, LEARNING_RATE = EPOCHS or (1 if preset_folder else 40), LEARNING_RATE or (1e-4 if preset_folder else 1e-2)
+defaults = {"EPOCHS": 1 if preset_folder else 40, "LEARNING_RATE": 1e-4 if preset_folder else 1e-2}
+chosen = [f"{name}=0: {whose} {value:g}" for name, value in defaults.items() if not globals()[name]]  # said below
+EPOCHS, LEARNING_RATE = EPOCHS or defaults["EPOCHS"], LEARNING_RATE or defaults["LEARNING_RATE"]
 if SMOKE and SEQUENCE_LENGTH > 32:
     chosen.append(f"SEQUENCE_LENGTH={SEQUENCE_LENGTH} cut to 32 by the smoke profile")
     SEQUENCE_LENGTH = 32
@@ -139,9 +127,8 @@ if not PER_REPLICA_BATCH:
     PER_REPLICA_BATCH = 1 if preset_folder else max(1, 16 // BATCH_AXIS)
     chosen.append(f"PER_REPLICA_BATCH=0: {whose} {PER_REPLICA_BATCH}")
 GLOBAL_BATCH = PER_REPLICA_BATCH * BATCH_AXIS
-print(
-    f"model: {preset_folder or 'a tiny ' + ('Gemma' if PRESET == 'tiny-gemma' else 'Gemma 3') + ' from scratch'} ({preset_reason})"
-)
+tiny = f"a tiny {'Gemma' if PRESET == 'tiny-gemma' else 'Gemma 3'} from scratch"
+print(f"model: {preset_folder or tiny} ({preset_reason})")
 print(f"{'smoke' if SMOKE else 'full'}: {EPOCHS} epochs, {SEQUENCE_LENGTH} tokens, global batch {GLOBAL_BATCH}, peak lr {LEARNING_RATE:g}, LoRA rank {LORA_RANK} on {', '.join(LORA_TARGETS)}" + (f" ({'; '.join(chosen)})" if chosen else ""))  # fmt: skip
 
 # %% [markdown]
@@ -172,6 +159,7 @@ def chat_response(response):
 def build_preprocessor():
     if preset_folder:
         return keras_hub.models.CausalLMPreprocessor.from_preset(preset_folder, sequence_length=SEQUENCE_LENGTH)
+    # BPE with Gemma's special tokens as symbols: a WORD model would keep "river<end_of_turn>" one (unknown) piece.
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter([chat_prompt(pairs.prompts[i]) + chat_response(pairs.responses[i]) for i in train_rows]),
@@ -189,7 +177,8 @@ def build_preprocessor():
 
 preprocessor = build_preprocessor()
 tokenizer = preprocessor.tokenizer
-config["vocabulary_size"] = config["vocabulary_size"] if preset_folder else tokenizer.vocabulary_size()
+if not preset_folder:
+    config["vocabulary_size"] = tokenizer.vocabulary_size()
 print(f"vocabulary of {tokenizer.vocabulary_size():,} tokens")
 # How many pairs SEQUENCE_LENGTH cuts (+1: <bos>): raise it if many are.
 prompt_tokens = np.array([len(t) + 1 for t in tokenizer([chat_prompt(p) for p in pairs.prompts])])
@@ -257,7 +246,7 @@ DTYPE = "bfloat16" if acc.kind == "tpu" else "float32"
 def build_model():
     if preset_folder:
         return keras_hub.models.CausalLM.from_preset(preset_folder, dtype=DTYPE, preprocessor=None)
-    sizes = {k: config[k] for k in TINY}
+    sizes = {name: config[name] for name in (*TINY, "vocabulary_size")}
     if GEMMA3:
         backbone = keras_hub.models.Gemma3Backbone(**sizes, image_size=896, vision_encoder=None, dtype=DTYPE)
         return keras_hub.models.Gemma3CausalLM(backbone=backbone, preprocessor=None)
