@@ -352,6 +352,8 @@ if not preset_folder:
 # `keras_hub.models.CausalLM.from_preset` loads with no LoRA code. Optionally Hugging Face safetensors.
 
 # %%
+import shutil
+
 from nbkit.images import metrics
 
 causal_lm.backbone.save_lora_weights(str(outputs.staging / "model.lora.h5"))
@@ -361,8 +363,9 @@ if EXPORT_TRANSFORMERS:
     try:
         causal_lm.export_to_transformers(str(outputs.staging / "transformers"))
         exported = "transformers/"
-    except Exception as error:  # KerasHub exports some architectures only
-        exported = f"not written: KerasHub cannot export this model ({type(error).__name__}: {error})"
+    except Exception as error:  # KerasHub exports some architectures only, and needs safetensors
+        shutil.rmtree(outputs.staging / "transformers", ignore_errors=True)  # no half-written folder
+        exported = f"not written ({type(error).__name__}: {error})"
 metrics.write_json(
     {"held_out_loss": held_out_loss, "exact_match": exact, "training_loss": history.history["loss"][-1],
      "tokens_per_second": throughput.tokens_per_second, "epochs": EPOCHS, "learning_rate": LEARNING_RATE,
