@@ -284,6 +284,7 @@ causal_lm.compile(
     optimizer=optimizer,
     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()],
+    sampler="greedy",  # generate(): the likeliest next token each time (Gemma's default, said here)
     # Several steps per compiled call (fewer host round-trips): the most, up to 16, that divide an epoch.
     steps_per_execution=max(n for n in range(1, 17) if steps_per_epoch % n == 0),
 )
