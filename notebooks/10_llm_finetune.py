@@ -195,6 +195,8 @@ print(f"{cut:.1%} of the pairs are longer than {SEQUENCE_LENGTH} tokens and get 
 # %%
 import tensorflow as tf
 
+from nbkit.errors import DataError
+
 
 def tokenize(rows):
     found = [preprocessor({"prompts": [chat_prompt(pairs.prompts[i]) for i in rows[s : s + 256]],
@@ -211,6 +213,11 @@ def get_dataset(x, y, weights):
 
 
 steps_per_epoch = len(train_rows) // GLOBAL_BATCH
+if steps_per_epoch == 0 or len(held_out_rows) < BATCH_AXIS:
+    raise DataError(
+        f"{len(train_rows)} training and {len(held_out_rows)} held-out pairs for a global batch of {GLOBAL_BATCH} on "
+        f"a batch axis of {BATCH_AXIS}: give more pairs, or a smaller PER_REPLICA_BATCH or batch axis (MESH)."
+    )
 train_x, train_y, train_weights = tokenize(train_rows)
 held_x, held_y, held_weights = tokenize(held_out_rows)
 print(
@@ -331,7 +338,11 @@ print(f"training loss {history.history['loss'][0]:.3f} -> {history.history['loss
 # batch axis, so the prompts are padded to a multiple of it. An answer scores when it is exactly the response.
 
 # %% tags=["nbval-ignore-output"]
-held_out_loss = causal_lm.evaluate(held_x, held_y, sample_weight=held_weights, batch_size=BATCH_AXIS, verbose=0)[0]
+whole = len(held_y) - len(held_y) % BATCH_AXIS  # evaluate() splits each batch over the mesh's batch axis
+held_out_loss = causal_lm.evaluate(
+    {name: v[:whole] for name, v in held_x.items()}, held_y[:whole], sample_weight=held_weights[:whole],
+    batch_size=BATCH_AXIS, verbose=0,
+)[0]  # fmt: skip
 causal_lm.preprocessor = preprocessor  # generate() takes text
 prompts = [chat_prompt(pairs.prompts[i]) for i in held_out_rows]
 padded = prompts + [prompts[0]] * (-len(prompts) % BATCH_AXIS)
