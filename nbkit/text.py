@@ -291,7 +291,7 @@ def find_preset(preset: str, download: bool = True, environment: Any = None) -> 
     why_not = why_not or "the smoke profile downloads none"
     return None, (
         f"the Kaggle Model {handle} is not attached and {why_not}. To use it, attach it ('Add Input' -> Models, "
-        f"or `python -m nbkit bundle notebooks/08_text_classifier.py --model {handle}`) or turn the internet on"
+        f"or `python -m nbkit bundle <the notebook> --model {handle}`) or turn the internet on"
     )
 
 

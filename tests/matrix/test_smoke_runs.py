@@ -167,3 +167,29 @@ def test_08_text_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_data_in_
         "accuracy_per_language.png",
     ):
         assert (out / name).is_file(), name
+
+
+def test_10_llm_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mesh(tmp_path, fresh_python):
+    """Notebook 10 as Kaggle gets it, the tiny Gemma 3 sharded on a 2 (batch) x 4 (model) mesh, on pairs in a CSV
+    file with other column names; kept short (2 epochs): nbval's run of the committed notebook shows it learns."""
+    python, env = fresh_python
+    rows = [[" ".join(w), " ".join(w[::-1])] for w in np.random.default_rng(3).choice(["sun", "sea", "sky"], (64, 3))]
+    write_csv(tmp_path / "pairs.csv", ["question", "answer"], rows)
+    folder = bundle.write(REPO / "notebooks" / "10_llm_finetune.py", tmp_path / "kernels", owner="alice")
+    executed, out = tmp_path / "10.ipynb", tmp_path / "outputs"
+    parameters = dict(
+        DATA_ROOT=tmp_path / "pairs.csv", PROMPT_COLUMN="question", RESPONSE_COLUMN="answer", PRESET="tiny",
+        EPOCHS=2, MESH="2x4", OUTPUT_DIR=out, SIMULATE_DEVICES=8,
+    )  # fmt: skip
+    run = subprocess.run(
+        [python, ENGINE_SCRIPT, str(folder / "10-llm-finetune.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
+         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
+        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
+    assert "nbkit 0.2.0 from this notebook's bundle: " in said and "mesh 2 (batch) x 4 (model) over 8 devices" in said
+    assert "64 prompt/response pairs" in said and "a tiny Gemma 3 from scratch" in said
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["mesh"] == [2, 4] and metrics["epochs"] == 2 and metrics["training_loss"] > 0
+    assert (out / "model.lora.h5").is_file() and (out / "merged-preset" / "config.json").is_file()

@@ -1,0 +1,350 @@
+"""Fine-tuning a Gemma / Gemma 3 language model (notebook 10): the prompt/response pairs read and checked
+before any training, a memory plan from the preset's config (no weights read), the layout map that shards
+the hidden axis over the mesh's "model" axis, and the check, once the model is built, that every large
+kernel is sharded as planned (a rule that matched nothing, or a large kernel no rule placed, is an error:
+Keras itself leaves such a kernel replicated without a word, which then runs out of memory)."""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nbkit import atomic
+from nbkit import env as nbenv
+from nbkit.errors import DataError, ParameterError
+
+_SUFFIXES = (".csv", ".jsonl")
+# The layers holding the hidden axis, in Gemma and Gemma 3 alike -> (the kernel's layout, the LoRA kernel that
+# holds the hidden axis and its layout). The hidden axis (640 ... 5376 in Gemma 3) divides by 8 in every size;
+# the heads axis, which Gemma's own map shards, does not (1 key/value head in Gemma 3 1B: keras-hub#1613).
+_HIDDEN_AXIS = {
+    "query": ((None, "model", None), "lora_kernel_a", (None, "model", None)),  # (heads, hidden, head_dim)
+    "key": ((None, "model", None), "lora_kernel_a", (None, "model", None)),
+    "value": ((None, "model", None), "lora_kernel_a", (None, "model", None)),
+    "attention_output": ((None, None, "model"), "lora_kernel_b", (None, "model")),  # (heads, head_dim, hidden)
+    "ffw_gating": (("model", None), "lora_kernel_a", ("model", None)),  # (hidden, intermediate)
+    "ffw_gating_2": (("model", None), "lora_kernel_a", ("model", None)),
+    "ffw_linear": ((None, "model"), "lora_kernel_b", (None, "model")),  # (intermediate, hidden)
+}
+# KerasHub's Gemma 3 presets' text models (config.json's "config"), for plans made without the files:
+# (layers, query heads, key/value heads, hidden, intermediate); vocabulary 262,144 and head_dim 256 in all.
+GEMMA3_CONFIGS = {
+    f"Gemma 3 {name}": dict(
+        zip(("num_layers", "num_query_heads", "num_key_value_heads", "hidden_dim", "intermediate_dim"), sizes),
+        vocabulary_size=262144,
+        head_dim=256,
+        use_query_key_norm=True,
+    )  # fmt: skip
+    for name, sizes in {
+        "1B": (26, 4, 1, 1152, 6912),
+        "4B": (34, 8, 4, 2560, 10240),
+        "12B": (48, 16, 8, 3840, 15360),
+    }.items()  # fmt: skip
+}
+# v5e: 16 GB of HBM a chip, of which XLA leaves a program 15.75 GiB.
+CHIP_GIB = {"TPU v5 lite": 15.75, "TPU v6 lite": 31.25, "TPU v4": 31.25, "TPU v3": 15.75}
+
+
+# ---- the data ----
+
+
+@dataclass
+class _Pairs:
+    """The prompt/response pairs, each with where it came from ("file, line N")."""
+
+    prompts: list[str]
+    responses: list[str]
+    where: list[str]
+    source: str
+
+    def describe(self) -> str:
+        return f"data: {self.source}; {len(self.prompts)} prompt/response pairs"
+
+
+def load_pairs(data_root: str, prompt_column: str, response_column: str, environment: Any = None) -> _Pairs:
+    """The pairs of a CSV or JSONL file, or of every such file in a folder (sorted by name); "auto": the
+    generated sample (in the working folder's llm-sample/). Every row is checked: both columns there and
+    neither empty. A CSV is `,` separated with a header; a JSONL file holds one JSON object a line."""
+    source = ""
+    if data_root == "auto":
+        environment = environment or nbenv.detect()
+        folder = environment.working_dir / "llm-sample"
+        data_root = str(folder if (folder / "pairs.jsonl").is_file() else _make_sample(folder))
+        source = f"the generated sample in {data_root} stands in (answer: the prompt's words in reverse order)"
+    root = Path(data_root)
+    if root.is_dir():
+        files = sorted(p for p in root.iterdir() if p.suffix.lower() in _SUFFIXES)
+        if not files:
+            raise DataError(
+                f"DATA_ROOT={data_root!r} holds no .csv or .jsonl file: give a file of prompt/response pairs."
+            )
+    elif root.is_file():
+        if root.suffix.lower() not in _SUFFIXES:
+            raise DataError(
+                f"{root} is not a .csv or .jsonl file: give the pairs as CSV (with a header) or JSON lines."
+            )
+        files = [root]
+    else:
+        raise DataError(f"DATA_ROOT={data_root!r} is not there: give a .csv or .jsonl file, or a folder of them.")
+    pairs = _Pairs([], [], [], source or f"{data_root} ({len(files)} file(s))")
+    for path in files:
+        rows = _jsonl_rows(path) if path.suffix.lower() == ".jsonl" else _csv_rows(path)
+        for line, row in rows:
+            for name, parameter in ((prompt_column, "PROMPT_COLUMN"), (response_column, "RESPONSE_COLUMN")):
+                if name not in row:
+                    close = difflib.get_close_matches(name, list(row), n=1)
+                    hint = f" Did you mean {close[0]!r}?" if close else ""
+                    raise DataError(
+                        f"{path.name}, line {line}: no column {name!r} ({parameter}); it has {', '.join(row)}.{hint} "
+                        f"Set {parameter} to the right one."
+                    )
+                if not str(row[name] or "").strip():
+                    raise DataError(f"{path.name}, line {line}: column {name!r} is empty. Fill in or remove that row.")
+            pairs.prompts.append(str(row[prompt_column]))
+            pairs.responses.append(str(row[response_column]))
+            pairs.where.append(f"{path.name}, line {line}")
+    if not pairs.prompts:
+        raise DataError(f"{data_root}: no prompt/response pairs in {', '.join(p.name for p in files)}.")
+    return pairs
+
+
+def _csv_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            return [(reader.line_num, row) for row in reader]
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise DataError(f"{path.name} is not a UTF-8 CSV file ({error}): save it as CSV with a header.") from None
+
+
+def _jsonl_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path.name} is not UTF-8 text ({error}): save it as JSON lines.") from None
+    for line, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except ValueError as error:
+            raise DataError(f"{path.name}, line {line} is not JSON ({error}): one JSON object a line.") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path.name}, line {line} is a JSON {type(row).__name__}, not an object with columns.")
+        rows.append((line, row))
+    return rows
+
+
+def check_lengths(
+    prompt_tokens: Sequence[int], pair_tokens: Sequence[int], sequence_length: int, pairs: _Pairs
+) -> float:
+    """The share of pairs that `sequence_length` cuts (prompt, response and the chat turns' tokens); a
+    DataError when it cuts every response away (each prompt fills the whole sequence)."""
+    prompt_tokens, pair_tokens = np.asarray(prompt_tokens), np.asarray(pair_tokens)
+    if (prompt_tokens >= sequence_length).all():
+        raise DataError(
+            f"SEQUENCE_LENGTH={sequence_length} leaves no room for any response: the shortest prompt has "
+            f"{prompt_tokens.min()} tokens ({pairs.where[int(prompt_tokens.argmin())]}). Raise SEQUENCE_LENGTH "
+            f"(the median pair has {int(np.median(pair_tokens))} tokens) or shorten the prompts."
+        )
+    return float(np.mean(pair_tokens > sequence_length))
+
+
+# The generated sample: prompts of 2 to 4 words, the response their words in reverse order.
+_WORDS = "apple river stone cloud green fast old tree house light dark blue".split()
+
+
+def _make_sample(folder: str | Path, count: int = 384, seed: int = 0) -> Path:
+    """Write `pairs.jsonl` (prompt, response) into `folder` (replaced whole); the folder."""
+    rng = np.random.default_rng(seed)
+    with atomic.staged_dir(folder) as staging, open(staging / "pairs.jsonl", "w", encoding="utf-8") as f:
+        for _ in range(count):
+            words = list(rng.choice(_WORDS, int(rng.integers(2, 5))))
+            f.write(json.dumps({"prompt": " ".join(words), "response": " ".join(words[::-1])}) + "\n")
+    return Path(folder)
+
+
+# ---- the memory plan ----
+
+
+def parse_mesh(mesh: str, devices: int) -> tuple[int, int] | None:
+    """MESH as (batch, model) devices: "data" -> (devices, 1), "2x4" -> (2, 4); "auto" -> None (the plan picks)."""
+    if mesh == "auto":
+        return None
+    if mesh == "data":
+        return devices, 1
+    found = re.fullmatch(r"(\d+)x(\d+)", mesh)
+    if not found or int(found[1]) * int(found[2]) != devices:
+        raise ParameterError(
+            f"MESH={mesh!r}: 'auto', 'data', or batch x model devices multiplying to the {devices} devices here "
+            f"(such as '1x{devices}' or '2x{devices // 2}')."
+        )
+    return int(found[1]), int(found[2])
+
+
+@dataclass
+class _MemoryPlan:
+    """Bytes per chip of a Gemma fine-tuned with LoRA under a (batch, model) mesh."""
+
+    parameters: int
+    lora_parameters: int
+    mesh: tuple[int, int]
+    weights: float  # bytes per chip
+    lora_state: float  # LoRA weights, gradients and AdamW's two moments, float32
+    activations: float  # an estimate: see `memory_plan`
+    chip: float | None  # bytes a chip has (None: unknown, as on a CPU)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.lora_state + self.activations
+
+    @property
+    def fits(self) -> bool:
+        return self.chip is None or self.total <= 0.9 * self.chip  # XLA needs room of its own
+
+    def describe(self) -> str:
+        chip = f"of {_size(self.chip)}" if self.chip else "(the chip's memory is unknown here: not checked)"
+        return "\n".join([
+            f"memory plan, mesh {self.mesh[0]} (batch) x {self.mesh[1]} (model): {self.parameters / 1e6:,.1f}M "
+            f"parameters, {self.lora_parameters / 1e6:,.3f}M of them LoRA's",
+            f"per chip: weights {_size(self.weights)} + LoRA state {_size(self.lora_state)} + activations "
+            f"~{_size(self.activations)} = {_size(self.total)} {chip}",
+            *self.notes,
+        ])  # fmt: skip
+
+
+def _size(count: float) -> str:
+    return f"{count / 2**30:.2f} GiB" if count >= 2**29 else f"{count / 2**20:.1f} MiB"
+
+
+def _gemma_sizes(config: dict[str, Any], lora_rank: int, lora_targets: Sequence[str]) -> tuple[int, int]:
+    """(parameters of the text model, LoRA parameters) of a GemmaBackbone / Gemma3Backbone config (the vision
+    encoder, which text fine-tuning leaves frozen, not counted)."""
+    hidden, layers, heads = config["hidden_dim"], config["num_layers"], config["num_query_heads"]
+    kv_heads, head = config["num_key_value_heads"], config["head_dim"]
+    # Gemma (1 and 2) halves intermediate_dim in its gates; Gemma 3 does not.
+    inner = config["intermediate_dim"] // (1 if "use_query_key_norm" in config else 2)
+    shapes = {
+        "query": (heads * hidden, head),
+        "key": (kv_heads * hidden, head),
+        "value": (kv_heads * hidden, head),
+        "attention_output": (heads * head, hidden),
+        "ffw_gating": (hidden, inner),
+        "ffw_gating_2": (hidden, inner),
+        "ffw_linear": (inner, hidden),
+    }
+    per_layer = sum(a * b for a, b in shapes.values()) + 6 * hidden  # + the norms' scales
+    lora = layers * sum(lora_rank * (a + b) for name, (a, b) in shapes.items() if name in lora_targets)
+    return config["vocabulary_size"] * hidden + layers * per_layer + hidden, lora
+
+
+def memory_plan(
+    config: dict[str, Any],
+    devices: int,
+    mesh: tuple[int, int] | None,
+    sequence_length: int,
+    per_replica_batch: int,
+    lora_rank: int,
+    lora_targets: Sequence[str] = ("query", "value"),
+    weight_bytes: int = 2,
+    chip_gib: float | None = None,
+) -> _MemoryPlan:
+    """The plan of a backbone `config` (config.json's "config": no weights read). Weights: `weight_bytes` each
+    (bfloat16: 2), split over the model axis. Activations, an estimate for one replica's batch (split over
+    the batch axis): per layer and token, 12 hidden-wide and 3 intermediate-wide values plus the attention
+    scores, and float32 logits over the vocabulary. mesh None ("auto"): all devices on the batch axis when
+    that fits a chip, else all on the model axis."""
+    chip = chip_gib * 2**30 if chip_gib else None
+    if mesh is None:
+        data = memory_plan(config, devices, (devices, 1), sequence_length, per_replica_batch, lora_rank, lora_targets, weight_bytes, chip_gib)  # fmt: skip
+        if data.fits:
+            data.notes.append("MESH='auto': data parallel (the model fits one chip)")
+            return data
+        mesh = (1, devices)
+    batch_axis, model_axis = mesh
+    parameters, lora = _gemma_sizes(config, lora_rank, lora_targets)
+    hidden, inner = config["hidden_dim"], config["intermediate_dim"]
+    tokens = per_replica_batch * sequence_length  # a batch shard's, each chip's (not split over the model axis here)
+    scores = config["num_query_heads"] * sequence_length
+    layer = tokens * (12 * hidden + 3 * inner + scores) * weight_bytes
+    activations = config["num_layers"] * layer + tokens * config["vocabulary_size"] * 4
+    plan = _MemoryPlan(parameters, lora, mesh, parameters * weight_bytes / model_axis, lora * 4 * 4, activations, chip)
+    if not plan.fits:
+        plan.notes.append(
+            f"does not fit: {_size(plan.total)} a chip is over 90% of its {_size(chip)}. Give a "
+            f"smaller preset, a shorter SEQUENCE_LENGTH, a smaller PER_REPLICA_BATCH, or more devices on the model "
+            f"axis (MESH='1x{devices}')."
+        )
+    return plan
+
+
+# ---- sharding ----
+
+
+def layout_rules(lora_targets: Sequence[str] = ()) -> dict[str, tuple[str | None, ...]]:
+    """Regular expressions matching whole Gemma / Gemma 3 variable paths (Keras' LayoutMap uses `re.fullmatch`)
+    -> their layout on a ("batch", "model") mesh: the
+    hidden axis on "model", in the token embedding, every attention and feed-forward kernel, and the LoRA
+    kernel of each of `lora_targets` that holds the hidden axis (a map written for the base kernels leaves
+    the LoRA kernels replicated)."""
+    rules: dict[str, tuple[str | None, ...]] = {"token_embedding/embeddings": (None, "model")}
+    for name, (kernel, lora_kernel, lora_layout) in _HIDDEN_AXIS.items():
+        rules[f".*/{name}/kernel"] = kernel
+        if name in lora_targets:
+            rules[f".*/{name}/{lora_kernel}"] = lora_layout
+    return rules
+
+
+def layout_map(mesh: Any, rules: dict[str, tuple[str | None, ...]]) -> Any:
+    import keras
+
+    found = keras.distribution.LayoutMap(mesh)
+    for pattern, layout in rules.items():
+        found[pattern] = layout
+    return found
+
+
+def check_sharding(
+    variables: Sequence[Any], rules: dict[str, tuple[str | None, ...]], hidden_dim: int, mesh: dict[str, int]
+) -> list[str]:
+    """Every large variable (two axes or more, one of them `hidden_dim` long) placed by exactly one rule and
+    sharded as that rule says on `mesh` (axis name -> devices; an axis of one device shards nothing); every
+    rule used. One line a rule: what it placed. Else a DataError."""
+
+    def sharded(spec: Sequence[str | None], rank: int) -> tuple[str | None, ...]:
+        spec = tuple(axis if mesh.get(axis, 1) > 1 else None for axis in spec)
+        return spec + (None,) * (rank - len(spec))  # JAX drops trailing Nones
+
+    matched: dict[str, list[str]] = {pattern: [] for pattern in rules}
+    wrong = []
+    for variable in variables:
+        path, shape = variable.path, tuple(variable.shape)
+        patterns = [p for p in rules if re.fullmatch(p, path)]  # as Keras matches them (3.15)
+        spec = sharded(getattr(variable.value.sharding, "spec", ()), len(shape))
+        if len(patterns) == 1:
+            matched[patterns[0]].append(path)
+            if spec != sharded(rules[patterns[0]], len(shape)):
+                wrong.append(f"{path} {shape} is sharded {spec}, not {rules[patterns[0]]} as planned")
+        elif patterns:
+            wrong.append(f"{path} matches {len(patterns)} rules ({', '.join(patterns)})")
+        elif len(shape) >= 2 and hidden_dim in shape:
+            wrong.append(f"{path} {shape} is placed by no rule: it is replicated on every chip")
+    unused = [pattern for pattern, paths in matched.items() if not paths]
+    if unused:
+        wrong.append(f"the rule(s) {', '.join(map(repr, unused))} matched no variable (a typo, or another model?)")
+    if wrong:
+        many = f" ({len(wrong)} in all)" if len(wrong) > 4 else ""
+        raise DataError(
+            f"The model's sharding is not the plan's{many}: {'; '.join(wrong[:4])}. Correct the layout rules."
+        )
+    return [f"{pattern:<36} {rules[pattern]}: {len(paths)} variables" for pattern, paths in matched.items()]
