@@ -16,54 +16,37 @@
 # are not pairs: two generators (photo -> painting, painting -> photo) and two discriminators train
 # against each other, and a photo turned into a painting and back must come back as it was.
 #
-# This is the starter everyone copies (Amy Jang's CycleGAN tutorial) written for Keras 3 on JAX, which is
-# what runs on Kaggle's TPU VMs: no tensorflow_addons (instance norm is `GroupNormalization(groups=-1)`),
-# no `TPUStrategy`, and a JAX `train_step` in which four networks and four optimizers update together.
+# This is the starter everyone copies (Amy Jang's CycleGAN tutorial) for Keras 3 on JAX, which Kaggle's TPU
+# VMs run: no tensorflow_addons, no `TPUStrategy`, a JAX `train_step` updating four networks with four optimizers.
+# On Kaggle: attach the competition and pick a TPU. On a CPU the same code trains a small CycleGAN on a generated
+# sample in the competition's layout, whose "paintings" are photos under a known style. Your own style transfer:
+# point `DATA_ROOT` at a folder holding `monet/` (the style) and `photo/`.
 #
-# On Kaggle: attach the competition and pick a TPU. On a CPU the same code trains a small CycleGAN on a
-# generated sample in the competition's layout, whose "paintings" are photos under a known style. For
-# your own style transfer, point `DATA_ROOT` at a folder holding `monet/` (the style) and `photo/`.
-#
-# **This notebook is the program: edit it.** `get_dataset`, `augment`, `DiffAugment`, the networks, the
-# losses and the `train_step` are plain code below; `nbkit` finds and checks the data, computes the
-# competition's metric and writes `images.zip` when the run ends well.
+# **This notebook is the program: edit it.** The pipeline, networks, losses and `train_step` are plain code below;
+# `nbkit` finds and checks the data, computes the competition's metric and writes `images.zip` all or nothing.
 #
 # `papermill notebooks/09_monet_cyclegan.ipynb out/09.ipynb -p SIMULATE_DEVICES 8`
 
 # %% tags=["parameters"]
 DATA_ROOT: str = "auto"  # folder holding monet_tfrec/ and photo_tfrec/ (or monet/ and photo/ of JPEG/PNG files); "auto": the competition (Kaggle input, else kagglehub, else a generated sample)
 IMAGE_SIZE: int = 256  # pictures are trained at this size and written at 256 (Kaggle's); the smoke profile trains at 64
-EPOCHS: int = (
-    25  # training epochs, each one pass over the photos (the smoke profile trains at most 6); more than done continues
-)
+EPOCHS: int = 25  # training epochs, each one pass over the photo_count (the smoke profile trains at most 6); more than done continues
 PER_REPLICA_BATCH: int = 4  # pictures of each domain per replica per step (the global batch is this times the replicas)
 LEARNING_RATE: float = 2e-4  # Adam's, for each of the four networks (beta_1 0.5, as the CycleGAN paper)
 LAMBDA_CYCLE: float = 10.0  # weight of the cycle loss: a photo turned into a painting and back must be the photo
-LAMBDA_IDENTITY: float = (
-    0.5  # weight of the identity loss, times LAMBDA_CYCLE: a painting given to the painter stays as it is
-)
+LAMBDA_IDENTITY: float = 0.5  # weight of the identity loss, times LAMBDA_CYCLE: a painting given to the painter stays as it is
 AUGMENT: str = "jitter"  # "jitter": random mirror, enlarge by 12% and crop back (the CycleGAN paper's); "none"
-DIFF_AUGMENT: bool = (
-    True  # colour, translation and cutout on every picture the discriminators see (helps with 300 paintings)
-)
-TIME_BUDGET: float = (
-    270.0  # minutes of training at most (Kaggle runs this competition's notebooks up to 5 hours): time is left to paint
-)
+DIFF_AUGMENT: bool = True  # colour, translation and cutout on every picture the discriminators see (helps with 300 paintings)
+TIME_BUDGET: float = 270.0  # minutes of training at most (Kaggle runs this competition's notebooks up to 5 hours): time is left to paint
 IMAGES: int = 7038  # pictures in images.zip (Kaggle: 7,000-10,000; each photo once, then mirrored); the smoke profile writes one per photo
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
 SEED: int = 42  # fixes the initial weights, the order of the pictures and their augmentation
-PROFILE: str = (
-    "auto"  # "full": the settings above; "smoke": 64 px, narrow networks, at most 6 epochs; "auto": smoke on a CPU
-)
+PROFILE: str = "auto"  # "full": the settings above; "smoke": 64 px, narrow networks, at most 6 epochs; "auto": smoke on a CPU
 BACKEND: str = "jax"  # Keras backend: "jax" (the train_step below is written for it)
-PRECISION: str = (
-    "auto"  # "auto" (bfloat16 on TPU and GPUs of compute capability 8+, float32 on CPU), "float32" or "mixed_bfloat16"
-)
+PRECISION: str = "auto"  # "auto" (bfloat16 on TPU and GPUs of compute capability 8+, else float32), "float32" or "mixed_bfloat16"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
-OUTPUT_DIR: str = (
-    "auto"  # where images.zip, checkpoints, plots and metrics.json go; "auto": the working folder's monet-cyclegan/
-)
+OUTPUT_DIR: str = "auto"  # where images.zip, checkpoints, plots and metrics.json go; "auto": the working folder's monet-cyclegan/
 
 # %% [markdown]
 # ## Setup
@@ -72,6 +55,7 @@ OUTPUT_DIR: str = (
 
 # %%
 from nbkit import accel, params, staging
+from nbkit.errors import DataError
 
 params.check_parameters(
     globals(), IMAGE_SIZE=32, EPOCHS=1, PER_REPLICA_BATCH=1, IMAGES=1, STEPS_PER_EXECUTION=1, BACKEND=("jax",),
@@ -80,6 +64,8 @@ params.check_parameters(
 outputs = staging.start(OUTPUT_DIR, default="monet-cyclegan", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, precision=PRECISION)
+if acc.precision == "mixed_float16":  # older GPUs: float16 needs loss scaling, which this train_step does not do
+    print(acc.set_precision("float32"))
 
 # %% [markdown]
 # ## Data
@@ -100,29 +86,17 @@ print(data.describe())
 
 # %%
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
+photo_count, monet_count = len(data.photo.names), len(data.monet.names)
 if SMOKE:
-    print(
-        params.override(
-            globals(),
-            "smoke profile",
-            IMAGE_SIZE=min(IMAGE_SIZE, 64),
-            EPOCHS=min(EPOCHS, 6),
-            IMAGES=len(data.photo.names),
-        )
-    )
-print(paintings.check_image_count(IMAGES, len(data.photo.names), full=not SMOKE))
+    print(params.override(globals(), "smoke profile", IMAGE_SIZE=min(IMAGE_SIZE, 64), EPOCHS=min(EPOCHS, 6), IMAGES=photo_count))
+print(paintings.check_image_count(IMAGES, photo_count, full=not SMOKE))
 FILTERS = 8 if SMOKE else 64  # the first layer's filters; the starter's 64
 GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
-steps_per_epoch = len(data.photo.names) // GLOBAL_BATCH
-steps_per_execution = max(1, min(STEPS_PER_EXECUTION, steps_per_epoch))
-steps_per_epoch -= steps_per_epoch % steps_per_execution
-if steps_per_epoch == 0 or len(data.monet.names) < GLOBAL_BATCH:
-    raise paintings.DataError(
-        f"{len(data.photo.names)} photos, {len(data.monet.names)} paintings: each domain needs a global batch ({GLOBAL_BATCH}). Lower PER_REPLICA_BATCH."
-    )
-print(
-    f"{'smoke' if SMOKE else 'full'}: {IMAGE_SIZE} px, {EPOCHS} epochs of {steps_per_epoch} steps ({steps_per_execution} per execution), global batch {GLOBAL_BATCH}, filters {FILTERS}"
-)
+steps_per_execution = max(1, min(STEPS_PER_EXECUTION, photo_count // GLOBAL_BATCH))
+steps_per_epoch = photo_count // GLOBAL_BATCH // steps_per_execution * steps_per_execution
+if steps_per_epoch == 0 or monet_count < GLOBAL_BATCH:
+    raise DataError(f"{photo_count} photos, {monet_count} paintings: each needs a global batch ({GLOBAL_BATCH}). Lower PER_REPLICA_BATCH.")
+print(f"{IMAGE_SIZE} px, {EPOCHS} epochs of {steps_per_epoch} steps ({steps_per_execution} per execution), global batch {GLOBAL_BATCH}")
 
 # %% [markdown]
 # ## Input pipeline
@@ -145,9 +119,8 @@ def decode(encoded):
 
 def augment(image):
     """Random mirror, and the CycleGAN paper's jitter: enlarge by 12%, crop back at a random place."""
-    image = tf.image.random_flip_left_right(image)
     larger = int(IMAGE_SIZE * 1.12)
-    image = tf.image.resize(image, [larger, larger])
+    image = tf.image.resize(tf.image.random_flip_left_right(image), [larger, larger])
     return tf.image.random_crop(image, [IMAGE_SIZE, IMAGE_SIZE, 3])
 
 
@@ -165,33 +138,29 @@ train_batches = tf.data.Dataset.zip((get_dataset(data.monet, SEED), get_dataset(
 
 # %% [markdown]
 # ## The networks
-# The starter's: a U-Net generator (downsampling to 1x1, upsampling back with skip connections, dropout
-# in the first three up blocks, tanh) and a PatchGAN discriminator that scores overlapping patches (30x30
-# of them at 256 px) as real or fake. Instance norm is `GroupNormalization(groups=-1)`: one group per
-# channel. The last layers stay float32 under bfloat16.
+# The starter's: a U-Net generator (down to a few pixels, up again with skip connections, dropout in the first
+# three up blocks, tanh) and a PatchGAN discriminator that scores overlapping patches (30x30 of them at 256 px)
+# as real or fake. Instance norm is `GroupNormalization(groups=-1)`, one group per channel. The starter goes
+# down to 1x1, where instance norm outputs a constant (its beta) and the innermost block learns nothing: this
+# one stops at 2x2. The last layers stay float32 under bfloat16.
 
 # %%
 from keras import layers
 
 init = keras.initializers.RandomNormal(0.0, 0.02)
-gamma_init = keras.initializers.RandomNormal(1.0, 0.02)
 
 
 def downsample(filters, norm=True):
-    block = keras.Sequential(
-        [layers.Conv2D(filters, 4, strides=2, padding="same", kernel_initializer=init, use_bias=False)]
-    )
+    block = keras.Sequential([layers.Conv2D(filters, 4, strides=2, padding="same", kernel_initializer=init, use_bias=False)])
     if norm:
-        block.add(layers.GroupNormalization(groups=-1, gamma_initializer=gamma_init))
+        block.add(layers.GroupNormalization(groups=-1))
     block.add(layers.LeakyReLU(0.2))
     return block
 
 
 def upsample(filters, dropout=False):
-    block = keras.Sequential(
-        [layers.Conv2DTranspose(filters, 4, strides=2, padding="same", kernel_initializer=init, use_bias=False)]
-    )
-    block.add(layers.GroupNormalization(groups=-1, gamma_initializer=gamma_init))
+    block = keras.Sequential([layers.Conv2DTranspose(filters, 4, strides=2, padding="same", kernel_initializer=init, use_bias=False)])
+    block.add(layers.GroupNormalization(groups=-1))
     if dropout:
         block.add(layers.Dropout(0.5))
     block.add(layers.ReLU())
@@ -199,8 +168,7 @@ def upsample(filters, dropout=False):
 
 
 def build_generator(name):
-    depth = int(np.log2(IMAGE_SIZE))  # 8 downsamplings at 256 px: to 1x1
-    widths = [FILTERS * min(2**i, 8) for i in range(depth)]  # 64, 128, 256, 512, 512, ...
+    widths = [FILTERS * min(2**i, 8) for i in range(int(np.log2(IMAGE_SIZE)) - 1)]  # 64, 128, 256, 512, 512, ... to 2x2
     inputs = x = layers.Input((IMAGE_SIZE, IMAGE_SIZE, 3))
     skips = []
     for i, filters in enumerate(widths):
@@ -208,22 +176,17 @@ def build_generator(name):
         skips.append(x)
     for i, (filters, skip) in enumerate(zip(reversed(widths[:-1]), reversed(skips[:-1]))):
         x = layers.Concatenate()([upsample(filters, dropout=i < 3)(x), skip])
-    outputs = layers.Conv2DTranspose(
-        3, 4, strides=2, padding="same", kernel_initializer=init, activation="tanh", dtype="float32"
-    )(x)
+    outputs = layers.Conv2DTranspose(3, 4, strides=2, padding="same", kernel_initializer=init, activation="tanh", dtype="float32")(x)
     return keras.Model(inputs, outputs, name=name)
 
 
 def build_discriminator(name):
     inputs = x = layers.Input((IMAGE_SIZE, IMAGE_SIZE, 3))
-    x = downsample(FILTERS, norm=False)(x)
-    x = downsample(FILTERS * 2)(x)
-    x = downsample(FILTERS * 4)(x)
-    x = layers.Conv2D(FILTERS * 8, 4, padding="valid", kernel_initializer=init, use_bias=False)(
-        layers.ZeroPadding2D()(x)
-    )
-    x = layers.LeakyReLU(0.2)(layers.GroupNormalization(groups=-1, gamma_initializer=gamma_init)(x))
-    outputs = layers.Conv2D(1, 4, padding="valid", kernel_initializer=init, dtype="float32")(layers.ZeroPadding2D()(x))
+    for i, filters in enumerate((FILTERS, FILTERS * 2, FILTERS * 4)):
+        x = downsample(filters, norm=i > 0)(x)
+    x = layers.Conv2D(FILTERS * 8, 4, kernel_initializer=init, use_bias=False)(layers.ZeroPadding2D()(x))
+    x = layers.LeakyReLU(0.2)(layers.GroupNormalization(groups=-1)(x))
+    outputs = layers.Conv2D(1, 4, kernel_initializer=init, dtype="float32")(layers.ZeroPadding2D()(x))
     return keras.Model(inputs, outputs, name=name)  # one logit per patch
 
 
@@ -340,40 +303,32 @@ class CycleGan(keras.Model):
             return run(name, run("diff_augment", x, weights, seeds) if DIFF_AUGMENT else x, weights, seeds)
 
         def generator_loss(generators, seeds):
-            seeds, weights_now = dict(seeds), {**weights, **generators}
+            seeds, now = dict(seeds), {**weights, **generators}
             # Each generator runs once on all it translates (instance norm is per picture: the same results).
-            fake_monet, same_monet = ops.split(
-                run("monet_generator", ops.concatenate([real_photo, real_monet]), weights_now, seeds), 2
-            )
-            fake_photo, same_photo, cycled_photo = ops.split(
-                run("photo_generator", ops.concatenate([real_monet, real_photo, fake_monet]), weights_now, seeds), 3
-            )
-            cycled_monet = run("monet_generator", fake_photo, weights_now, seeds)
+            fake_monet, same_monet = ops.split(run("monet_generator", ops.concatenate([real_photo, real_monet]), now, seeds), 2)
+            fake_photo, same_photo, cycled_photo = ops.split(run("photo_generator", ops.concatenate([real_monet, real_photo, fake_monet]), now, seeds), 3)  # fmt: skip
+            cycled_monet = run("monet_generator", fake_photo, now, seeds)
             cycle = LAMBDA_CYCLE * (l1(real_monet, cycled_monet) + l1(real_photo, cycled_photo))
             identity = LAMBDA_IDENTITY * LAMBDA_CYCLE
             losses = {
-                "monet_gen_loss": bce(judge("monet_discriminator", fake_monet, weights_now, seeds), 1.0) + cycle + identity * l1(real_monet, same_monet),
-                "photo_gen_loss": bce(judge("photo_discriminator", fake_photo, weights_now, seeds), 1.0) + cycle + identity * l1(real_photo, same_photo),
+                "monet_gen_loss": bce(judge("monet_discriminator", fake_monet, now, seeds), 1.0) + cycle + identity * l1(real_monet, same_monet),
+                "photo_gen_loss": bce(judge("photo_discriminator", fake_photo, now, seeds), 1.0) + cycle + identity * l1(real_photo, same_photo),
             }  # fmt: skip
             # The cycle loss once in the sum: each generator's gradient of it is its own loss's, as in the starter.
             return sum(losses.values()) - cycle, (losses, seeds, fake_monet, fake_photo)
 
         def discriminator_loss(discriminators, seeds, fake_monet, fake_photo):
-            seeds, weights_now = dict(seeds), {**weights, **discriminators}
+            seeds, now = dict(seeds), {**weights, **discriminators}
             losses = {}
             for domain, real, fake in (("monet", real_monet, fake_monet), ("photo", real_photo, fake_photo)):
-                real_logits, fake_logits = ops.split(
-                    judge(f"{domain}_discriminator", ops.concatenate([real, fake]), weights_now, seeds), 2
-                )
+                real_logits, fake_logits = ops.split(judge(f"{domain}_discriminator", ops.concatenate([real, fake]), now, seeds), 2)
                 losses[f"{domain}_disc_loss"] = (bce(real_logits, 1.0) + bce(fake_logits, 0.0)) / 2
             return sum(losses.values()), (losses, seeds)
 
-        generators = {name: weights[name] for name in NETWORKS[:2]}
-        _, (gen_losses, seeds, fake_monet, fake_photo), gen_grads = value_and_grad(generator_loss, generators, seeds)
-        discriminators = {name: weights[name] for name in NETWORKS[2:]}
-        fakes = jax.lax.stop_gradient(fake_monet), jax.lax.stop_gradient(fake_photo)
-        _, (disc_losses, seeds), disc_grads = value_and_grad(discriminator_loss, discriminators, seeds, *fakes)
-
+        generators, discriminators = ({name: weights[name] for name in names} for names in (NETWORKS[:2], NETWORKS[2:]))
+        (_, (gen_losses, seeds, *fakes)), gen_grads = jax.value_and_grad(generator_loss, has_aux=True)(generators, seeds)
+        fakes = [jax.lax.stop_gradient(fake) for fake in fakes]  # the discriminators' step leaves the generators be
+        (_, (disc_losses, seeds)), disc_grads = jax.value_and_grad(discriminator_loss, has_aux=True)(discriminators, seeds, *fakes)
         grads = {**gen_grads, **disc_grads}
         for name in NETWORKS:  # each network's own Adam
             network, adam = getattr(self, name), self.adams[name]
@@ -386,18 +341,7 @@ class CycleGan(keras.Model):
             tracker = self.trackers[name]
             value.update(zip(map(id, tracker.variables), tracker.stateless_update_state(of(tracker.variables), loss)))
         logs = {name: tracker.stateless_result(of(tracker.variables)) for name, tracker in self.trackers.items()}
-        return logs, (
-            of(self.trainable_variables),
-            of(self.non_trainable_variables),
-            optimizer_state,
-            of(self.metrics_variables),
-        )
-
-
-def value_and_grad(loss_fn, weights, *args):
-    """(loss, aux, gradient with respect to `weights`) of `loss_fn(weights, *args)` -> (loss, aux)."""
-    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(weights, *args)
-    return loss, aux, grads
+        return logs, (of(self.trainable_variables), of(self.non_trainable_variables), optimizer_state, of(self.metrics_variables))
 
 
 keras.utils.set_random_seed(SEED)  # the same initial weights on every run
@@ -418,7 +362,7 @@ from nbkit.handoff import resume
 settings = {
     "image_size": IMAGE_SIZE, "filters": FILTERS, "global_batch": GLOBAL_BATCH, "learning_rate": LEARNING_RATE,
     "lambda_cycle": LAMBDA_CYCLE, "lambda_identity": LAMBDA_IDENTITY, "augment": AUGMENT, "diff_augment": DIFF_AUGMENT,
-    "precision": acc.precision, "seed": SEED, "pictures": [len(data.monet.names), len(data.photo.names)],
+    "precision": acc.precision, "seed": SEED, "pictures": [monet_count, photo_count],
 }  # fmt: skip
 run = resume.TrainingRun(outputs.folder / "checkpoints", settings, restart=RESUME == "restart", hosts=acc.hosts)
 if run.weights_file:
@@ -466,9 +410,7 @@ class Progress(keras.callbacks.Callback):
             show_progress(epoch + 1, outputs.staging / f"progress_epoch_{epoch + 1:03d}.png")
         elapsed = time.time() - self.start
         if elapsed + elapsed / (epoch + 1 - self.first) > TIME_BUDGET * 60:
-            print(
-                f"TIME_BUDGET: stopping after epoch {epoch + 1} ({elapsed / 60:.1f} minutes): the next would end past {TIME_BUDGET:g}"
-            )
+            print(f"TIME_BUDGET: stopping after epoch {epoch + 1} ({elapsed / 60:.1f} minutes): the next would end past it")
             self.model.stop_training = True
 
 
@@ -481,10 +423,7 @@ if run.epochs_done < EPOCHS:
         callbacks=[run.checkpoint(), Progress()],  # the checkpoint first: a stop keeps the epoch
         verbose=2,
     )
-print(
-    f"epochs done: {run.epochs_done}; Adam steps: "
-    + ", ".join(f"{n} {int(a.iterations.numpy())}" for n, a in model.adams.items())
-)
+print(f"epochs done: {run.epochs_done}; Adam steps: " + ", ".join(f"{n} {int(a.iterations)}" for n, a in model.adams.items()))
 
 # %%
 figure = plots.training_curves(run.history, path=outputs.staging / "losses.png")
@@ -499,7 +438,6 @@ figure = plots.training_curves(run.history, path=outputs.staging / "losses.png")
 
 # %% tags=["nbval-ignore-output"]
 from nbkit import models
-from nbkit.errors import DataError
 from nbkit.images import mifid
 
 try:
@@ -534,30 +472,22 @@ painted_features = []
 
 def paint():
     """(name, 256x256 uint8 picture) for each of the IMAGES pictures, computing their features as it goes."""
-    count = len(data.photo.names)
     for start in range(0, IMAGES, GLOBAL_BATCH):
         indices = range(start, min(start + GLOBAL_BATCH, IMAGES))
-        photos = np.stack([decode(data.photo.encoded[i % count]).numpy() / 127.5 - 1 for i in indices])
-        photos = np.stack(
-            [p[:, ::-1] if i // count % 2 else p for i, p in zip(indices, photos)]
-        )  # mirrored: the second round
-        batch, real = next(in_batches(photos))
-        painted = tf.image.resize(
-            np.asarray(model.monet_generator.predict_on_batch(batch), np.float32), [256, 256]
-        )  # Kaggle's size
+        sources = [decode(data.photo.encoded[i % photo_count]).numpy() / 127.5 - 1 for i in indices]
+        batch, real = next(in_batches(np.stack([p[:, ::-1] if i // photo_count % 2 else p for i, p in zip(indices, sources)])))
+        painted = tf.image.resize(np.asarray(model.monet_generator.predict_on_batch(batch), np.float32), [256, 256])
         pictures = np.clip(np.round((painted.numpy() + 1) * 127.5), 0, 255).astype(np.uint8)
         painted_features.append(features(pictures)[:real])
-        for i, picture in zip(indices, pictures[:real]):
-            yield data.photo.names[i % count] + (f"-{i // count}" if i >= count else ""), picture
+        for i, picture in zip(indices, pictures[:real]):  # named after its photo (-1, -2: used again, mirrored)
+            yield data.photo.names[i % photo_count] + (f"-{i // photo_count}" if i >= photo_count else ""), picture
 
 
 print(paintings.write_zip(outputs.staging / "images.zip", paint(), IMAGES))
 monets = np.stack([tf.image.resize(decode(e), [256, 256]).numpy().round().astype(np.uint8) for e in data.monet.encoded])
 monet_features = np.concatenate([features(b)[:n] for b, n in in_batches(monets)])
 scores = mifid.score(monet_features, np.concatenate(painted_features))
-print(
-    f"MiFID {scores['mifid']:.2f} (FID {scores['fid']:.2f}, memorization distance {scores['memorization_distance']:.3f}) on {features_name}"
-)
+print(f"MiFID {scores['mifid']:.2f} (FID {scores['fid']:.2f}, memorization distance {scores['memorization_distance']:.3f}) on {features_name}")
 figure = show_progress(run.epochs_done, outputs.staging / "paintings.png")
 
 # %% [markdown]

@@ -228,7 +228,9 @@ def test_the_frechet_distance_of_two_gaussians_is_its_closed_form():
     expected = 5.0 + ((np.sqrt(a) - np.sqrt(b)) ** 2).sum()
     assert mifid._frechet_distance(mu1, np.diag(a), mu2, np.diag(b)) == pytest.approx(expected, rel=1e-9)
     rotation = np.linalg.qr(np.random.default_rng(1).normal(size=(3, 3)))[0]  # the same, rotated
-    rotated = mifid._frechet_distance(rotation @ mu1, rotation @ np.diag(a) @ rotation.T, rotation @ mu2, rotation @ np.diag(b) @ rotation.T)
+    rotated = mifid._frechet_distance(
+        rotation @ mu1, rotation @ np.diag(a) @ rotation.T, rotation @ mu2, rotation @ np.diag(b) @ rotation.T
+    )
     assert rotated == pytest.approx(expected, rel=1e-6)
 
 
