@@ -38,7 +38,7 @@ print("STATE " + _json.dumps({
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory) -> Path:
-    return painting_sample.make(tmp_path_factory.mktemp("painter") / "data")
+    return painting_sample._make(tmp_path_factory.mktemp("painter") / "data")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import numpy as np
 from nbkit import atomic
 from nbkit.images import sample, writer
 
-SIZE = 256
+_SIZE = 256
 # The style: each pixel's colour mapped to a warm, low-contrast palette (out = rgb @ _MIX + _SHIFT), then a
 # 5-pixel box blur (at 256 px) that softens the edges.
 _MIX = np.array([[0.55, 0.10, 0.00], [0.15, 0.45, 0.05], [0.00, 0.15, 0.40]])
@@ -26,12 +26,12 @@ def style(image: np.ndarray) -> np.ndarray:
     from PIL import Image, ImageFilter
 
     mapped = np.round(np.clip(image / 255.0 @ _MIX + _SHIFT, 0, 1) * 255).astype(np.uint8)
-    radius = _BLUR_RADIUS * image.shape[0] / SIZE
+    radius = _BLUR_RADIUS * image.shape[0] / _SIZE
     return np.asarray(Image.fromarray(mapped).filter(ImageFilter.BoxBlur(radius)))
 
 
 def _photo(rng: np.random.Generator) -> np.ndarray:
-    y, x = np.mgrid[0:SIZE, 0:SIZE] / SIZE
+    y, x = np.mgrid[0:_SIZE, 0:_SIZE] / _SIZE
     top, bottom = rng.uniform(0, 1, (2, 3))
     image = top + (bottom - top) * y[..., None]  # a gradient, like a sky over the ground
     for _ in range(3):
@@ -41,7 +41,7 @@ def _photo(rng: np.random.Generator) -> np.ndarray:
     return (np.clip(image + rng.normal(0, 0.02, image.shape), 0, 1) * 255).astype(np.uint8)
 
 
-def make(folder: str | Path, photos: int = 60, paintings: int = 40, per_file: int = 20, seed: int = 0) -> Path:
+def _make(folder: str | Path, photos: int = 60, paintings: int = 40, per_file: int = 20, seed: int = 0) -> Path:
     """Write the sample into `folder`: `photos` photos and `paintings` paintings (styled photos of their own,
     never the photos themselves), `per_file` a TFRecord file."""
     folder = Path(folder)
@@ -73,5 +73,5 @@ def ensure(folder: str | Path) -> Path:
     folder = Path(folder)
     if not folder.is_dir():
         with atomic.staged_dir(folder) as staging:
-            make(staging)
+            _make(staging)
     return folder

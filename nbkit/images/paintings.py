@@ -22,17 +22,17 @@ from nbkit import tfrecord
 from nbkit.errors import DataError, ParameterError
 from nbkit.inputs.datasets import DataSource, locate
 
-COMPETITION = "gan-getting-started"
-DOMAINS = ("monet", "photo")
-KAGGLE_IMAGES = (7000, 10000)  # how many pictures images.zip must hold
-KAGGLE_SIZE = 256  # each a 256x256 RGB JPEG
-OUTPUT_LIMIT = 20 * 10**9  # bytes Kaggle keeps of a notebook's output (/kaggle/working)
+_COMPETITION = "gan-getting-started"
+_DOMAINS = ("monet", "photo")
+_KAGGLE_IMAGES = (7000, 10000)  # how many pictures images.zip must hold
+_KAGGLE_SIZE = 256  # each a 256x256 RGB JPEG
+_OUTPUT_LIMIT = 20 * 10**9  # bytes Kaggle keeps of a notebook's output (/kaggle/working)
 _RECORD_FILE = re.compile(r"^(?P<domain>[a-z]+)(?P<index>\d+)-(?P<count>\d+)\.tfrec$")
 _PICTURES = (".jpg", ".jpeg", ".png")
 
 
 @dataclass
-class Pictures:
+class _Pictures:
     """One domain's pictures, as encoded bytes (JPEG or PNG), each checked to decode."""
 
     domain: str
@@ -47,21 +47,21 @@ class Pictures:
 
 
 @dataclass
-class Domains:
+class _Domains:
     source: DataSource
-    monet: Pictures
-    photo: Pictures
+    monet: _Pictures
+    photo: _Pictures
 
     def describe(self) -> str:
         return "\n".join([f"data: {self.source.describe()}", self.monet.describe(), self.photo.describe()])
 
 
-def load(data_root: str, environment: Any = None) -> Domains:
+def load(data_root: str, environment: Any = None) -> _Domains:
     """Find (DATA_ROOT "auto": the competition attached, else kagglehub, else the generated sample) and read
     both domains; every picture is decoded once here, and a bad one is named."""
-    source = locate(data_root, COMPETITION, fallback=_sample_source, environment=environment)
+    source = locate(data_root, _COMPETITION, fallback=_sample_source, environment=environment)
     root = Path(source.path)
-    return Domains(source, *(_read_domain(root, domain) for domain in DOMAINS))
+    return _Domains(source, *(_read_domain(root, domain) for domain in _DOMAINS))
 
 
 def _sample_source(environment: Any) -> DataSource:
@@ -69,14 +69,14 @@ def _sample_source(environment: Any) -> DataSource:
         from nbkit.images import painting_sample
     except ImportError:  # a kernel bundle leaves the generator out: on Kaggle the data is attached
         raise DataError(
-            f"This notebook's bundled nbkit has no sample generator: on Kaggle, attach {COMPETITION} with 'Add "
+            f"This notebook's bundled nbkit has no sample generator: on Kaggle, attach {_COMPETITION} with 'Add "
             "Input'; elsewhere set DATA_ROOT to a folder holding monet_tfrec/ and photo_tfrec/ (or monet/, photo/)."
         ) from None
     folder = painting_sample.ensure(environment.working_dir / "painter-sample")
     return DataSource(str(folder), f"the generated sample in {folder} stands in")
 
 
-def _read_domain(root: Path, domain: str) -> Pictures:
+def _read_domain(root: Path, domain: str) -> _Pictures:
     for suffix in ("_tfrec", "_jpg", ""):
         folder = root / f"{domain}{suffix}"
         if folder.is_dir():
@@ -85,7 +85,7 @@ def _read_domain(root: Path, domain: str) -> Pictures:
             if not names:
                 raise DataError(f"{folder} holds no pictures ({'.tfrec files' if suffix else ', '.join(_PICTURES)}).")
             sizes = _check_pictures(folder, names, encoded, same_size=suffix == "_tfrec")
-            return Pictures(domain, folder, names, encoded, sizes)
+            return _Pictures(domain, folder, names, encoded, sizes)
     raise DataError(
         f"{root} has no {domain}_tfrec/, {domain}_jpg/ nor {domain}/ folder: DATA_ROOT must hold the 'monet' "
         "pictures (the style to learn) and the 'photo' pictures (to restyle), as the competition's folders or as "
@@ -146,7 +146,7 @@ def _check_pictures(folder: Path, names: list[str], encoded: list[bytes], same_s
 
 def check_image_count(images: int, photos: int, full: bool) -> str:
     """IMAGES, checked: Kaggle scores 7,000 to 10,000 pictures (the full profile); a line saying what is written."""
-    low, high = KAGGLE_IMAGES
+    low, high = _KAGGLE_IMAGES
     if full and not low <= images <= high:
         raise ParameterError(f"IMAGES={images}: Kaggle takes {low:,} to {high:,} pictures in images.zip; give one.")
     if images < 1:
@@ -156,10 +156,10 @@ def check_image_count(images: int, photos: int, full: bool) -> str:
 
 
 def write_zip(
-    path: str | Path, pictures: Any, count: int, size: int = KAGGLE_SIZE, limit: int = OUTPUT_LIMIT, quality: int = 95
+    path: str | Path, pictures: Any, count: int, size: int = _KAGGLE_SIZE, limit: int = _OUTPUT_LIMIT, quality: int = 95
 ) -> str:
     """Write (name, uint8 RGB array) pairs as JPEGs straight into the zip `path` (stored: JPEGs do not
-    compress), encoding on several threads; then read it back (`check_zip`). A zip that would pass `limit`
+    compress), encoding on several threads; then read it back (`_check_zip`). A zip that would pass `limit`
     bytes stops after its first pictures; on any error nothing is left at `path`."""
     from PIL import Image
 
@@ -182,13 +182,13 @@ def write_zip(
                         f"{path.name} would take about {total / written * count / 1e9:.1f} GB for {count:,} "
                         f"pictures, over the {limit / 1e9:g} GB limit: write fewer IMAGES or lower the JPEG quality."
                     )
-        return check_zip(path, count, size)
+        return _check_zip(path, count, size)
     except BaseException:
         path.unlink(missing_ok=True)
         raise
 
 
-def check_zip(path: str | Path, count: int, size: int = KAGGLE_SIZE) -> str:
+def _check_zip(path: str | Path, count: int, size: int = _KAGGLE_SIZE) -> str:
     """Read `path` back: `count` entries, each a distinct name, a JPEG of size x size RGB that decodes; a line."""
     from PIL import Image
 

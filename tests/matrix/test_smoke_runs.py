@@ -180,7 +180,7 @@ def test_09_cyclegan_bundled_runs_with_nbkit_hidden_on_eight_jax_devices(tmp_pat
     from nbkit.images import painting_sample
 
     python, env = fresh_python
-    data = painting_sample.make(tmp_path / "painter")
+    data = painting_sample._make(tmp_path / "painter")
     folder = bundle.write(REPO / "notebooks" / "09_monet_cyclegan.py", tmp_path / "kernels", owner="alice")
     executed, out = tmp_path / "09.ipynb", tmp_path / "outputs"
     parameters = dict(DATA_ROOT=data, OUTPUT_DIR=out, EPOCHS=2, PER_REPLICA_BATCH=1, **JAX8)
