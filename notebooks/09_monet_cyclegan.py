@@ -70,22 +70,16 @@ if acc.precision == "mixed_float16":  # older GPUs: float16 needs loss scaling, 
 
 # %% [markdown]
 # ## Data
-# Both domains are read and checked once, before anything is built: the record counts against the
-# counts in the file names, every picture decoded (a bad one is named), one size in the TFRecords.
+# Both domains are read and checked once, before anything is built: the record counts against the counts in
+# the file names, every picture decoded (a bad one is named), one size in the TFRecords. The smoke profile proves
+# the pipeline on a CPU: 64-pixel pictures, networks an eighth as wide, a few epochs. An epoch is one pass over
+# the photos (the larger domain); the global batch grows with the replicas.
 
 # %%
 from nbkit.images import paintings
 
 data = paintings.load(DATA_ROOT)
 print(data.describe())
-
-# %% [markdown]
-# ## Configuration
-# The smoke profile proves the pipeline on a CPU in a minute: 64-pixel pictures, networks an eighth as
-# wide, a few epochs. The global batch grows with the replicas; an epoch is one pass over the photos
-# (the larger domain), while the paintings repeat in their own shuffled order.
-
-# %%
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 photo_count, monet_count = len(data.photo.names), len(data.monet.names)
 if SMOKE:
@@ -151,21 +145,14 @@ from keras import layers
 init = keras.initializers.RandomNormal(0.0, 0.02)
 
 
-def downsample(filters, norm=True):
-    block = keras.Sequential([layers.Conv2D(filters, 4, strides=2, padding="same", kernel_initializer=init, use_bias=False)])
-    if norm:
-        block.add(layers.GroupNormalization(groups=-1))
-    block.add(layers.LeakyReLU(0.2))
-    return block
+def downsample(filters, norm=True):  # halves the size: conv, instance norm, leaky ReLU
+    conv = layers.Conv2D(filters, 4, strides=2, padding="same", kernel_initializer=init, use_bias=False)
+    return keras.Sequential([conv, *([layers.GroupNormalization(groups=-1)] if norm else []), layers.LeakyReLU(0.2)])
 
 
-def upsample(filters, dropout=False):
-    block = keras.Sequential([layers.Conv2DTranspose(filters, 4, strides=2, padding="same", kernel_initializer=init, use_bias=False)])
-    block.add(layers.GroupNormalization(groups=-1))
-    if dropout:
-        block.add(layers.Dropout(0.5))
-    block.add(layers.ReLU())
-    return block
+def upsample(filters, dropout=False):  # doubles it: transposed conv, instance norm, dropout, ReLU
+    conv = layers.Conv2DTranspose(filters, 4, strides=2, padding="same", kernel_initializer=init, use_bias=False)
+    return keras.Sequential([conv, layers.GroupNormalization(groups=-1), *([layers.Dropout(0.5)] if dropout else []), layers.ReLU()])
 
 
 def build_generator(name):
@@ -228,12 +215,24 @@ class DiffAugment(layers.Layer):
 
 
 # %% [markdown]
-# ## The losses
-# The discriminators' logits are scored with binary cross-entropy (real: 1, generated: 0); each generator
-# wants its fakes scored as real. The cycle loss (L1, times `LAMBDA_CYCLE`) asks photo -> painting ->
-# photo to return the photo; the identity loss asks the painter to leave a painting as it is.
+# ## The losses and the train step
+# The discriminators' logits are scored with binary cross-entropy (real: 1, generated: 0); each generator wants
+# its fakes scored as real. The cycle loss (L1, times `LAMBDA_CYCLE`) asks photo -> painting -> photo to return
+# the photo; the identity loss asks the painter to leave a painting as it is.
+#
+# Keras' JAX trainer calls `train_step(state, data)` with the values of every variable (`state`) and wants the
+# new values back: nothing may change a variable inside the step. It carries the model's variables and
+# `self.optimizer`'s, one optimizer only (keras#19358). So the model keeps one Adam per network itself and lists
+# their variables among its non-trainable ones, which the trainer does carry; `compile` gets an optimizer only
+# because `fit` wants one. Inside the step, `value[variable]` is the state as a lookup.
+#
+# The two generators share one loss (both adversarial terms, the cycle loss once, both identity terms): each
+# generator's gradient of it is exactly its gradient in the starter. The discriminators share the other. Two
+# `jax.value_and_grad` calls, then each network's own Adam (`stateless_apply`). Each network's non-trainable
+# state (Dropout's and DiffAugment's seeds) comes back from `stateless_call` and is kept.
 
 # %%
+import jax
 
 
 def bce(logits, target):
@@ -244,22 +243,6 @@ def bce(logits, target):
 def l1(a, b):
     return ops.mean(ops.abs(ops.cast(a, "float32") - ops.cast(b, "float32")))
 
-
-# %% [markdown]
-# ## The train step
-# Keras' JAX trainer calls `train_step(state, data)` with the values of every variable (`state`) and wants
-# the new values back: nothing may change a variable inside the step. It carries the model's variables
-# and `self.optimizer`'s, one optimizer only (keras#19358). So the model keeps one Adam per network itself
-# and lists their variables among its non-trainable ones, which the trainer does carry; `compile` gets an
-# optimizer only because `fit` wants one. Inside the step, `value[variable]` is the state as a lookup.
-#
-# The two generators share one loss (both adversarial terms, the cycle loss once, both identity terms):
-# each generator's gradient of it is exactly its gradient in the starter. The discriminators share the
-# other. Two `jax.value_and_grad` calls, then each network's own Adam (`stateless_apply`). Each network's
-# non-trainable state (Dropout's and DiffAugment's seeds) comes back from `stateless_call` and is kept.
-
-# %%
-import jax
 
 NETWORKS = ("monet_generator", "photo_generator", "monet_discriminator", "photo_discriminator")
 LOSSES = ("monet_gen_loss", "photo_gen_loss", "monet_disc_loss", "photo_disc_loss")
@@ -353,12 +336,20 @@ for name in NETWORKS:
     print(f"{name}: {getattr(model, name).count_params():,} parameters")
 
 # %% [markdown]
-# ## Resume or start
-# Kaggle sessions end. A checkpoint (every network's weights, every Adam's state) is written after each
-# epoch; a run started again continues after the last one. A run with other settings stops and says which.
+# ## Train
+# Kaggle sessions end. A checkpoint (every network's weights, every Adam's state) is written after each epoch;
+# a run started again continues after the last one (one with other settings stops and says which), and training
+# stops by itself when the next epoch would end past `TIME_BUDGET`. One line per epoch with the four losses,
+# averaged over it: neither side should win for good (a discriminator loss near 0 means the generators have
+# stopped learning). Every few epochs a grid shows photos, their paintings and the photos made back from them.
 
 # %% tags=["nbval-ignore-output"]
+import time
+
+import matplotlib.pyplot as plt
+
 from nbkit.handoff import resume
+from nbkit.images import plots
 
 settings = {
     "image_size": IMAGE_SIZE, "filters": FILTERS, "global_batch": GLOBAL_BATCH, "learning_rate": LEARNING_RATE,
@@ -369,23 +360,7 @@ run = resume.TrainingRun(outputs.folder / "checkpoints", settings, restart=RESUM
 if run.weights_file:
     model.load_weights(run.folder / run.weights_file)
 print(run.describe(EPOCHS))
-
-# %% [markdown]
-# ## Train
-# One line per epoch with the four losses, averaged over it: neither side should win for good (a
-# discriminator loss near 0 means the generators have stopped learning). Every few epochs a grid shows
-# photos, their paintings and the photos the other generator made back. Training stops by itself when
-# the next epoch would end past `TIME_BUDGET`.
-
-# %% tags=["nbval-ignore-output"]
-import time
-
-import matplotlib.pyplot as plt
-
-from nbkit.images import plots
-
-# The same photos every time (as many as one global batch, the least a distributed predict takes).
-shown = np.stack([decode(e).numpy() / 127.5 - 1 for e in data.photo.encoded[:GLOBAL_BATCH]])
+shown = np.stack([decode(e).numpy() / 127.5 - 1 for e in data.photo.encoded[:GLOBAL_BATCH]])  # a global batch
 
 
 def show_progress(epoch, path=None):
@@ -402,11 +377,9 @@ def show_progress(epoch, path=None):
 
 
 class Progress(keras.callbacks.Callback):
-    def on_train_begin(self, logs=None):
-        self.start, self.first = time.time(), None
+    start, first = time.time(), run.epochs_done
 
     def on_epoch_end(self, epoch, logs=None):
-        self.first = epoch if self.first is None else self.first
         if (epoch + 1) % max(1, EPOCHS // 3) == 0:
             show_progress(epoch + 1, outputs.staging / f"progress_epoch_{epoch + 1:03d}.png")
         elapsed = time.time() - self.start
@@ -431,11 +404,11 @@ figure = plots.training_curves(run.history, path=outputs.staging / "losses.png")
 
 # %% [markdown]
 # ## Paint and score
-# The monet generator paints every photo once (`IMAGES` beyond the photos: mirrored ones), written at
-# 256x256 straight into `images.zip` as it goes, then read back and checked. MiFID compares the painted
-# pictures with the paintings on InceptionV3's pool features when its ImageNet weights are attached (or
-# downloadable); otherwise on a stand-in (random projections of 32x32 pixels) whose figures compare your
-# own runs only. Either way it is not the leaderboard's: Kaggle uses the original 2015 Inception graph.
+# The monet generator paints every photo once (`IMAGES` beyond the photos: mirrored ones), written at 256x256
+# straight into `images.zip` as it goes, then read back and checked. MiFID compares the painted pictures with the
+# paintings on InceptionV3's pool features when its ImageNet weights are attached (or downloadable); otherwise
+# on a stand-in (random projections of 32x32 pixels) whose figures compare your own runs only. Neither is the
+# leaderboard's number: Kaggle uses the original 2015 Inception graph.
 
 # %% tags=["nbval-ignore-output"]
 from nbkit import models
@@ -492,9 +465,8 @@ print(f"MiFID {scores['mifid']:.2f} (FID {scores['fid']:.2f}, memorization dista
 figure = show_progress(run.epochs_done, outputs.staging / "paintings.png")
 
 # %% [markdown]
-# ## Write
-# The run ended well: `images.zip` (the submission), the checkpoint's history, the plots and the scores
-# replace the previous run's outputs, all at once.
+# The run ended well: `images.zip` (the submission), the history, the plots and the scores replace the previous
+# run's outputs, all at once.
 
 # %% tags=["nbval-ignore-output"]
 from nbkit.images import metrics

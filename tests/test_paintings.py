@@ -94,7 +94,7 @@ def test_the_run_writes_its_outputs_and_says_what_it_did(notebook_run):
     out, folder = notebook_run
     published = json.loads((folder / ".published-run.json").read_text())["published"]
     assert {"images.zip", "metrics.json", "losses.png", "paintings.png"} <= set(published)
-    assert "images.zip: 60 JPEGs of 256x256 RGB" in out and "each read back" in out
+    assert "images.zip: 60 JPEGs of 256x256 RGB" in out and "each decoded and read back" in out
     assert "on the stand-in, random projections of 32x32 pixels" in out
     assert "XLA_FLAGS=--xla_backend_optimization_level=1" in out  # cpu_compile_level=1 on a CPU
     metrics = json.loads((folder / "metrics.json").read_text())
