@@ -103,6 +103,21 @@ def test_the_run_writes_its_outputs_and_says_what_it_did(notebook_run):
     assert all(len(values) == metrics["epochs"] for values in metrics["history"].values())
 
 
+def test_a_run_started_again_resumes_from_the_checkpoint_and_paints_the_same(notebook_run, sample, tmp_path):
+    """After the tests above (they read the first run's outputs). The same settings again: nothing left to train,
+    the checkpoint's weights and Adam states loaded, and the same pictures painted, byte for byte."""
+    out, folder = notebook_run
+    steps = json.loads(next(line for line in out.splitlines() if line.startswith("STATE "))[6:])["steps"]
+    again = text_outputs(execute(tmp_path, "09_monet_cyclegan.ipynb", DATA_ROOT=str(sample), OUTPUT_DIR=str(folder)))
+    assert "finished earlier: 6 epochs done" in again and "Epoch 1/" not in again
+    assert f"Adam steps: monet_generator {steps}, photo_generator {steps}, monet_discriminator {steps}" in again
+    with (
+        zipfile.ZipFile(folder / ".previous-run" / "images.zip") as first,
+        zipfile.ZipFile(folder / "images.zip") as second,
+    ):
+        assert [(e.filename, e.CRC) for e in first.infolist()] == [(e.filename, e.CRC) for e in second.infolist()]
+
+
 # ---- the data, checked before any training ------------------------------------------------------
 
 
