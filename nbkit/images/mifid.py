@@ -1,8 +1,6 @@
-"""MiFID, the score of Kaggle's image-generation competitions ("I'm Something of a Painter Myself"), as its
-published metric code computes it, on features the caller extracts (Kaggle: InceptionV3's 2048-d pool
-features). Lower is better. FID compares the two sets' feature Gaussians; the memorization distance (mean,
-over the generated pictures, of the smallest `1 - |cos|` to a real one) divides it when below 0.1, so
-pictures copied from the training set score badly."""
+"""MiFID, the score of Kaggle's image-generation competitions, as its metric code computes it, on features the
+caller extracts (Kaggle: InceptionV3's 2048-d pool features); lower is better. FID divided by the memorization
+distance (mean over the generated pictures of the least `1 - |cos|` to a real one) when that is below 0.1."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Kaggle's "I'm Something of a Painter Myself" (slug gan-getting-started): its two domains of pictures,
-found, read and checked before any training, and its submission, `images.zip`, written straight into the
-zip and read back before it is published.
-
-A domain ("monet": the style; "photo": the pictures to restyle) is read from the first of these folders
-under DATA_ROOT: `<domain>_tfrec/` (the competition's TFRecords `<domain>NN-COUNT.tfrec`, features
-`image_name`, `image` = a JPEG, `target`), `<domain>_jpg/`, `<domain>/` (JPEG or PNG files of any size:
-your own style transfer)."""
+"""Kaggle's "I'm Something of a Painter Myself" (gan-getting-started): its two domains of pictures checked before
+any training, and `images.zip` written straight into the zip and read back. A domain ("monet": the style; "photo":
+the pictures to restyle) is the first under DATA_ROOT of `<domain>_tfrec/` (the competition's `<domain>NN-COUNT.tfrec`:
+`image_name`, `image` = a JPEG, `target`), `<domain>_jpg/`, `<domain>/` (JPEG or PNG of any size: your own)."""
 
 from __future__ import annotations
 
