@@ -171,7 +171,8 @@ def test_08_text_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_data_in_
 
 def test_09_cyclegan_bundled_runs_with_nbkit_hidden_on_eight_jax_devices(tmp_path, fresh_python):
     """Notebook 09 as Kaggle gets it, on 8 simulated JAX devices (a v5e-8's shape), kept short: 1 epoch of the
-    generated sample, a global batch of 8. nbval's run of the committed notebook is the one-device smoke run."""
+    generated sample, a global batch of 8, stopped by TIME_BUDGET after 1 of 2 epochs. nbval's run of the committed
+    notebook is the one-device smoke run."""
     import io
     import zipfile
 
@@ -183,7 +184,7 @@ def test_09_cyclegan_bundled_runs_with_nbkit_hidden_on_eight_jax_devices(tmp_pat
     data = painting_sample._make(tmp_path / "painter")
     folder = bundle.write(REPO / "notebooks" / "09_monet_cyclegan.py", tmp_path / "kernels", owner="alice")
     executed, out = tmp_path / "09.ipynb", tmp_path / "outputs"
-    parameters = dict(DATA_ROOT=data, OUTPUT_DIR=out, EPOCHS=1, PER_REPLICA_BATCH=1, **JAX8)
+    parameters = dict(DATA_ROOT=data, OUTPUT_DIR=out, EPOCHS=2, TIME_BUDGET=0.01, PER_REPLICA_BATCH=1, **JAX8)
     run = subprocess.run(
         [python, ENGINE_SCRIPT, str(folder / "09-monet-cyclegan.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
          *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
@@ -194,6 +195,7 @@ def test_09_cyclegan_bundled_runs_with_nbkit_hidden_on_eight_jax_devices(tmp_pat
     assert "nbkit 0.2.0 from this notebook's bundle: " in said and "Keras backend jax, 8 replica(s)" in " ".join(
         said.split()
     )
+    assert "TIME_BUDGET: stopping after epoch 1 " in said and "epochs done: 1;" in said
     assert "Adam steps: monet_generator 7, photo_generator 7, monet_discriminator 7, photo_discriminator 7" in said
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["replicas"] == 8 and metrics["global_batch"] == 8 and metrics["epochs"] == 1
