@@ -16,8 +16,8 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_flowers_class
 
 
 def _kept(node: ast.stmt) -> bool:
-    """Imports, function definitions, and assignments to UPPER_CASE names (constants)."""
-    if isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef):
+    """Imports, function and class definitions, and assignments to UPPER_CASE names (constants)."""
+    if isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef):
         return True
     targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
     names = [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]

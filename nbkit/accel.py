@@ -44,11 +44,12 @@ def setup(
     simulate_devices: int = 0,
     compile_cache: str | Path | None = None,
     precision: str | None = None,
+    cpu_compile_level: int | None = None,
 ) -> Accelerator:
     """Pick the Keras backend ("auto": TensorFlow, or JAX on a TPU only JAX sees), find the devices.
     simulate_devices: split a CPU into that many replicas (no TPU or GPU found);
     compile_cache: a folder for JAX's persistent compilation cache ("none": none); precision: PRECISION,
-    set now, and then setup prints what it set."""
+    set now, and then setup prints what it set; cpu_compile_level: XLA's on a CPU (`_set_cpu_compile_level`)."""
     check_int("simulate_devices", simulate_devices, minimum=0)
     tpu_vm = env.is_tpu_vm()
     _refuse_a_tpu_node(tpu_vm)
@@ -66,6 +67,7 @@ def setup(
     warnings.filterwarnings("ignore", message=_SHUFFLE_WARNING)
     where = nbhosts.from_environment()
     if chosen == "jax":
+        _set_cpu_compile_level(cpu_compile_level, tpu_vm)
         acc = _jax_accelerator(simulate_devices, where)
     elif where.joins_runtime:
         raise AcceleratorError(
@@ -96,6 +98,14 @@ def setup(
         said = acc.set_precision(precision)
         print(acc.describe(), said, sep="\n")
     return acc
+
+
+def _set_cpu_compile_level(level: int | None, tpu_vm: bool) -> None:
+    """XLA's LLVM optimization level, for JAX on a CPU only (no TPU, no GPU device files), before JAX starts: 1
+    compiled notebook 09's step in half the time of the default 2 and ran it as fast; 0 ran it 20 times slower."""
+    if level is not None and not tpu_vm and not any(Path("/dev").glob("nvidia[0-9]*")):
+        flags = re.sub(r"--xla_backend_optimization_level=\d+", "", os.environ.get("XLA_FLAGS", ""))
+        os.environ["XLA_FLAGS"] = f"{flags.strip()} --xla_backend_optimization_level={level}".strip()
 
 
 def _refuse_a_tpu_node(tpu_vm: bool) -> None:

@@ -95,6 +95,7 @@ def test_help_notebook_documents_every_parameter(source):
         ("06_infer_on_gpu.ipynb", {"BACKEND": "torch"}, "BACKEND='torch'"),
         ("08_text_classifier.ipynb", {"METRIC": "auc"}, "METRIC='auc'"),
         ("08_text_classifier.ipynb", {"TEXT_COLUMNS": "a,b,c"}, "TEXT_COLUMNS='a,b,c': name one text column, or two"),
+        ("09_monet_cyclegan.ipynb", {"BACKEND": "tensorflow"}, "BACKEND='tensorflow'"),  # its train_step is JAX's
         # issue 35 #9: the next conversion into DATA_ROOT would delete the outputs
         (
             "02_flowers_classifier.ipynb",

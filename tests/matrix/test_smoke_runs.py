@@ -169,6 +169,42 @@ def test_08_text_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_data_in_
         assert (out / name).is_file(), name
 
 
+def test_09_cyclegan_bundled_runs_with_nbkit_hidden_on_eight_jax_devices(tmp_path, fresh_python):
+    """Notebook 09 as Kaggle gets it, on 8 simulated JAX devices (a v5e-8's shape), kept short: 1 epoch of the
+    generated sample, a global batch of 8, stopped by TIME_BUDGET after 1 of 2 epochs. nbval's run of the committed
+    notebook is the one-device smoke run."""
+    import io
+    import zipfile
+
+    from PIL import Image
+
+    from nbkit.images import painting_sample
+
+    python, env = fresh_python
+    data = painting_sample._make(tmp_path / "painter")
+    folder = bundle.write(REPO / "notebooks" / "09_monet_cyclegan.py", tmp_path / "kernels", owner="alice")
+    executed, out = tmp_path / "09.ipynb", tmp_path / "outputs"
+    parameters = dict(DATA_ROOT=data, OUTPUT_DIR=out, EPOCHS=2, TIME_BUDGET=0.01, PER_REPLICA_BATCH=1, **JAX8)
+    run = subprocess.run(
+        [python, ENGINE_SCRIPT, str(folder / "09-monet-cyclegan.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
+         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
+        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
+    assert "nbkit 0.2.0 from this notebook's bundle: " in said and "Keras backend jax, 8 replica(s)" in " ".join(
+        said.split()
+    )
+    assert "TIME_BUDGET: stopping after epoch 1 " in said and "epochs done: 1;" in said
+    assert "Adam steps: monet_generator 7, photo_generator 7, monet_discriminator 7, photo_discriminator 7" in said
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["replicas"] == 8 and metrics["global_batch"] == 8 and metrics["epochs"] == 1
+    with zipfile.ZipFile(out / "images.zip") as archive:
+        entries = archive.infolist()
+        assert len(entries) == 60 and len({e.filename for e in entries}) == 60
+        assert Image.open(io.BytesIO(archive.read(entries[0]))).size == (256, 256)
+
+
 def test_10_llm_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mesh(tmp_path, fresh_python):
     """Notebook 10 as Kaggle gets it, the tiny Gemma 3 sharded on a 2 (batch) x 4 (model) mesh, on pairs in a CSV
     file with other column names; kept short (2 epochs): nbval's run of the committed notebook shows it learns."""

@@ -1,0 +1,212 @@
+"""Kaggle's "I'm Something of a Painter Myself" (gan-getting-started): its two domains of pictures checked before
+any training, and `images.zip` written straight into the zip and read back. A domain ("monet": the style; "photo":
+the pictures to restyle) is the first under DATA_ROOT of `<domain>_tfrec/` (the competition's `<domain>NN-COUNT.tfrec`:
+`image_name`, `image` = a JPEG, `target`), `<domain>_jpg/`, `<domain>/` (JPEG or PNG of any size: your own)."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import re
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nbkit import tfrecord
+from nbkit.errors import DataError, ParameterError
+from nbkit.inputs.datasets import DataSource, locate
+
+_COMPETITION = "gan-getting-started"
+_DOMAINS = ("monet", "photo")
+_KAGGLE_IMAGES = (7000, 10000)  # how many pictures images.zip must hold
+_KAGGLE_SIZE = 256  # each a 256x256 RGB JPEG
+_OUTPUT_LIMIT = 20 * 10**9  # bytes Kaggle keeps of a notebook's output (/kaggle/working)
+_RECORD_FILE = re.compile(r"^(?P<domain>[a-z]+)(?P<index>\d+)-(?P<count>\d+)\.tfrec$")
+_PICTURES = (".jpg", ".jpeg", ".png")
+
+
+@dataclass
+class _Pictures:
+    """One domain's pictures, as encoded bytes (JPEG or PNG), each checked to decode."""
+
+    domain: str
+    folder: Path
+    names: list[str]  # each picture's name, no extension (the photo a generated picture is named after)
+    encoded: list[bytes]
+    sizes: set[tuple[int, int]]  # the (width, height) found
+
+    def describe(self) -> str:
+        sizes = ", ".join(f"{w}x{h}" for w, h in sorted(self.sizes)[:3]) + (" ..." if len(self.sizes) > 3 else "")
+        return f"{self.domain}: {len(self.names):,} pictures from {self.folder} ({sizes})"
+
+
+@dataclass
+class _Domains:
+    source: DataSource
+    monet: _Pictures
+    photo: _Pictures
+
+    def describe(self) -> str:
+        return "\n".join([f"data: {self.source.describe()}", self.monet.describe(), self.photo.describe()])
+
+
+def load(data_root: str, environment: Any = None) -> _Domains:
+    """Find (DATA_ROOT "auto": the competition attached, else kagglehub, else the generated sample) and read
+    both domains; every picture is decoded once here, and a bad one is named."""
+    source = locate(data_root, _COMPETITION, fallback=_sample_source, environment=environment)
+    root = Path(source.path)
+    return _Domains(source, *(_read_domain(root, domain) for domain in _DOMAINS))
+
+
+def _sample_source(environment: Any) -> DataSource:
+    try:
+        from nbkit.images import painting_sample
+    except ImportError:  # a kernel bundle leaves the generator out: on Kaggle the data is attached
+        raise DataError(
+            f"This notebook's bundled nbkit has no sample generator: on Kaggle, attach {_COMPETITION} with 'Add "
+            "Input'; elsewhere set DATA_ROOT to a folder holding monet_tfrec/ and photo_tfrec/ (or monet/, photo/)."
+        ) from None
+    folder = painting_sample.ensure(environment.working_dir / "painter-sample")
+    return DataSource(str(folder), f"the generated sample in {folder} stands in")
+
+
+def _read_domain(root: Path, domain: str) -> _Pictures:
+    for suffix in ("_tfrec", "_jpg", ""):
+        folder = root / f"{domain}{suffix}"
+        if folder.is_dir():
+            read = _read_records if suffix == "_tfrec" else _read_files
+            names, encoded = read(folder, domain)
+            if not names:
+                raise DataError(f"{folder} holds no pictures ({'.tfrec files' if suffix else ', '.join(_PICTURES)}).")
+            sizes = _check_pictures(folder, names, encoded, same_size=suffix == "_tfrec")
+            return _Pictures(domain, folder, names, encoded, sizes)
+    raise DataError(
+        f"{root} has no {domain}_tfrec/, {domain}_jpg/ nor {domain}/ folder: DATA_ROOT must hold the 'monet' "
+        "pictures (the style to learn) and the 'photo' pictures (to restyle), as the competition's folders or as "
+        "folders monet/ and photo/ of JPEG or PNG files."
+    )
+
+
+def _read_records(folder: Path, domain: str) -> tuple[list[str], list[bytes]]:
+    names, encoded = [], []
+    for path in sorted(folder.glob("*.tfrec")):
+        match = _RECORD_FILE.match(path.name)
+        if not match:
+            raise DataError(f"{path}: not named like the competition's files ({domain}00-60.tfrec: the count last).")
+        found = 0
+        for index, raw in enumerate(tfrecord.read_records(path)):
+            try:
+                example = tfrecord.decode_example(raw)
+                name, image = example["image_name"][0], example["image"][0]
+            except (ValueError, KeyError, IndexError):
+                raise DataError(f"{path}: record {index} has no image_name and image (bytes).") from None
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+            encoded.append(image)
+            found += 1
+        if found != int(match["count"]):
+            raise DataError(
+                f"{path} holds {found} records, but its name says {match['count']}: the file is truncated or was "
+                "written with another count. Download or write it again."
+            )
+    return names, encoded
+
+
+def _read_files(folder: Path, domain: str) -> tuple[list[str], list[bytes]]:
+    paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in _PICTURES and not p.name.startswith("."))
+    return [p.stem for p in paths], [p.read_bytes() for p in paths]
+
+
+def _check_pictures(folder: Path, names: list[str], encoded: list[bytes], same_size: bool) -> set[tuple[int, int]]:
+    """The sizes found; a DataError names a picture that does not decode (or, in TFRecords, of another size)."""
+    from PIL import Image
+
+    sizes, first = set(), None
+    for name, data in zip(names, encoded):
+        try:
+            with Image.open(io.BytesIO(data)) as picture:
+                picture.load()
+                size = picture.size
+        except Exception as error:  # Pillow raises several kinds for broken files
+            raise DataError(f"{folder}: picture {name!r} cannot be decoded ({error}). Remove or replace it.") from None
+        first = first or size
+        if same_size and size != first:
+            raise DataError(
+                f"{folder}: picture {name!r} is {size[0]}x{size[1]}, the others {first[0]}x{first[1]}: every picture "
+                "of a domain's TFRecords must have one size. Write the file again from same-sized pictures."
+            )
+        sizes.add(size)
+    return sizes
+
+
+def check_image_count(images: int, photos: int, full: bool) -> str:
+    """IMAGES, checked: Kaggle scores 7,000 to 10,000 pictures (the full profile); a line saying what is written."""
+    low, high = _KAGGLE_IMAGES
+    if full and not low <= images <= high:
+        raise ParameterError(f"IMAGES={images}: Kaggle takes {low:,} to {high:,} pictures in images.zip; give one.")
+    if images < 1:
+        raise ParameterError(f"IMAGES={images}: at least 1.")
+    again = f", {images - photos:,} of them from photos used again, mirrored" if images > photos else ""
+    return f"images.zip: {images:,} pictures of {photos:,} photos{again}"
+
+
+def write_zip(
+    path: str | Path, pictures: Any, count: int, size: int = _KAGGLE_SIZE, limit: int = _OUTPUT_LIMIT, quality: int = 95
+) -> str:
+    """Write (name, uint8 RGB array) pairs as JPEGs straight into the zip `path` (stored: JPEGs do not
+    compress), each encoded and decoded again on several threads; then read the zip back (`_check_zip`). A zip
+    that would pass `limit` bytes stops after its first pictures; on any error nothing is left at `path`."""
+    from PIL import Image
+
+    def encode(item: tuple[str, Any]) -> tuple[str, bytes]:
+        name, array = item
+        buffer = io.BytesIO()
+        Image.fromarray(array).save(buffer, "JPEG", quality=quality)
+        with Image.open(buffer) as written:  # the bytes decode: every block, at 1/8 scale (fast)
+            written.draft("RGB", (size // 8, size // 8))
+            written.load()
+        return f"{name}.jpg", buffer.getvalue()
+
+    path, written, total = Path(path), 0, 0
+    try:
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive, ThreadPoolExecutor() as pool:
+            items = iter(pictures)
+            while chunk := list(itertools.islice(items, 64)):  # a few at a time: memory stays flat
+                for name, data in pool.map(encode, chunk):
+                    archive.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), data)
+                    written, total = written + 1, total + len(data)
+                if total / written * count > limit:
+                    raise DataError(
+                        f"{path.name} would take about {total / written * count / 1e9:.1f} GB for {count:,} "
+                        f"pictures, over the {limit / 1e9:g} GB limit: write fewer IMAGES or lower the JPEG quality."
+                    )
+        return _check_zip(path, count, size)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _check_zip(path: str | Path, count: int, size: int = _KAGGLE_SIZE) -> str:
+    """Read `path` back: `count` entries of distinct names, each the bytes written (zipfile compares its CRC) and
+    a JPEG of size x size RGB (its header: write_zip decoded those bytes); a line."""
+    from PIL import Image
+
+    with zipfile.ZipFile(path) as archive:
+        entries = archive.infolist()
+        if len(entries) != count or len({e.filename for e in entries}) != count:
+            raise DataError(
+                f"{path}: {len(entries)} entries ({len({e.filename for e in entries})} names), not {count}."
+            )
+        for entry in entries:
+            try:
+                picture = Image.open(io.BytesIO(archive.read(entry)))
+            except (zipfile.BadZipFile, OSError) as error:
+                raise DataError(f"{path}: {entry.filename} cannot be read back ({error}). Write it again.") from None
+            if (picture.format, picture.size, picture.mode) != ("JPEG", (size, size), "RGB"):
+                raise DataError(
+                    f"{path}: {entry.filename} is a {picture.format} of {picture.size} {picture.mode}, not a JPEG "
+                    f"of ({size}, {size}) RGB."
+                )
+    megabytes = Path(path).stat().st_size / 1e6
+    return f"{Path(path).name}: {count:,} JPEGs of {size}x{size} RGB, {megabytes:.1f} MB, each decoded and read back"
