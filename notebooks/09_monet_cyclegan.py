@@ -63,8 +63,7 @@ params.check_parameters(
 )  # fmt: skip
 outputs = staging.start(OUTPUT_DIR, default="monet-cyclegan", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
-# On a CPU, XLA's compiler at LLVM -O1 compiles this large step in half the time of its default and runs it as fast.
-acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, precision=PRECISION, cpu_compile_level=1)
+acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, precision=PRECISION)
 if acc.precision == "mixed_float16":  # older GPUs: float16 needs loss scaling, which this train_step does not do
     print(acc.set_precision("float32"))
 

@@ -55,6 +55,22 @@ def test_auto_without_tensorflow_picks_jax_and_a_backend_not_installed_names_the
         accel._choose_backend("auto", **neither)
 
 
+@pytest.mark.parametrize(
+    "flags, tpu_vm, level, expected",
+    [
+        ("", False, 1, "--xla_backend_optimization_level=1"),  # JAX on a CPU: LLVM -O1
+        ("--xla_force_host_platform_device_count=8", False, 1, "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=1"),
+        ("--xla_backend_optimization_level=3", False, 1, "--xla_backend_optimization_level=3"),  # the user's own kept
+        ("", True, 1, ""),  # a TPU VM: XLA's default
+        ("", False, None, ""),  # None: XLA's default
+    ],
+)  # fmt: skip
+def test_jax_on_a_cpu_compiles_at_llvm_level_1_unless_the_user_set_one(monkeypatch, flags, tpu_vm, level, expected):
+    monkeypatch.setenv("XLA_FLAGS", flags)
+    accel._set_cpu_compile_level(level, tpu_vm)
+    assert os.environ["XLA_FLAGS"] == expected
+
+
 def test_unknown_backend_is_a_parameter_error():
     with pytest.raises(ParameterError, match="backend='pytorch'"):
         accel._choose_backend("pytorch", **PLAIN)

@@ -96,7 +96,7 @@ def test_the_run_writes_its_outputs_and_says_what_it_did(notebook_run):
     assert {"images.zip", "metrics.json", "losses.png", "paintings.png"} <= set(published)
     assert "images.zip: 60 JPEGs of 256x256 RGB" in out and "each decoded and read back" in out
     assert "on the stand-in, random projections of 32x32 pixels" in out
-    assert "XLA_FLAGS=--xla_backend_optimization_level=1" in out  # cpu_compile_level=1 on a CPU
+    assert "XLA_FLAGS=--xla_backend_optimization_level=1" in out  # accel.setup on a CPU
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["mifid"] > 0 and metrics["images"] == 60 and metrics["image_size"] == 64
     assert set(metrics["history"]) == {"monet_gen_loss", "photo_gen_loss", "monet_disc_loss", "photo_disc_loss"}
