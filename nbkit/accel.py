@@ -104,7 +104,7 @@ def _set_cpu_compile_level(level: int | None, tpu_vm: bool) -> None:
     """XLA's LLVM optimization level, for JAX on a CPU only (no TPU, no GPU device files), before JAX starts,
     unless XLA_FLAGS sets one already (None: XLA's default, 2). 1 compiled notebook 09's step in half the time and
     ran it as fast, and took 15-20% less CPU time for 02's smoke run and EfficientNetB0's first step; 0 ran 09's
-    step 20 times slower (bench/README.md)."""
+    step 20 times slower (docs/limits.md)."""
     flags = os.environ.get("XLA_FLAGS", "")
     if (
         level is None

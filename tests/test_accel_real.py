@@ -75,13 +75,22 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution_and_s
         x = np.zeros((64, 8, 8, 1), "uint8"); y = np.zeros(64, "int64"); x[::2] = 255; y[::2] = 1
         history = model.fit(x, y, batch_size=2 * acc.num_replicas, epochs=3, verbose=0)
         kernel = model.layers[1].kernel.value
+        from nbkit import models
+        from nbkit.errors import AcceleratorError
+        logits = np.asarray(model.predict(x[:16], batch_size=16, verbose=0), np.float64)
+        models.check_rows(model, x[:16], logits)  # its own rows, undistributed in one compiled call: no error
+        try:
+            models.check_rows(model, x[:16], np.roll(logits, 1, axis=0))  # other images' rows
+            rows_caught = False
+        except AcceleratorError:
+            rows_caught = True
         threads = collections.Counter(open(p).read().strip() for p in glob.glob("/proc/self/task/*/comm"))
         print(json.dumps({"kind": acc.kind, "replicas": acc.num_replicas, "simulated": acc.simulated,
                           "distribution": acc.distribution_name, "spe": model.steps_per_execution,
                           "results": [r.tolist() for r in results], "loss": history.history["loss"],
                           "kernel_devices": len(kernel.sharding.device_set), "nproc": os.environ["PJRT_NPROC"],
                           "eigen": threads.get("tf_XLAEigen", 0), "said": " ".join(acc.describe().split()),
-                          "placed": placed == acc.device_names[-1:]}))
+                          "placed": placed == acc.device_names[-1:], "rows_caught": rows_caught}))
         """.replace("RUN_01_CELLS", RUN_01_CELLS.strip().replace("\n", "\n        "))
     )
     report = last_json(result)
@@ -91,9 +100,11 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution_and_s
     assert report["results"] == [[[22.0, 28.0], [49.0, 64.0]]] * 8 and report["placed"]
     assert report["kernel_devices"] == 8  # weights replicated on all 8 devices
     assert report["loss"][-1] < report["loss"][0]
+    assert report["rows_caught"]  # models.check_rows on JAX: rows of other images are an AcceleratorError
     assert int(report["nproc"]) >= 16 and report["eigen"] == int(report["nproc"])
     said = report["said"].split("For this process: ", 1)[1]
     assert "KERAS_BACKEND=jax" in said and "--xla_force_host_platform_device_count=8" in said
+    assert "--xla_backend_optimization_level=1" in said  # LLVM -O1 for JAX on a CPU
     assert f"PJRT_NPROC={report['nproc']}" in said and "`shuffle=True` was passed" in said
 
 
