@@ -116,13 +116,26 @@ def toxic_comments(folder: Path) -> dict[str, int]:
     return {r[0]: r[3] for r in test}
 
 
+def run_bundled(fresh_python, tmp_path: Path, notebook: str, parameters: dict) -> str:
+    """Notebook `notebook` (e.g. "08_text_classifier") as Kaggle gets it (`python -m nbkit bundle`, nbkit not
+    installed), run by papermill in a fresh Python with `parameters` into tmp_path; its text outputs."""
+    python, env = fresh_python
+    folder = bundle.write(REPO / "notebooks" / f"{notebook}.py", tmp_path / "kernels", owner="alice")
+    executed = tmp_path / f"{notebook}.ipynb"
+    run = subprocess.run(
+        [python, ENGINE_SCRIPT, str(folder / f"{notebook.replace('_', '-')}.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
+         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
+        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    return "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
+
+
 def test_08_text_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_data_in_another_form(tmp_path, fresh_python):
     """Notebook 08 as Kaggle gets it (`python -m nbkit bundle`, nbkit not installed), on two classes scored by ROC
     AUC; Watson's own form is nbval's run of the committed notebook."""
-    python, env = fresh_python
     truth = toxic_comments(tmp_path / "toxic")
-    folder = bundle.write(REPO / "notebooks" / "08_text_classifier.py", tmp_path / "kernels", owner="alice")
-    executed, out = tmp_path / "08.ipynb", tmp_path / "outputs"
+    out = tmp_path / "outputs"
     parameters = dict(
         DATA_ROOT=tmp_path / "toxic",
         TEXT_COLUMNS="comment_text",
@@ -133,13 +146,7 @@ def test_08_text_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_data_in_
         BACKEND="jax",
         SIMULATE_DEVICES=8,
     )
-    run = subprocess.run(
-        [python, ENGINE_SCRIPT, str(folder / "08-text-classifier.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
-         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
-        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    said = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
+    said = run_bundled(fresh_python, tmp_path, "08_text_classifier", parameters)
     assert "nbkit 0.2.0 from this notebook's bundle: " in said and "a tiny BERT from scratch" in said
     rows = read_csv(out / "submission.csv")
     sample = read_csv(tmp_path / "toxic" / "sample_submission.csv")
@@ -180,18 +187,10 @@ def test_09_cyclegan_bundled_runs_with_nbkit_hidden_on_eight_jax_devices(tmp_pat
 
     from nbkit.images import painting_sample
 
-    python, env = fresh_python
     data = painting_sample._make(tmp_path / "painter")
-    folder = bundle.write(REPO / "notebooks" / "09_monet_cyclegan.py", tmp_path / "kernels", owner="alice")
-    executed, out = tmp_path / "09.ipynb", tmp_path / "outputs"
+    out = tmp_path / "outputs"
     parameters = dict(DATA_ROOT=data, OUTPUT_DIR=out, EPOCHS=2, TIME_BUDGET=0.01, PER_REPLICA_BATCH=1, **JAX8)
-    run = subprocess.run(
-        [python, ENGINE_SCRIPT, str(folder / "09-monet-cyclegan.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
-         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
-        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    said = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
+    said = run_bundled(fresh_python, tmp_path, "09_monet_cyclegan", parameters)
     assert "nbkit 0.2.0 from this notebook's bundle: " in said and "Keras backend jax, 8 replica(s)" in " ".join(
         said.split()
     )
@@ -208,22 +207,14 @@ def test_09_cyclegan_bundled_runs_with_nbkit_hidden_on_eight_jax_devices(tmp_pat
 def test_10_llm_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mesh(tmp_path, fresh_python):
     """Notebook 10 as Kaggle gets it, the tiny Gemma 3 sharded on a 2 (batch) x 4 (model) mesh, on pairs in a CSV
     file with other column names; kept short (2 epochs): nbval's run of the committed notebook shows it learns."""
-    python, env = fresh_python
     rows = [[" ".join(w), " ".join(w[::-1])] for w in np.random.default_rng(3).choice(["sun", "sea", "sky"], (64, 3))]
     write_csv(tmp_path / "pairs.csv", ["question", "answer"], rows)
-    folder = bundle.write(REPO / "notebooks" / "10_llm_finetune.py", tmp_path / "kernels", owner="alice")
-    executed, out = tmp_path / "10.ipynb", tmp_path / "outputs"
+    out = tmp_path / "outputs"
     parameters = dict(
         DATA_ROOT=tmp_path / "pairs.csv", PROMPT_COLUMN="question", RESPONSE_COLUMN="answer", PRESET="tiny",
         EPOCHS=2, MESH="2x4", OUTPUT_DIR=out, SIMULATE_DEVICES=8,
     )  # fmt: skip
-    run = subprocess.run(
-        [python, ENGINE_SCRIPT, str(folder / "10-llm-finetune.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
-         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
-        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    said = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
+    said = run_bundled(fresh_python, tmp_path, "10_llm_finetune", parameters)
     assert "nbkit 0.2.0 from this notebook's bundle: " in said and "mesh 2 (batch) x 4 (model) over 8 devices" in said
     assert "64 prompt/response pairs" in said and "a tiny Gemma 3 from scratch" in said
     metrics = json.loads((out / "metrics.json").read_text())
