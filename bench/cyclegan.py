@@ -5,8 +5,9 @@
   networks, Adams and `fit`, one `jax.value_and_grad` per network over the whole forward pass, each network
   called once per picture set as the starter does. Both without DiffAugment (the starter has none); the
   notebook's classes and functions are read from the notebook (bench/notebook.py).
-- pictures/s written into images.zip: `nbkit.images.paintings.write_zip` (JPEG encoding on several threads,
-  read back and checked after) against a plain loop of `PIL.Image.save` into `zipfile`.
+- pictures/s written into images.zip: `nbkit.images.paintings.write_zip` (TensorFlow encodes each chunk of pictures
+  and decodes every JPEG again at 1/8 scale on its threads; the zip read back after) against a plain loop of
+  `PIL.Image.save` into `zipfile`, interleaved, the best of each.
 
     .venv/bin/python bench/cyclegan.py [--size 64] [--epochs 2] [--rounds 2] [--pictures 1000]
 
@@ -182,7 +183,7 @@ def main() -> None:
     rows = [
         ["notebook 09's train_step (two value_and_grad, each generator once)", best["notebook"]["steps_per_s"], best["notebook"]["steps_per_s"] / port, "steps/s"],
         ["the starter's step ported as it is (one value_and_grad per network)", port, 1.0, "steps/s"],
-        ["nbkit write_zip: threads encode, the zip read back after", nbkit_zip, nbkit_zip / plain_zip, "pictures/s"],
+        ["nbkit write_zip: encoded and decoded again on TensorFlow's threads, read back", nbkit_zip, nbkit_zip / plain_zip, "pictures/s"],
         ["a plain loop of PIL.Image.save into zipfile", plain_zip, 1.0, "pictures/s"],
     ]  # fmt: skip
     notes = (

@@ -11,16 +11,13 @@
 # %% [markdown]
 # # CycleGAN on TPU: Kaggle's "I'm Something of a Painter Myself", or any two folders of pictures
 #
-# Config -> data -> model -> train -> paint -> score. The competition asks for 7,000 to 10,000 pictures
-# in Monet's style, scored by MiFID. A CycleGAN learns the style from 300 paintings and 7,038 photos that
-# are not pairs: two generators (photo -> painting, painting -> photo) and two discriminators train
-# against each other, and a photo turned into a painting and back must come back as it was.
-#
-# This is the starter everyone copies (Amy Jang's CycleGAN tutorial) for Keras 3 on JAX, which Kaggle's TPU
-# VMs run: no tensorflow_addons, no `TPUStrategy`, a JAX `train_step` updating four networks with four optimizers.
-# On Kaggle: attach the competition and pick a TPU. On a CPU the same code trains a small CycleGAN on a generated
-# sample in the competition's layout, whose "paintings" are photos under a known style. Your own style transfer:
-# point `DATA_ROOT` at a folder holding `monet/` (the style) and `photo/`.
+# Config -> data -> model -> train -> paint -> score. The competition asks for 7,000 to 10,000 pictures in Monet's
+# style, scored by MiFID. A CycleGAN learns the style from 300 paintings and 7,038 photos that are not pairs: two
+# generators (photo -> painting -> photo) and two discriminators train against each other. This is the starter
+# everyone copies (Amy Jang's) for Keras 3 on JAX, which Kaggle's TPU VMs run: no tensorflow_addons, no
+# `TPUStrategy`, one JAX `train_step` updating four networks with four optimizers. On Kaggle: attach the
+# competition, pick a TPU. On a CPU: a small CycleGAN on a generated sample whose "paintings" are photos under a
+# known style. Your own style transfer: a `DATA_ROOT` holding `monet/` (the style) and `photo/`.
 #
 # **This notebook is the program: edit it.** The pipeline, networks, losses and `train_step` are plain code below;
 # `nbkit` finds and checks the data, computes the competition's metric and writes `images.zip` all or nothing.
@@ -50,8 +47,8 @@ OUTPUT_DIR: str = "auto"  # where images.zip, checkpoints, plots and metrics.jso
 
 # %% [markdown]
 # ## Setup
-# Parameters are checked first, then the output folder is taken (this run's files wait in its staging
-# folder and replace the previous run's only when the run ends well), then the accelerator is found.
+# Parameters checked, the output folder taken (this run's files replace the last run's only when it ends well),
+# the accelerator found.
 
 # %%
 from nbkit import accel, params, staging
@@ -69,10 +66,9 @@ if acc.precision == "mixed_float16":  # older GPUs: float16 needs loss scaling, 
 
 # %% [markdown]
 # ## Data
-# Both domains are read and checked once, before anything is built: the record counts against the counts in
-# the file names, every picture decoded (a bad one is named), one size in the TFRecords. The smoke profile proves
-# the pipeline on a CPU: 64-pixel pictures, networks an eighth as wide, a few epochs. An epoch is one pass over
-# the photos (the larger domain); the global batch grows with the replicas.
+# Both domains read and checked once, before anything is built: record counts against the file names, every
+# picture decoded (a bad one is named), one size in the TFRecords. The smoke profile: 64 px, networks an eighth as
+# wide, a few epochs. An epoch is one pass over the photos; the global batch grows with the replicas.
 
 # %%
 from nbkit.images import paintings
@@ -132,11 +128,10 @@ train_batches = tf.data.Dataset.zip((get_dataset(data.monet, SEED), get_dataset(
 
 # %% [markdown]
 # ## The networks
-# The starter's: a U-Net generator (down to a few pixels, up again with skip connections, dropout in the first
-# three up blocks, tanh) and a PatchGAN discriminator that scores overlapping patches (30x30 of them at 256 px)
-# as real or fake. Instance norm is `GroupNormalization(groups=-1)`, one group per channel. The starter goes
-# down to 1x1, where instance norm outputs a constant (its beta) and the innermost block learns nothing: this
-# one stops at 2x2. The last layers stay float32 under bfloat16.
+# The starter's: a U-Net generator (down, up again with skip connections, dropout in the first three up blocks,
+# tanh) and a PatchGAN discriminator scoring overlapping patches (30x30 at 256 px) as real or fake. Instance norm is
+# `GroupNormalization(groups=-1)`. The starter goes down to 1x1, where instance norm outputs a constant and the
+# innermost block learns nothing: this one stops at 2x2. The last layers stay float32 under bfloat16.
 
 # %%
 from keras import layers
@@ -180,9 +175,8 @@ def build_discriminator(name):
 # %% [markdown]
 # ## DiffAugment
 # With 300 paintings a discriminator soon remembers them all, and its verdict stops teaching the generator.
-# DiffAugment (Zhao et al., 2020) changes every picture the discriminators see, real or generated, the same
-# random way (colour, a shift, a cut-out square), in the graph, so the gradients flow through it. Its random
-# seed is a layer variable, carried from step to step like Dropout's.
+# DiffAugment (Zhao et al., 2020) changes every picture the discriminators see, real or generated, at random
+# (colour, a shift, a cut-out square), in the graph so the gradients flow through it; its seed is carried like Dropout's.
 
 # %%
 from keras import ops
@@ -215,20 +209,16 @@ class DiffAugment(layers.Layer):
 
 # %% [markdown]
 # ## The losses and the train step
-# The discriminators' logits are scored with binary cross-entropy (real: 1, generated: 0); each generator wants
-# its fakes scored as real. The cycle loss (L1, times `LAMBDA_CYCLE`) asks photo -> painting -> photo to return
-# the photo; the identity loss asks the painter to leave a painting as it is.
+# Binary cross-entropy on the discriminators' logits (real: 1, generated: 0); each generator wants its fakes scored
+# real. The cycle loss (L1, times `LAMBDA_CYCLE`) asks photo -> painting -> photo to return the photo; the identity
+# loss asks the painter to leave a painting as it is.
 #
-# Keras' JAX trainer calls `train_step(state, data)` with the values of every variable (`state`) and wants the
-# new values back: nothing may change a variable inside the step. It carries the model's variables and
-# `self.optimizer`'s, one optimizer only (keras#19358). So the model keeps one Adam per network itself and lists
-# their variables among its non-trainable ones, which the trainer does carry; `compile` gets an optimizer only
-# because `fit` wants one. Inside the step, `value[variable]` is the state as a lookup.
-#
-# The two generators share one loss (both adversarial terms, the cycle loss once, both identity terms): each
-# generator's gradient of it is exactly its gradient in the starter. The discriminators share the other. Two
-# `jax.value_and_grad` calls, then each network's own Adam (`stateless_apply`). Each network's non-trainable
-# state (Dropout's and DiffAugment's seeds) comes back from `stateless_call` and is kept.
+# Keras' JAX trainer calls `train_step(state, data)` with every variable's value and wants the new values back. It
+# carries the model's variables and `self.optimizer`'s, one optimizer only (keras#19358), so the model keeps one
+# Adam per network and lists their variables among its non-trainable ones, which the trainer carries (`compile`
+# gets an optimizer only because `fit` wants one). The generators share one loss (the cycle loss once: each
+# generator's gradient is the starter's), the discriminators the other: two `jax.value_and_grad` calls, then
+# each network's Adam (`stateless_apply`). Dropout's and DiffAugment's seeds come back from `stateless_call`.
 
 # %%
 import jax
@@ -331,16 +321,14 @@ keras.utils.set_random_seed(SEED)  # the same initial weights on every run
 with acc.scope():
     model = CycleGan()
     model.compile(steps_per_execution=steps_per_execution)
-for name in NETWORKS:
-    print(f"{name}: {getattr(model, name).count_params():,} parameters")
+print(", ".join(f"{name}: {getattr(model, name).count_params():,} parameters" for name in NETWORKS))
 
 # %% [markdown]
 # ## Train
-# Kaggle sessions end. A checkpoint (every network's weights, every Adam's state) is written after each epoch;
-# a run started again continues after the last one (one with other settings stops and says which), and training
-# stops by itself when the next epoch would end past `TIME_BUDGET`. One line per epoch with the four losses,
-# averaged over it: neither side should win for good (a discriminator loss near 0 means the generators have
-# stopped learning). Every few epochs a grid shows photos, their paintings and the photos made back from them.
+# Kaggle sessions end: a checkpoint (every network's weights, every Adam's state) after each epoch, a run started
+# again continues after the last one (other settings: it stops and says which), and training stops by itself when
+# the next epoch would end past `TIME_BUDGET`. Neither side should win for good: a discriminator loss near 0 means
+# the generators stopped learning. Every few epochs: photos, their paintings and the photos made back from them.
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -397,17 +385,14 @@ if run.epochs_done < EPOCHS:
         verbose=2,
     )
 print(f"epochs done: {run.epochs_done}; Adam steps: " + ", ".join(f"{n} {int(a.iterations)}" for n, a in model.adams.items()))
-
-# %%
 figure = plots.training_curves(run.history, path=outputs.staging / "losses.png")
 
 # %% [markdown]
 # ## Paint and score
-# The monet generator paints every photo once (`IMAGES` beyond the photos: mirrored ones), written at 256x256
-# straight into `images.zip` as it goes, then read back and checked. MiFID compares the painted pictures with the
-# paintings on InceptionV3's pool features when its ImageNet weights are attached (or downloadable); otherwise
-# on a stand-in (random projections of 32x32 pixels) whose figures compare your own runs only. Neither is the
-# leaderboard's number: Kaggle uses the original 2015 Inception graph.
+# The monet generator paints every photo once (`IMAGES` beyond the photos: mirrored ones), at 256x256 straight into
+# `images.zip`, then read back and checked. MiFID compares them with the paintings on InceptionV3's pool features
+# when its ImageNet weights are attached (or downloadable), else on a stand-in (random projections of 32x32 pixels)
+# that compares your own runs only. Neither is the leaderboard's number (Kaggle's is the 2015 Inception graph).
 
 # %% tags=["nbval-ignore-output"]
 from nbkit import models
@@ -464,8 +449,7 @@ print(f"MiFID {scores['mifid']:.2f} (FID {scores['fid']:.2f}, memorization dista
 figure = show_progress(run.epochs_done, outputs.staging / "paintings.png")
 
 # %% [markdown]
-# The run ended well: `images.zip` (the submission), the history, the plots and the scores replace the previous
-# run's outputs, all at once.
+# The run ended well: `images.zip` (the submission), the history, plots and scores replace the last run's at once.
 
 # %% tags=["nbval-ignore-output"]
 from nbkit.images import metrics

@@ -248,3 +248,19 @@ def check_submission(sample_dir: Path, output_dir: Path, files: tuple[str, ...])
     for name in files:
         assert (output_dir / name).stat().st_size > 0, name
     return metrics
+
+
+def check_04_learned_and_submitted(tmp_path: Path, out: str, output_dir: Path) -> dict:
+    """Notebook 04's run (working folder as in `execute`): it learnt, its saved weights predict as it did, and
+    its outputs (`check_submission`); metrics.json."""
+    assert "learned (validation accuracy above 3x chance): True" in out
+    assert "the saved weights predict the same on the CPU: True" in out
+    files = (
+        "model.pt",
+        "batch.png",
+        "training_curves.png",
+        "learning_rate.png",
+        "confusion_matrix.png",
+        "predictions.png",
+    )
+    return check_submission(tmp_path / "work" / "sample-data", output_dir, files)

@@ -227,11 +227,17 @@ def test_a_zip_over_the_limit_stops_and_leaves_nothing(tmp_path):
 
 
 def test_a_zip_with_pictures_of_another_size_or_count_fails_its_check(tmp_path):
-    with pytest.raises(DataError, match=r"p000.jpg is a JPEG of \(64, 64\) RGB, not a JPEG of \(256, 256\)"):
+    with pytest.raises(DataError, match=r"p000.jpg: a picture of shape \(64, 64, 3\), not \(256, 256, 3\) RGB"):
         paintings.write_zip(tmp_path / "images.zip", pictures(3, size=64), 3)
     assert not (tmp_path / "images.zip").exists()
     with pytest.raises(DataError, match="3 entries .* not 4"):
         paintings.write_zip(tmp_path / "images.zip", pictures(3), 4)
+    paintings.write_zip(tmp_path / "images.zip", pictures(3), 3)
+    data = bytearray((tmp_path / "images.zip").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a byte inside the second picture, as a bad disk would change it
+    (tmp_path / "images.zip").write_bytes(data)
+    with pytest.raises(DataError, match="p001.jpg does not read back as written"):
+        paintings._check_zip(tmp_path / "images.zip", 3)
 
 
 # ---- MiFID ----------------------------------------------------------------------------------------

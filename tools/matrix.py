@@ -93,6 +93,11 @@ def run(name: str) -> tuple[str, int, int, float]:
     versions = subprocess.run([python, "-c", VERSIONS], capture_output=True, text=True, check=True).stdout.strip()
     report = Path(tempfile.mkdtemp(prefix=f"nbkit-{name}-")) / "junit.xml"
     env = {**os.environ, **extra, "NBKIT_WORKING_DIR": tempfile.mkdtemp(prefix=f"nbkit-{name}-work-")}
+    # One JAX compilation cache for the environment's processes, as ccache for a build: a notebook run again by
+    # another test (nbval's run, then a test's) loads its programs instead of compiling them. A notebook's own
+    # COMPILE_CACHE, set before anything compiles, takes its place there; a fresh folder each time.
+    env["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"nbkit-{name}-jax-cache-")
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # Keras' ~200 small programs to build a model too
     log = LOGS / f"{name}.log"
     with PRINTING:
         print(f"=== environment {name} started: {what} (log: {log.relative_to(REPO)})", flush=True)

@@ -5,6 +5,8 @@ the pictures to restyle) is the first under DATA_ROOT of `<domain>_tfrec/` (the 
 
 from __future__ import annotations
 
+import collections
+import functools
 import io
 import itertools
 import re
@@ -25,6 +27,7 @@ _KAGGLE_SIZE = 256  # each a 256x256 RGB JPEG
 _OUTPUT_LIMIT = 20 * 10**9  # bytes Kaggle keeps of a notebook's output (/kaggle/working)
 _RECORD_FILE = re.compile(r"^(?P<domain>[a-z]+)(?P<index>\d+)-(?P<count>\d+)\.tfrec$")
 _PICTURES = (".jpg", ".jpeg", ".png")
+_CHUNK = 16  # pictures a TensorFlow call encodes (unrolled: no loop to schedule)
 
 
 @dataclass
@@ -155,23 +158,35 @@ def write_zip(
     path: str | Path, pictures: Any, count: int, size: int = _KAGGLE_SIZE, limit: int = _OUTPUT_LIMIT, quality: int = 95
 ) -> str:
     """Write (name, uint8 RGB array) pairs as JPEGs straight into the zip `path` (stored: JPEGs do not
-    compress), each encoded and decoded again on several threads; then read the zip back (`_check_zip`). A zip
+    compress). Each JPEG is decoded again as it is made, and the zip is read back at the end (`_check_zip`). A zip
     that would pass `limit` bytes stops after its first pictures; on any error nothing is left at `path`."""
-    import tensorflow as tf
+    import numpy as np
 
-    def encode(item: tuple[str, Any]) -> tuple[str, bytes]:
-        # TensorFlow's JPEG ops let go of the GIL, so the threads run side by side (Pillow's encoder holds it).
-        name, array = item
-        data = tf.io.encode_jpeg(array, quality=quality)
-        tf.io.decode_jpeg(data, ratio=8)  # the bytes decode: every block, at 1/8 scale (no full inverse DCT)
-        return f"{name}.jpg", data.numpy()
+    encode = _jpeg_encoder(quality)
+    decoded_shape = [-(-size // 8), -(-size // 8), 3]  # decode_jpeg(ratio=8) rounds up
+
+    def encode_chunk(chunk: list[tuple[str, Any]]) -> list[tuple[str, bytes]]:
+        for name, array in chunk:
+            if np.shape(array) != (size, size, 3):
+                raise DataError(f"{name}.jpg: a picture of shape {np.shape(array)}, not ({size}, {size}, 3) RGB.")
+        arrays = [array for _, array in chunk] + [chunk[-1][1]] * (_CHUNK - len(chunk))  # the last chunk padded
+        data, shapes = encode(np.stack(arrays).astype(np.uint8, copy=False))
+        for (name, _), shape in zip(chunk, shapes.numpy().tolist()):
+            if shape != decoded_shape:
+                raise DataError(f"{name}.jpg: its JPEG decodes to {shape} at 1/8 scale, not {decoded_shape}.")
+        return [(f"{name}.jpg", jpeg) for (name, _), jpeg in zip(chunk, data.numpy())]
 
     path, written, total = Path(path), 0, 0
     try:
-        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive, ThreadPoolExecutor() as pool:
-            items = iter(pictures)
-            while chunk := list(itertools.islice(items, 64)):  # a few at a time: memory stays flat
-                for name, data in pool.map(encode, chunk):
+        # Two threads encode chunks while this one writes the one before (and the caller makes the next).
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive, ThreadPoolExecutor(2) as pool:
+            items, pending = iter(pictures), collections.deque()
+            while (chunk := list(itertools.islice(items, _CHUNK))) or pending:
+                if chunk:
+                    pending.append(pool.submit(encode_chunk, chunk))
+                if len(pending) < 3 and chunk:  # memory stays flat: at most three chunks in flight
+                    continue
+                for name, data in pending.popleft().result():
                     archive.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), data)
                     written, total = written + 1, total + len(data)
                 if total / written * count > limit:
@@ -185,26 +200,31 @@ def write_zip(
         raise
 
 
-def _check_zip(path: str | Path, count: int, size: int = _KAGGLE_SIZE) -> str:
-    """Read `path` back: `count` entries of distinct names, each the bytes written (zipfile compares its CRC) and
-    a JPEG of size x size RGB (its header: write_zip decoded those bytes); a line."""
-    from PIL import Image
+@functools.cache
+def _jpeg_encoder(quality: int) -> Any:
+    """A TensorFlow function: _CHUNK uint8 pictures [_CHUNK, h, w, 3] -> their JPEGs and each JPEG's decoded shape at
+    1/8 scale (every block read, no full inverse DCT). TensorFlow runs the graph's independent JPEG ops on its
+    threads, without the GIL (Pillow's encoder holds it)."""
+    import tensorflow as tf
 
+    @tf.function(input_signature=[tf.TensorSpec([_CHUNK, None, None, 3], tf.uint8)])
+    def encode(pictures: Any) -> tuple[Any, Any]:
+        jpegs = [tf.io.encode_jpeg(pictures[i], quality=quality) for i in range(_CHUNK)]
+        return tf.stack(jpegs), tf.stack([tf.shape(tf.io.decode_jpeg(jpeg, ratio=8)) for jpeg in jpegs])
+
+    return encode
+
+
+def _check_zip(path: str | Path, count: int, size: int = _KAGGLE_SIZE) -> str:
+    """Read `path` back: `count` entries of distinct names, each the bytes written (their CRCs; write_zip decoded
+    those bytes); a line."""
     with zipfile.ZipFile(path) as archive:
         entries = archive.infolist()
         if len(entries) != count or len({e.filename for e in entries}) != count:
             raise DataError(
                 f"{path}: {len(entries)} entries ({len({e.filename for e in entries})} names), not {count}."
             )
-        for entry in entries:
-            try:
-                picture = Image.open(io.BytesIO(archive.read(entry)))
-            except (zipfile.BadZipFile, OSError) as error:
-                raise DataError(f"{path}: {entry.filename} cannot be read back ({error}). Write it again.") from None
-            if (picture.format, picture.size, picture.mode) != ("JPEG", (size, size), "RGB"):
-                raise DataError(
-                    f"{path}: {entry.filename} is a {picture.format} of {picture.size} {picture.mode}, not a JPEG "
-                    f"of ({size}, {size}) RGB."
-                )
+        if (bad := archive.testzip()) is not None:
+            raise DataError(f"{path}: {bad} does not read back as written. Write it again.")
     megabytes = Path(path).stat().st_size / 1e6
     return f"{Path(path).name}: {count:,} JPEGs of {size}x{size} RGB, {megabytes:.1f} MB, each decoded and read back"

@@ -1,17 +1,29 @@
-"""Notebook 04's smoke run through torch_xla on the CPU (PJRT_DEVICE=CPU), in whatever environment
-runs this file (the matrix environment of Kaggle's TPU image, whose torch_xla 2.8 is the floor nbkit supports)."""
+"""Notebook 04 through torch_xla on the CPU (PJRT_DEVICE=CPU), in whatever environment runs this file (the matrix
+environment of Kaggle's TPU image, whose torch_xla 2.8 is the floor nbkit supports): what a TPU runs, bfloat16
+autocast on the XLA device, the standard augmentation and the four test-time views. The float32 default through
+the current torch_xla is nbval's run of the committed notebook; bfloat16 on it, tests/xla/test_runtime.py."""
 
 from __future__ import annotations
 
 import os
 from unittest import mock
 
-from conftest import check_submission, execute, text_outputs
+from conftest import check_04_learned_and_submitted, execute, text_outputs
 
 
-def test_04_trains_through_torch_xla_and_submits(tmp_path):
+def test_04_trains_through_torch_xla_in_bfloat16_and_submits(tmp_path):
+    output_dir = tmp_path / "flowers"
     with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
-        out = text_outputs(execute(tmp_path, "04_pytorch_xla.ipynb", OUTPUT_DIR=str(tmp_path / "flowers")))
-    assert "PyTorch/XLA on CPU: torch_xla is installed" in out and "trained on xla:0 x 1 core(s)" in out
-    assert "learned (validation accuracy above 3x chance): True" in out
-    check_submission(tmp_path / "work" / "sample-data", tmp_path / "flowers", ("model.pt",))
+        out = text_outputs(
+            execute(
+                tmp_path, "04_pytorch_xla.ipynb", OUTPUT_DIR=str(output_dir), PRECISION="mixed_bfloat16",
+                AUGMENT="standard", TTA=4,
+            )
+        )  # fmt: skip
+    assert "PyTorch/XLA on CPU: torch_xla is installed, PJRT_DEVICE=CPU" in out
+    assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in out
+    assert "core 0 of 1: xla:0" in out  # printed by the worker process torch_xla.launch forked
+    assert "trained on xla:0 x 1 core(s), global batch 16" in out
+    metrics = check_04_learned_and_submitted(tmp_path, out, output_dir)
+    assert (metrics["device"], metrics["hardware"], metrics["cores"], metrics["epochs"]) == ("xla", "CPU", 1, 8)
+    assert (metrics["precision"], metrics["augment"], metrics["tta"]) == ("mixed_bfloat16", "standard", 4)

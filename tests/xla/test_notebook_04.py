@@ -1,5 +1,6 @@
-"""Notebook 04 under papermill: through torch_xla on the CPU (PJRT_DEVICE=CPU), with torch_xla
-blocked (plain torch), with its machine-learning code edited, and with bad parameters or data. Runs in .venv-xla."""
+"""Notebook 04 under papermill: with torch_xla blocked (plain torch), with its machine-learning code edited, and
+with bad parameters or data. Runs in .venv-xla. Through torch_xla: nbval's run of the committed notebook (float32)
+here, and tests/matrix/test_pytorch_xla.py in Kaggle's TPU image (bfloat16, the standard augmentation, TTA)."""
 
 from __future__ import annotations
 
@@ -11,24 +12,10 @@ import jupytext
 import nbformat
 import papermill
 import pytest
-from conftest import BAD_DATA_CASES, REPO, check_submission, execute, text_outputs
+from conftest import BAD_DATA_CASES, REPO, check_04_learned_and_submitted, execute, text_outputs
 from test_runtime import WITHOUT_TORCH_XLA
 
 NOTEBOOK = "04_pytorch_xla.ipynb"
-
-
-def check_learned_and_submitted(tmp_path, out: str, output_dir) -> dict:
-    assert "learned (validation accuracy above 3x chance): True" in out
-    assert "the saved weights predict the same on the CPU: True" in out
-    files = (
-        "model.pt",
-        "batch.png",
-        "training_curves.png",
-        "learning_rate.png",
-        "confusion_matrix.png",
-        "predictions.png",
-    )
-    return check_submission(tmp_path / "work" / "sample-data", output_dir, files)
 
 
 @pytest.mark.parametrize(
@@ -73,26 +60,6 @@ def test_bad_data_stops_before_training(tmp_path):
     assert -1 not in positions and positions == sorted(positions), dict(zip(calls, positions))
 
 
-def test_trains_through_torch_xla_on_an_xla_device_in_bfloat16_and_submits(tmp_path):
-    # The float32 default through torch_xla is nbval's run of the committed notebook, and the matrix's
-    # (tests/matrix/test_pytorch_xla.py); this run adds bfloat16 autocast on the XLA device, the
-    # standard augmentation and the four test-time views.
-    output_dir = tmp_path / "flowers"
-    with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
-        out = text_outputs(
-            execute(
-                tmp_path, NOTEBOOK, OUTPUT_DIR=str(output_dir), PRECISION="mixed_bfloat16", AUGMENT="standard", TTA=4
-            )
-        )
-    assert "PyTorch/XLA on CPU: torch_xla is installed, PJRT_DEVICE=CPU" in out
-    assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in out
-    assert "core 0 of 1: xla:0" in out  # printed by the worker process torch_xla.launch forked
-    assert "trained on xla:0 x 1 core(s), global batch 16" in out
-    metrics = check_learned_and_submitted(tmp_path, out, output_dir)
-    assert (metrics["device"], metrics["hardware"], metrics["cores"], metrics["epochs"]) == ("xla", "CPU", 1, 8)
-    assert (metrics["precision"], metrics["augment"], metrics["tta"]) == ("mixed_bfloat16", "standard", 4)
-
-
 # Edits a user makes, each put in its cell before the line given: a model with one more layer (counting
 # its builds), a constant learning rate, and a look at the augmentation AUGMENT chose.
 EDITS = {
@@ -134,7 +101,7 @@ def test_without_torch_xla_it_trains_on_the_cpu_with_the_notebooks_own_edited_fu
         out = text_outputs(execute(tmp_path, edited, OUTPUT_DIR=str(output_dir), EPOCHS=5, AUGMENT="none"))
     assert "PyTorch on the CPU: no torch_xla and no GPU, so the CPU" in out
     assert "trained on cpu x 1 core(s)" in out and "xla:0" not in out
-    metrics = check_learned_and_submitted(tmp_path, out, output_dir)
+    metrics = check_04_learned_and_submitted(tmp_path, out, output_dir)
     assert (metrics["device"], metrics["epochs"]) == ("cpu", 5)
     plain = 332_040  # the notebook's small CNN for 104 classes at 192x192
     assert f"build_model: {plain + 104 * 104 + 104:,} parameters" in out  # the extra layer was built and trained
