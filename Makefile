@@ -73,15 +73,15 @@ demo: $(STAMP)
 	@ls out/classifier
 
 # Lint and format check (ruff); then, environment by environment, each reported by name (tools/matrix.py),
-# TEST_JOBS at a time: the current versions (the unit tests, the notebook tests, every committed .ipynb
-# executed and compared by nbval, with a fresh working folder), notebook 04 and nbkit.pytorch in .venv-xla
+# TEST_JOBS at a time: the current versions (the unit tests and the notebook tests; beside them every committed
+# .ipynb executed and compared by nbval, with a fresh working folder), notebook 04 and nbkit.pytorch in .venv-xla
 # through torch_xla on the CPU, and the notebooks' smoke runs in each environment of MATRIX (Kaggle's TPU
 # image also runs the full profile in bfloat16).
 TEST_JOBS ?= 2
 test: $(STAMP) $(XLA_STAMP) $(MATRIX_STAMPS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python tools/matrix.py --jobs $(TEST_JOBS) current xla $(MATRIX)
+	$(BIN)/python tools/matrix.py --jobs $(TEST_JOBS) current current-nbval xla $(MATRIX)
 
 # One environment of the matrix, e.g. `make matrix ENVS=floor`.
 matrix: $(STAMP) $(ENVS:%=.venv-%/.installed)

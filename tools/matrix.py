@@ -1,7 +1,7 @@
 """Run the test suites environment by environment, each reported by name with its versions, and a
 table at the end: what `make test` runs. Exit status 1 if any environment has a failure.
 
-    python tools/matrix.py [--jobs N] current xla kaggle-tpu floor colab-gpu
+    python tools/matrix.py [--jobs N] current current-nbval xla kaggle-tpu floor colab-gpu
 
 With --jobs 2 (make test's default) two environments run at a time, the longest first: one suite
 leaves a 2-core machine's second core idle for much of its time (kernel start-ups, imports, file
@@ -30,16 +30,17 @@ SMOKE = ["tests/matrix/test_smoke_runs.py"]
 ENVIRONMENTS = {
     "current": (
         ".venv",
-        [
-            "tests",
-            "notebooks",
-            *NBVAL,
-            "--ignore=tests/xla",
-            "--ignore=tests/matrix",
-            "--ignore=notebooks/04_pytorch_xla.ipynb",
-        ],
+        ["tests", "--ignore=tests/xla", "--ignore=tests/matrix", "--ignore=tests/test_import.py"],
         {},
-        "envs/main.lock: the full suite",
+        "envs/main.lock: the unit and notebook tests",
+    ),
+    # The same environment's nbval runs as an environment of their own, so that two lanes share the work evenly
+    # (tests/test_import.py brings tests/conftest.py: nbval's kernels on socket files, its output comparison).
+    "current-nbval": (
+        ".venv",
+        ["tests/test_import.py", "notebooks", *NBVAL, "--ignore=notebooks/04_pytorch_xla.ipynb"],
+        {},
+        "envs/main.lock: every committed notebook (but 04) executed and compared by nbval",
     ),
     "xla": (
         ".venv-xla",
@@ -77,7 +78,7 @@ ENVIRONMENTS = {
 }
 # Minutes each took alone on the 2-core machine (before the environments had bytecode; the order still holds):
 # the longest start first, so the two lanes end together.
-MINUTES = {"current": 12, "kaggle-tpu": 8, "xla": 3.5, "floor": 2, "colab-gpu": 1.5}
+MINUTES = {"current": 12, "kaggle-tpu": 8, "current-nbval": 4, "xla": 3.5, "floor": 2, "colab-gpu": 1.5}
 VERSIONS = """
 import platform
 from nbkit.env import installed_versions
@@ -86,17 +87,17 @@ print(", ".join([f"Python {platform.python_version()}", *(f"{n} {v}" for n, v in
 """
 
 
-def run(name: str) -> tuple[str, int, int, float]:
+def run(name: str, jax_cache: str) -> tuple[str, int, int, float]:
     """Run one environment's tests, print its log when done; (versions, tests, failures, seconds)."""
     venv, arguments, extra, what = ENVIRONMENTS[name]
     python = str(REPO / venv / "bin" / "python")
     versions = subprocess.run([python, "-c", VERSIONS], capture_output=True, text=True, check=True).stdout.strip()
     report = Path(tempfile.mkdtemp(prefix=f"nbkit-{name}-")) / "junit.xml"
     env = {**os.environ, **extra, "NBKIT_WORKING_DIR": tempfile.mkdtemp(prefix=f"nbkit-{name}-work-")}
-    # One JAX compilation cache for the environment's processes, as ccache for a build: a notebook run again by
-    # another test (nbval's run, then a test's) loads its programs instead of compiling them. A notebook's own
+    # One JAX compilation cache for the processes of a virtual environment, as ccache for a build: a notebook run
+    # again by another test (nbval's run, a test's) loads its programs instead of compiling them. A notebook's own
     # COMPILE_CACHE, set before anything compiles, takes its place there; a fresh folder each time.
-    env["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"nbkit-{name}-jax-cache-")
+    env["JAX_COMPILATION_CACHE_DIR"] = jax_cache
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # Keras' ~200 small programs to build a model too
     log = LOGS / f"{name}.log"
     with PRINTING:
@@ -122,8 +123,10 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     LOGS.mkdir(parents=True, exist_ok=True)
     longest_first = sorted(args.names, key=lambda n: -MINUTES[n])
+    venvs = {ENVIRONMENTS[name][0] for name in args.names}
+    jax_caches = {venv: tempfile.mkdtemp(prefix=f"nbkit-jax-cache-{venv.strip('.')}-") for venv in venvs}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {name: pool.submit(run, name) for name in longest_first}
+        futures = {name: pool.submit(run, name, jax_caches[ENVIRONMENTS[name][0]]) for name in longest_first}
     results = {name: futures[name].result() for name in args.names}
     print("\n| environment | versions | tests | failed | minutes |\n|---|---|---|---|---|")
     for name, (versions, tests, failed, seconds) in results.items():
