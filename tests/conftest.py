@@ -231,7 +231,7 @@ def sample_test_accuracy(rows: list, num_classes: int = 104) -> float:
     return float(np.mean([int(label) == drawn[int(i[-5:], 16)] for i, label in rows]))
 
 
-def check_submission(sample_dir: Path, output_dir: Path, files: tuple[str, ...]) -> dict:
+def check_submission(sample_dir: Path, output_dir: Path, files: tuple[str, ...], image_size: int = 192) -> dict:
     """A run's outputs: metrics.json (accuracy above 3x chance on the learnable sample), submission.csv
     (`id,label`) with one row per test record in file order, whose labels are right about as often as
     validation's (the sample's test classes are known), and the non-empty `files`."""
@@ -243,16 +243,16 @@ def check_submission(sample_dir: Path, output_dir: Path, files: tuple[str, ...])
     with open(output_dir / "submission.csv", newline="") as f:
         header, *rows = list(csv.reader(f))
     assert header == ["id", "label"]
-    assert [i for i, _ in rows] == split_keys(sample_dir, "test")
+    assert [i for i, _ in rows] == split_keys(sample_dir, "test", image_size)
     assert sample_test_accuracy(rows) >= max(3 / 104, metrics["accuracy"] / 3), metrics
     for name in files:
         assert (output_dir / name).stat().st_size > 0, name
     return metrics
 
 
-def check_04_learned_and_submitted(tmp_path: Path, out: str, output_dir: Path) -> dict:
-    """Notebook 04's run (working folder as in `execute`): it learnt, its saved weights predict as it did, and
-    its outputs (`check_submission`); metrics.json."""
+def check_04_learned_and_submitted(sample_dir: Path, out: str, output_dir: Path, image_size: int = 192) -> dict:
+    """Notebook 04's run on the sample in `sample_dir`: it learnt, its saved weights predict as it did, and its
+    outputs (`check_submission`); metrics.json."""
     assert "learned (validation accuracy above 3x chance): True" in out
     assert "the saved weights predict the same on the CPU: True" in out
     files = (
@@ -263,4 +263,4 @@ def check_04_learned_and_submitted(tmp_path: Path, out: str, output_dir: Path) -
         "confusion_matrix.png",
         "predictions.png",
     )
-    return check_submission(tmp_path / "work" / "sample-data", output_dir, files)
+    return check_submission(sample_dir, output_dir, files, image_size)

@@ -227,9 +227,12 @@ def test_a_zip_over_the_limit_stops_and_leaves_nothing(tmp_path):
 
 
 def test_a_zip_with_pictures_of_another_size_or_count_fails_its_check(tmp_path):
-    with pytest.raises(DataError, match=r"p000.jpg: a picture of shape \(64, 64, 3\), not \(256, 256, 3\) RGB"):
+    with pytest.raises(DataError, match=r"p000.jpg: a picture of uint8 \(64, 64, 3\), not uint8 \(256, 256, 3\) RGB"):
         paintings.write_zip(tmp_path / "images.zip", pictures(3, size=64), 3)
     assert not (tmp_path / "images.zip").exists()
+    floats = ((name, picture / 127.5 - 1) for name, picture in pictures(3))  # the generator's [-1, 1], not converted
+    with pytest.raises(DataError, match=r"p000.jpg: a picture of float64 \(256, 256, 3\), not uint8"):
+        paintings.write_zip(tmp_path / "images.zip", floats, 3)
     with pytest.raises(DataError, match="3 entries .* not 4"):
         paintings.write_zip(tmp_path / "images.zip", pictures(3), 4)
     paintings.write_zip(tmp_path / "images.zip", pictures(3), 3)

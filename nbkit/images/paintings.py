@@ -166,11 +166,13 @@ def write_zip(
     decoded_shape = [-(-size // 8), -(-size // 8), 3]  # decode_jpeg(ratio=8) rounds up
 
     def encode_chunk(chunk: list[tuple[str, Any]]) -> list[tuple[str, bytes]]:
-        for name, array in chunk:
-            if np.shape(array) != (size, size, 3):
-                raise DataError(f"{name}.jpg: a picture of shape {np.shape(array)}, not ({size}, {size}, 3) RGB.")
-        arrays = [array for _, array in chunk] + [chunk[-1][1]] * (_CHUNK - len(chunk))  # the last chunk padded
-        data, shapes = encode(np.stack(arrays).astype(np.uint8, copy=False))
+        arrays = [np.asarray(array) for _, array in chunk]
+        for (name, _), array in zip(chunk, arrays):
+            if array.shape != (size, size, 3) or array.dtype != np.uint8:
+                raise DataError(
+                    f"{name}.jpg: a picture of {array.dtype} {array.shape}, not uint8 ({size}, {size}, 3) RGB (0-255)."
+                )
+        data, shapes = encode(np.stack(arrays + arrays[-1:] * (_CHUNK - len(arrays))))  # the last chunk padded
         for (name, _), shape in zip(chunk, shapes.numpy().tolist()):
             if shape != decoded_shape:
                 raise DataError(f"{name}.jpg: its JPEG decodes to {shape} at 1/8 scale, not {decoded_shape}.")

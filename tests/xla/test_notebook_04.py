@@ -15,6 +15,8 @@ import pytest
 from conftest import BAD_DATA_CASES, REPO, check_04_learned_and_submitted, execute, text_outputs
 from test_runtime import WITHOUT_TORCH_XLA
 
+from nbkit.images import sample as flower_sample
+
 NOTEBOOK = "04_pytorch_xla.ipynb"
 
 
@@ -95,15 +97,19 @@ def test_without_torch_xla_it_trains_on_the_cpu_with_the_notebooks_own_edited_fu
     edited = tmp_path / "edited.ipynb"
     jupytext.write(notebook, edited)
     output_dir = tmp_path / "flowers"
+    # The sample at 48 px, what the notebook pools 192 px down to (the same network, a quarter of the decoding).
+    sample = flower_sample.make_sample(tmp_path / "sample", 104, image_sizes=(48,))
     # Before whatever else is on the path (a checkout's own nbkit, extra packages); eager CPU is slower: 5 epochs suffice.
     path = os.pathsep.join(filter(None, [WITHOUT_TORCH_XLA, os.environ.get("PYTHONPATH")]))
     with mock.patch.dict(os.environ, {"PYTHONPATH": path}):
-        out = text_outputs(execute(tmp_path, edited, OUTPUT_DIR=str(output_dir), EPOCHS=5, AUGMENT="none"))
+        out = text_outputs(
+            execute(tmp_path, edited, DATA_ROOT=str(sample), OUTPUT_DIR=str(output_dir), EPOCHS=5, AUGMENT="none")
+        )
     assert "PyTorch on the CPU: no torch_xla and no GPU, so the CPU" in out
     assert "trained on cpu x 1 core(s)" in out and "xla:0" not in out
-    metrics = check_04_learned_and_submitted(tmp_path, out, output_dir)
+    metrics = check_04_learned_and_submitted(sample, out, output_dir, image_size=48)
     assert (metrics["device"], metrics["epochs"]) == ("cpu", 5)
-    plain = 332_040  # the notebook's small CNN for 104 classes at 192x192
+    plain = 332_040  # the notebook's small CNN for 104 classes at 48x48 (192 px pooled to 48: the same)
     assert f"build_model: {plain + 104 * 104 + 104:,} parameters" in out  # the extra layer was built and trained
     assert "augmentation: ['Identity']" in out  # AUGMENT="none": nothing changes the training images
     assert out.count("learning_rate 0.001 (") == 5  # every epoch at the edited schedule's rate
