@@ -20,7 +20,7 @@ from nbkit import env as nbenv
 from nbkit.convert import labels
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import metrics
-from nbkit.inputs.datasets import DataSource, locate, through_kagglehub
+from nbkit.inputs.datasets import DataSource, generated_sample, locate, through_kagglehub
 
 _COMPETITION = "contradictory-my-dear-watson"
 _METRICS = ("accuracy", "f1_macro", "roc_auc")  # roc_auc: two classes, scored on the second's probability
@@ -166,15 +166,15 @@ def load_data(
 
 
 def _sample_source(environment: Any) -> DataSource:
-    try:
+    attach = f"on Kaggle, attach {_COMPETITION} with 'Add Input'; elsewhere set DATA_ROOT to a folder holding "
+    attach += "train.csv, test.csv, sample_submission.csv."
+
+    def generator() -> Any:
         from nbkit import text_sample
-    except ImportError:  # a kernel bundle leaves the generator out: on Kaggle the data is attached
-        raise DataError(
-            f"This notebook's bundled nbkit has no sample generator: on Kaggle, attach {_COMPETITION} with "
-            "'Add Input'; elsewhere set DATA_ROOT to a folder holding train.csv, test.csv, sample_submission.csv."
-        ) from None
-    folder = text_sample.ensure(environment.working_dir / "text-sample")
-    return DataSource(str(folder), f"the generated sample in {folder} stands in")
+
+        return text_sample.ensure
+
+    return generated_sample(environment, "text-sample", generator, attach)
 
 
 def _column(path: Path, header: Sequence[str], name: str, parameter: str) -> str:

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from nbkit import env as nbenv
-from nbkit.errors import DataError
 from nbkit.images import checks, description
-from nbkit.inputs.datasets import DataSource, locate
+from nbkit.inputs.datasets import DataSource, generated_sample, locate
 
 _COMPETITION = "flower-classification-with-tpus"
 _IMAGE_SIZES = (192, 224, 331, 512)
@@ -55,16 +54,15 @@ _DATASET = description.Description(
 
 def sample_source(environment: Any) -> DataSource:
     """The generated sample in the working folder (written the first time)."""
-    try:
+    attach = "on Kaggle, attach the competition with 'Add Input'; elsewhere set DATA_ROOT to a copy of the data, or "
+    attach += "run the notebook from a clone of nbkit."
+
+    def generator() -> Any:
         from nbkit.images import sample
-    except ImportError:  # a kernel bundle leaves the generator out: on Kaggle the data is attached
-        raise DataError(
-            "This notebook's bundled nbkit has no sample generator (a kernel bundle is made for Kaggle, where "
-            "the data is attached): on Kaggle, attach the competition with 'Add Input'; elsewhere set DATA_ROOT "
-            "to a copy of the data, or run the notebook from a clone of nbkit."
-        ) from None
-    folder = sample.ensure_sample(environment.working_dir / "sample-data", len(_CLASSES))
-    return DataSource(str(folder), f"the generated sample in {folder} stands in")
+
+        return lambda folder: sample.ensure_sample(folder, len(_CLASSES))
+
+    return generated_sample(environment, "sample-data", generator, attach)
 
 
 def locate_data(data_root: str, environment: Any = None) -> DataSource:

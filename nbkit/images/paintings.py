@@ -18,7 +18,7 @@ from typing import Any
 
 from nbkit import tfrecord
 from nbkit.errors import DataError, ParameterError
-from nbkit.inputs.datasets import DataSource, locate
+from nbkit.inputs.datasets import DataSource, generated_sample, locate
 
 _COMPETITION = "gan-getting-started"
 _DOMAINS = ("monet", "photo")
@@ -64,15 +64,15 @@ def load(data_root: str, environment: Any = None) -> _Domains:
 
 
 def _sample_source(environment: Any) -> DataSource:
-    try:
+    attach = f"on Kaggle, attach {_COMPETITION} with 'Add Input'; elsewhere set DATA_ROOT to a folder holding "
+    attach += "monet_tfrec/ and photo_tfrec/ (or monet/, photo/)."
+
+    def generator() -> Any:
         from nbkit.images import painting_sample
-    except ImportError:  # a kernel bundle leaves the generator out: on Kaggle the data is attached
-        raise DataError(
-            f"This notebook's bundled nbkit has no sample generator: on Kaggle, attach {_COMPETITION} with 'Add "
-            "Input'; elsewhere set DATA_ROOT to a folder holding monet_tfrec/ and photo_tfrec/ (or monet/, photo/)."
-        ) from None
-    folder = painting_sample.ensure(environment.working_dir / "painter-sample")
-    return DataSource(str(folder), f"the generated sample in {folder} stands in")
+
+        return painting_sample.ensure
+
+    return generated_sample(environment, "painter-sample", generator, attach)
 
 
 def _read_domain(root: Path, domain: str) -> _Pictures:

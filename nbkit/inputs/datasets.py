@@ -68,6 +68,23 @@ def locate(
     return DataSource(stand_in.path, f"{where} and {why_not}, so {stand_in.reason} for {handle}")
 
 
+def generated_sample(
+    environment: Any, folder: str, generator: Callable[[], Callable[[Path], Path]], attach: str
+) -> DataSource:
+    """A notebook's stand-in outside Kaggle: `generator()` imports the sample's writer, which writes it into the
+    working folder's `folder` the first time. A kernel bundle leaves the generators out (on Kaggle the data is
+    attached): then a DataError ends with `attach`, what to do instead."""
+    try:
+        write = generator()
+    except ImportError:
+        raise DataError(
+            "This notebook's bundled nbkit has no sample generator (a kernel bundle is made for Kaggle, where the data "
+            f"is attached): {attach}"
+        ) from None
+    path = write(environment.working_dir / folder)
+    return DataSource(str(path), f"the generated sample in {path} stands in")
+
+
 def through_kagglehub(handle: str, platform: str, kind: str = "") -> tuple[str | None, str]:
     """(the folder kagglehub attached, mounted or downloaded, or None; why not): a `kind` of _KINDS, by default
     a dataset (owner/slug) or a competition (slug)."""
