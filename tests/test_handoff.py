@@ -285,7 +285,8 @@ def test_05_on_two_hosts_killed_stops_whole_and_resumes_as_if_never_stopped(two_
     state_file = output_dir / "checkpoints" / resume._STATE_FILE
     process = launch(tmp_path, "05_train_on_tpu.ipynb", "killed", **params)
     deadline = time.monotonic() + 600
-    while not (state_file.exists() and state(output_dir)["epochs_done"] >= 2):
+    # Killed after its first epoch: at 48 px an epoch takes about a second, and three are left to come.
+    while not (state_file.exists() and state(output_dir)["epochs_done"] >= 1):
         assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "killed.log").read_text()[-3000:]
         time.sleep(0.1)
     kernel = kernel_of(process.pid, "1")
@@ -299,7 +300,7 @@ def test_05_on_two_hosts_killed_stops_whole_and_resumes_as_if_never_stopped(two_
     assert stopped_within < 60, stopped_within  # process 0 stopped too, not left waiting in a collective
     wait_gone(kernel)
     done = state(output_dir)["epochs_done"]
-    assert 2 <= done < EPOCHS, f"the kill came too late ({done} epochs done)"
+    assert 1 <= done < EPOCHS, f"the kill came too late ({done} epochs done)"
     assert published(output_dir) == before and (output_dir / ".incomplete-run").is_dir()  # the killed run's, aside
 
     process = launch(tmp_path, "05_train_on_tpu.ipynb", "resumed", **params)

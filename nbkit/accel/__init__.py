@@ -1,6 +1,7 @@
-"""`acc = accel.setup(BACKEND, ...)`, before anything imports keras: a TPU TensorFlow can drive
-(TPUStrategy), else one only JAX sees (Kaggle's TPU VMs ship tensorflow-cpu: DataParallel on JAX),
-else GPUs, else the CPU (`simulate_devices=N` splits it so CI runs a TPU v5e-8's 8-replica code)."""
+"""The accelerator. `acc = accel.setup(BACKEND, ...)`, before anything imports keras: a TPU TensorFlow can
+drive (TPUStrategy), else one only JAX sees (Kaggle's TPU VMs ship tensorflow-cpu: DataParallel on JAX),
+else GPUs, else the CPU (`simulate_devices=N` splits it so CI runs a TPU v5e-8's 8-replica code). It returns
+an `accelerator.Accelerator`; `cache` keeps JAX's compiled programs for a later session."""
 
 from __future__ import annotations
 
