@@ -135,7 +135,8 @@ if not PER_REPLICA_BATCH:
 GLOBAL_BATCH = PER_REPLICA_BATCH * BATCH_AXIS
 tiny = f"a tiny {'Gemma' if PRESET == 'tiny-gemma' else 'Gemma 3'} from scratch"
 # What trains, and why: metrics.json says it too (a tiny model's scores say nothing of Gemma's).
-TRAINED = {"model": str(preset_folder or tiny), "why": preset_reason, **({} if preset_folder else TINY)}
+why = f"{preset_reason}; PROFILE={PROFILE!r} on a {acc.kind}: {'smoke' if SMOKE else 'full'}"
+TRAINED = {"model": str(preset_folder or tiny), "why": why, **({} if preset_folder else TINY)}
 print(f"model: {preset_folder or tiny} ({preset_reason})")
 print(f"{'smoke' if SMOKE else 'full'}: {EPOCHS} epochs, {SEQUENCE_LENGTH} tokens, global batch {GLOBAL_BATCH}, peak lr {LEARNING_RATE:g}, LoRA rank {LORA_RANK} on {', '.join(LORA_TARGETS)}" + (f" ({'; '.join(chosen)})" if chosen else ""))  # fmt: skip
 
