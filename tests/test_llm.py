@@ -370,7 +370,10 @@ def test_a_wrong_layout_rule_is_refused(meshes):
 def test_what_trained_is_said(meshes):
     # Item 9 of issue 50: d3b5fd8's metrics.json said "model": "gemma3_instruct_1b" of a tiny model from scratch.
     trained = meshes["tiny 2x4"]["trained"]
-    assert trained["model"] == "a tiny Gemma 3 from scratch" and trained["why"] == "PRESET='tiny'; PROFILE='auto' on a cpu: smoke"
+    assert (
+        trained["model"] == "a tiny Gemma 3 from scratch"
+        and trained["why"] == "PRESET='tiny'; PROFILE='auto' on a cpu: smoke"
+    )
     assert trained["hidden_dim"] == 64 and trained["num_layers"] == 2 and "BPE pieces learned" in trained["tokenizer"]
 
 
