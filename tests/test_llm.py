@@ -222,7 +222,7 @@ def test_the_environments_hold_what_the_notebooks_parameters_need():
         assert "\nsafetensors==" in (REPO / "envs" / lock).read_text(), lock
 
 
-def test_tokens_per_second_counts_the_real_tokens_of_a_batch():
+def test_tokens_per_second_counts_the_real_tokens_of_a_batch(monkeypatch):
     # Item 10 of issue 50: d3b5fd8 counted steps x batch x SEQUENCE_LENGTH, padding included (10,752 tokens an
     # epoch where the padding mask held 6,194). Two pairs of 3 and 2 real tokens in 4 positions: 2.5 a pair, so
     # 3 steps of 2 pairs read 15 tokens, not 24. The notebook's own callback, run on a known batch.
@@ -234,10 +234,11 @@ def test_tokens_per_second_counts_the_real_tokens_of_a_batch():
         "causal_lm": SimpleNamespace(count_params=lambda: 1000), "acc": SimpleNamespace(num_replicas=8),
     }  # fmt: skip
     exec(cell, ns)
+    monkeypatch.setattr(ns["time"], "perf_counter", iter([10.0, 12.0]).__next__)  # an epoch of 2 s, not timed
     throughput = ns["Throughput"]()
     throughput.on_epoch_begin(0)
     throughput.on_epoch_end(0)
-    assert throughput.tokens == 15 and throughput.tokens_per_second > 0
+    assert throughput.tokens == 15 and throughput.tokens_per_second == 7.5
     save = notebook_cell("atomic.write_json(")
     assert '"model": TRAINED' in save and '"transformers_export": exported' in save  # item 9: what trained, and why
 
