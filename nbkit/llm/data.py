@@ -33,7 +33,7 @@ class _Pairs:
 
     def describe(self) -> str:
         repeats = len(self.prompts) - len(set(zip(self.prompts, self.responses)))
-        again = f" ({repeats} of them repeat an earlier pair: trained on more than once)" if repeats else ""
+        again = f" ({repeats} of them repeat an earlier pair)" if repeats else ""
         return f"data: {self.source}; {len(self.prompts)} prompt/response pairs{again}"
 
 
