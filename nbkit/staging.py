@@ -2,9 +2,8 @@
 and moved into the folder only when the run ends well (`publish()`), so a run that fails or is killed
 leaves the previous run's outputs exactly as they were. One run at a time per folder, and one run's outputs:
 publishing sets the previous run's outputs (those its own `publish()` listed in `.published-run.json`) aside
-into `.previous-run/`, so none stays beside the new run's files. What the folder held when nbkit first took it
-(yours) is named in the first cell; a file of yours that this run's outputs would replace is moved into `.kept/`
-first, which nothing deletes.
+into `.previous-run/`, so none stays beside the new run's files. A file not nbkit's is never replaced: what the
+folder held when nbkit first took it is named in the first cell, and one an output would replace goes to `.kept/`.
 
     outputs = staging.start(OUTPUT_DIR)                   # takes the folder's lock (in the first cell)
     plots.batch(..., path=outputs.staging / "batch.png")  # written aside
@@ -110,8 +109,8 @@ def _write_published(folder: Path, names: list[str], theirs: list[str]) -> None:
 
 def _free(path: Path) -> Path:
     """`path`, else the first of 1-<name>, 2-<name>, ... that is not taken."""
-    numbered = (path.with_name(f"{i}-{path.name}") for i in itertools.count(1))
-    return next(p for p in itertools.chain([path], numbered) if not os.path.lexists(p))
+    numbered = (path.with_name(f"{i}-{path.name}" if i else path.name) for i in itertools.count())
+    return next(p for p in numbered if not os.path.lexists(p))
 
 
 def _set_aside(folder: Path, names: list[str]) -> None:

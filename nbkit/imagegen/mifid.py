@@ -9,7 +9,7 @@ import numpy as np
 from nbkit.errors import DataError
 
 _EPS = 0.1  # a memorization distance below this counts (above: 1)
-INCEPTION_FILE = "inception_v3_weights_tf_dim_ordering_tf_kernels_notop.h5"  # what keras.applications asks for
+_INCEPTION_FILE = "inception_v3_weights_tf_dim_ordering_tf_kernels_notop.h5"  # what keras.applications asks for
 
 
 def _frechet_distance(mu1: np.ndarray, sigma1: np.ndarray, mu2: np.ndarray, sigma2: np.ndarray) -> float:
@@ -52,10 +52,8 @@ def score(real: np.ndarray, generated: np.ndarray) -> dict[str, float]:
 
 
 def without_inception(error: Exception) -> str:
-    """What MiFID is computed on when InceptionV3's ImageNet weights are missing (`models.backbone`'s error), and
-    how to attach them, in notebook 09's terms (it has no WEIGHTS parameter)."""
+    """The features MiFID falls back to when `models.backbone` finds no InceptionV3 weights, and what to attach."""
     return (
-        f"the stand-in, random projections of 32x32 pixels ({str(error).split('. ')[0]}. For InceptionV3's features: "
-        f"turn the notebook's internet on, or attach a Kaggle dataset holding {INCEPTION_FILE} (from ~/.keras/models/ "
-        "after one online run) with 'Add Input': it is found under /kaggle/input; elsewhere, copy it to ~/.keras/models/)"
+        f"the stand-in, random projections of 32x32 pixels ({str(error).split('. ')[0]}. For InceptionV3: turn the "
+        f"internet on, or attach a dataset holding {_INCEPTION_FILE} with 'Add Input': it is found under /kaggle/input)"
     )

@@ -146,8 +146,8 @@ def _check_name(name: str, where: str) -> str:
 
 
 def _check_pictures(pictures: _Pictures, same_size: bool) -> set[tuple[int, int]]:
-    """The sizes found, each picture decoded as training decodes it (tf.io.decode_image: JPEG, PNG, GIF, BMP); a
-    DataError names one that does not decode (or, in TFRecords, of another size)."""
+    """The sizes found, each picture decoded as training decodes it; a DataError names one that does not decode
+    (or, in TFRecords, of another size)."""
     import tensorflow as tf
 
     sizes, first = set(), None
@@ -155,10 +155,9 @@ def _check_pictures(pictures: _Pictures, same_size: bool) -> set[tuple[int, int]
         try:
             height, width = tf.shape(tf.io.decode_image(data, channels=3, expand_animations=False)).numpy()[:2]
         except (tf.errors.OpError, ValueError) as error:
-            reason = str(getattr(error, "message", error)).strip().splitlines()[0]
             raise DataError(
                 f"{pictures.folder}: {source} cannot be decoded by tf.io.decode_image, as training decodes it "
-                f"({reason}): only JPEG, PNG, GIF and BMP are read. Remove it, or save it again as JPEG or PNG."
+                f"({getattr(error, 'message', error)}). Remove it, or save it again as JPEG or PNG."
             ) from None
         size = int(width), int(height)
         first = first or size
@@ -172,9 +171,8 @@ def _check_pictures(pictures: _Pictures, same_size: bool) -> set[tuple[int, int]
 
 
 def check_image_count(images: int, photos: _Pictures, full: bool) -> tuple[list[str], str]:
-    """IMAGES, checked: Kaggle scores 7,000 to 10,000 pictures (the full profile), and the photos give at most two
-    different ones each (as they are, then mirrored). The zip's names (each photo's, then "<name>-mirrored"), two
-    equal ones an error naming both pictures; and a line saying what is written."""
+    """IMAGES, checked: Kaggle scores 7,000 to 10,000 pictures (the full profile); each photo gives two (as it is,
+    then mirrored). The zip's names (two equal ones: an error naming both pictures) and a line saying what is written."""
     low, high, count = *_KAGGLE_IMAGES, len(photos.names)
     if full and not low <= images <= high:
         raise ParameterError(f"IMAGES={images}: Kaggle takes {low:,} to {high:,} pictures in images.zip; give one.")
@@ -183,8 +181,7 @@ def check_image_count(images: int, photos: _Pictures, full: bool) -> tuple[list[
     if images > 2 * count:
         raise DataError(
             f"IMAGES={images:,}, but {count:,} photos give {2 * count:,} different pictures (each as it is and "
-            f"mirrored; more would repeat them byte for byte): give at least {-(-images // 2):,} photos"
-            + (" (Kaggle takes 7,000 or more)." if full else ", or a smaller IMAGES.")
+            f"mirrored; more would repeat them byte for byte): give at least {-(-images // 2):,} photos, or fewer IMAGES."
         )
     names, first = [*photos.names, *(f"{n}-mirrored" for n in photos.names)][:images], {}
     for index, name in enumerate(names):
