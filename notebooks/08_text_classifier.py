@@ -64,7 +64,7 @@ from nbkit.errors import DataError, ParameterError
 params.check_parameters(
     globals(), EPOCHS=0, PER_REPLICA_BATCH=1, SEQUENCE_LENGTH=8, STEPS_PER_EXECUTION=1,
     METRIC=("accuracy", "f1_macro", "roc_auc"),
-)  # fmt: skip  (and LEARNING_RATE, as every float: finite, >= 0; 0 is the model's choice)
+)  # fmt: skip  (LEARNING_RATE too, as every float: finite and >= 0; 0 is the model's choice)
 TEXTS = [name.strip() for name in TEXT_COLUMNS.split(",")]
 if not 1 <= len(TEXTS) <= 2 or not all(TEXTS):
     raise ParameterError(f"TEXT_COLUMNS={TEXT_COLUMNS!r}: name one text column, or two separated by a comma.")
