@@ -6,7 +6,7 @@ into `.previous-run/`, so none stays beside the new run's files. A file not nbki
 folder held when nbkit first took it is named in the first cell, and one an output would replace goes to `.kept/`.
 
     outputs = staging.start(OUTPUT_DIR)                   # takes the folder's lock (in the first cell)
-    plots.batch(..., path=outputs.staging / "batch.png")  # written aside
+    grids.batch(..., path=outputs.staging / "batch.png")  # written aside
     outputs.publish()                                     # all at once, at the end
 
 Files a run updates in place (checkpoints) go straight into `outputs.folder`. On a pod slice only
