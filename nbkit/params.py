@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import difflib
 import json
-import math
 import re
 import shlex
 import warnings
@@ -164,13 +163,10 @@ def _from_annotations(annotations: Mapping[str, object]) -> _Declared:
 _SHARED = {"BACKEND": BACKENDS, "PROFILE": _PROFILES}
 
 
-def check_parameters(
-    namespace: Mapping[str, object], *, positive: Iterable[str] = (), **allowed: int | Iterable[object]
-) -> None:
+def check_parameters(namespace: Mapping[str, object], **allowed: int | Iterable[object]) -> None:
     """Stop on a parameter the notebook does not have (`-p EPOCH 3`, naming the closest), of another type
     than declared (`NAME: int = 3`), of a value not `allowed` (NAME=n: a whole number >= n; NAME=(a, b) or a
-    range: one of those; other ints >= 0; floats finite and >= 0, those named in `positive` (rates, weights)
-    above 0), or a gs:// URL (nbkit reads local folders). Call it in the first
+    range: one of those; other ints >= 0), or a gs:// URL (nbkit reads local folders). Call it in the first
     cell with `globals()`: the cells are read from IPython's history `In` (a name only papermill's
     `# Parameters` cell assigns is unknown); a plain script's `__annotations__` give the types only."""
     history = namespace.get("In")
@@ -207,15 +203,7 @@ def check_parameters(
                 "and Colab's TPU VMs read local files). On Kaggle, attach the data with 'Add Input'; elsewhere copy it "
                 "into a local folder (`gsutil -m cp -r gs://bucket/data .`) and give that folder."
             )
-        kind, default = declared.types[name]
-        rule = allowed.get(name, _SHARED.get(name, 0 if kind == "int" else None))
-        value = namespace[name]
-        if kind == "float" and (not math.isfinite(value) or value < 0 or (value == 0 and name in positive)):
-            bound, example = (
-                "above 0" if name in positive else "0 or more",
-                f", such as {default}" * (default is not None),
-            )
-            raise ParameterError(f"Parameter {name}={value!r} must be a finite number {bound}{example}.")
+        rule = allowed.get(name, _SHARED.get(name, 0 if declared.types[name][0] == "int" else None))
         if isinstance(rule, int) and not isinstance(rule, bool):
             check_int(name, namespace[name], minimum=rule)
         elif rule is not None:

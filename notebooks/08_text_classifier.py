@@ -65,12 +65,14 @@ from nbkit.errors import DataError, ParameterError
 params.check_parameters(
     globals(), EPOCHS=0, PER_REPLICA_BATCH=1, SEQUENCE_LENGTH=8, STEPS_PER_EXECUTION=1,
     METRIC=("accuracy", "f1_macro", "roc_auc"),
-)  # fmt: skip  (LEARNING_RATE too, as every float: finite and >= 0; 0 is the model's choice)
+)  # fmt: skip
 TEXTS = [name.strip() for name in TEXT_COLUMNS.split(",")]
 if not 1 <= len(TEXTS) <= 2 or not all(TEXTS):
     raise ParameterError(f"TEXT_COLUMNS={TEXT_COLUMNS!r}: name one text column, or two separated by a comma.")
 if not 0 < VALIDATION_SHARE < 1:
     raise ParameterError(f"VALIDATION_SHARE={VALIDATION_SHARE}: a share between 0 and 1, such as 0.2.")
+if not 0 <= LEARNING_RATE < float("inf"):  # NaN too
+    raise ParameterError(f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 2e-5, or 0 for the model's choice.")
 outputs = staging.start(OUTPUT_DIR, default="text-classifier", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 

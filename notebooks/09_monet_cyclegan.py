@@ -52,13 +52,15 @@ OUTPUT_DIR: str = "auto"  # where images.zip, checkpoints, plots and metrics.jso
 
 # %%
 from nbkit import accel, atomic, params, staging
-from nbkit.errors import DataError
+from nbkit.errors import DataError, ParameterError
 
 params.check_parameters(
     globals(), IMAGE_SIZE=(32, 64, 128, 256, 512, 1024), EPOCHS=1, PER_REPLICA_BATCH=1, IMAGES=1, STEPS_PER_EXECUTION=1,
     BACKEND=("jax",), AUGMENT=("jitter", "none"), RESUME=("auto", "restart"), PRECISION=("auto", "float32", "mixed_bfloat16"),
-    positive=("LEARNING_RATE", "LAMBDA_CYCLE", "TIME_BUDGET"),  # LAMBDA_IDENTITY may be 0; every float finite, >= 0
 )  # fmt: skip
+for name in ("LEARNING_RATE", "LAMBDA_CYCLE", "LAMBDA_IDENTITY", "TIME_BUDGET"):  # NaN too
+    if not 0 < globals()[name] < float("inf") and not (name == "LAMBDA_IDENTITY" and LAMBDA_IDENTITY == 0):
+        raise ParameterError(f"{name}={globals()[name]}: a finite number above 0 (LAMBDA_IDENTITY may be 0: no identity loss).")
 outputs = staging.start(OUTPUT_DIR, default="monet-cyclegan", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, precision=PRECISION)

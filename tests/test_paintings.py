@@ -267,7 +267,9 @@ def test_more_images_than_the_photos_give_stop_before_training():
     assert len(set(names)) == 120 and line == "images.zip: 120 pictures of 60 photos, 60 of them the photos mirrored"
     with pytest.raises(DataError, match=r"IMAGES=121, but 60 photos give 120 different pictures .*at least 61 photos"):
         paintings.check_image_count(121, sixty, full=False)
-    with pytest.raises(DataError, match=r"IMAGES=7,000, but 60 photos give 120 .*at least 3,500 photos, or fewer IMAGES"):
+    with pytest.raises(
+        DataError, match=r"IMAGES=7,000, but 60 photos give 120 .*at least 3,500 photos, or fewer IMAGES"
+    ):
         paintings.check_image_count(7000, sixty, full=True)
     source = (REPO / "notebooks" / "09_monet_cyclegan.py").read_text()
     assert source.index("paintings.check_image_count(IMAGES, data.photo,") < source.index("model.fit(")
@@ -327,14 +329,14 @@ def test_without_inception_weights_the_advice_is_in_09s_terms(monkeypatch, tmp_p
     """Issue 50 #16: offline, the full profile's fallback to the stand-in named WEIGHTS, a parameter 09 lacks."""
     import keras
 
-    from nbkit import models
+    from nbkit import backbones
 
     def InceptionV3(**kwargs):  # what keras.applications raises offline
         raise Exception(f"URL fetch failure on https://storage.googleapis.com/x/{mifid._INCEPTION_FILE}: None")
 
     monkeypatch.setattr(keras.applications, "InceptionV3", InceptionV3)
     with pytest.raises(DataError) as error:
-        models.backbone("InceptionV3", (299, 299, 3), "imagenet", search=[tmp_path])
+        backbones.backbone("InceptionV3", (299, 299, 3), "imagenet", search=[tmp_path])
     said = mifid.without_inception(error.value)
     assert "WEIGHTS" not in said and said.startswith("the stand-in, random projections of 32x32 pixels (Could not")
     assert f"attach a dataset holding {mifid._INCEPTION_FILE} with 'Add Input'" in said and "/kaggle/input" in said

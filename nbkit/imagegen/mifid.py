@@ -52,7 +52,7 @@ def score(real: np.ndarray, generated: np.ndarray) -> dict[str, float]:
 
 
 def without_inception(error: Exception) -> str:
-    """The features MiFID falls back to when `models.backbone` finds no InceptionV3 weights, and what to attach."""
+    """The features MiFID falls back to when `backbones.backbone` finds no InceptionV3 weights, and what to attach."""
     return (
         f"the stand-in, random projections of 32x32 pixels ({str(error).split('. ')[0]}. For InceptionV3: turn the "
         f"internet on, or attach a dataset holding {_INCEPTION_FILE} with 'Add Input': it is found under /kaggle/input)"
