@@ -2,7 +2,8 @@
 and moved into the folder only when the run ends well (`publish()`), so a run that fails or is killed
 leaves the previous run's outputs exactly as they were. One run at a time per folder, and one run's outputs:
 publishing sets the previous run's outputs (those its own `publish()` listed in `.published-run.json`) aside
-into `.previous-run/`, so none stays beside the new run's files.
+into `.previous-run/`, so none stays beside the new run's files. A file not nbkit's is never replaced: what the
+folder held when nbkit first took it is named in the first cell, and one an output would replace goes to `.kept/`.
 
     outputs = staging.start(OUTPUT_DIR)                   # takes the folder's lock (in the first cell)
     grids.batch(..., path=outputs.staging / "batch.png")  # written aside
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import shutil
@@ -30,6 +32,7 @@ from nbkit.errors import ParameterError
 
 _STAGING, _FAILED, _LOCK = ".incomplete-run", ".failed-run", ".run.lock"
 _PREVIOUS, _PUBLISHED = ".previous-run", ".published-run.json"  # the run before's outputs; what the last run published
+_KEPT = ".kept"  # files not nbkit's that a run's outputs would have replaced
 
 
 class _RunOutputs:
@@ -40,6 +43,7 @@ class _RunOutputs:
         self.writes = writes  # False: a pod host other than process 0, whose files go nowhere
         self.staging = folder / _STAGING if writes else Path(tempfile.mkdtemp(prefix="nbkit-not-written-"))
         self.earlier_failure = ""
+        self.theirs: list[str] = []  # what the folder held when nbkit first took it, still there
 
     def describe(self) -> str:
         """One line: where this run's outputs go, and what happened to an unfinished earlier run's (and
@@ -52,43 +56,61 @@ class _RunOutputs:
             if earlier
             else ""
         )
+        theirs = ", ".join(self.theirs[:5]) + f" and {len(self.theirs) - 5} more" * (len(self.theirs) > 5)
+        theirs = theirs and (
+            f" It holds {theirs}, which nbkit did not write: any of them this run's outputs would replace is moved "
+            f"to {self.folder / _KEPT} first (never deleted)."
+        )
         return (
             f"{self.earlier_failure}Outputs are written to {self.staging} and moved to {self.folder} when the run "
-            f"ends.{previous}"
+            f"ends.{previous}{theirs}"
         )
 
     def publish(self) -> list[str]:
-        """Move every staged file and folder into `folder` (replacing the previous run's), drop the
-        staging folder and release the folder's lock; returns the names moved (none where this process
-        does not write: its staged files are deleted)."""
+        """Move every staged file and folder into `folder` (replacing the previous run's; one not nbkit's goes to
+        `.kept/`), drop the staging folder and release the folder's lock; returns the names moved, each kept file
+        said (none where this process does not write: its staged files are deleted)."""
         if not self.writes:
             shutil.rmtree(self.staging, ignore_errors=True)
             return []
         names = sorted(p.name for p in self.staging.iterdir())
         earlier = _published(self.folder)
-        _write_published(self.folder, sorted({*earlier, *names}))  # a kill below: the next publish sets both aside
+        kept = [n for n in names if n not in earlier and os.path.lexists(self.folder / n)]  # not nbkit's
+        for name in kept:
+            (self.folder / _KEPT).mkdir(exist_ok=True)
+            os.replace(self.folder / name, _free(self.folder / _KEPT / name))
+        theirs = _published(self.folder, "theirs")
+        # A kill below: the next publish sets both the earlier outputs and this run's aside.
+        _write_published(self.folder, sorted({*earlier, *names}), theirs)
         _set_aside(self.folder, earlier)
         for name in names:
             staged, target = self.staging / name, self.folder / name
             (atomic.replace_dir if staged.is_dir() else os.replace)(staged, target)
-        _write_published(self.folder, names)
+        _write_published(self.folder, names, theirs)
         self.staging.rmdir()
         _release_lock(self.folder / _LOCK, self)
-        return names
+        return [f"{n} (the {n} there before, not nbkit's, is in {_KEPT}/)" if n in kept else n for n in names]
 
 
-def _published(folder: Path) -> list[str]:
-    """The outputs the last published run in `folder` listed that are still there (none before any)."""
+def _published(folder: Path, key: str = "published") -> list[str]:
+    """The outputs the last published run in `folder` listed that are still there (none before any); key
+    "theirs": what the folder held when nbkit first took it."""
     try:
-        names = json.loads((folder / _PUBLISHED).read_text(encoding="utf-8"))["published"]
+        names = json.loads((folder / _PUBLISHED).read_text(encoding="utf-8"))[key]
     except (OSError, ValueError, KeyError, TypeError):
         return []
     names = [n for n in names if isinstance(n, str) and n not in ("", ".", "..") and "/" not in n]
     return [n for n in names if os.path.lexists(folder / n)]
 
 
-def _write_published(folder: Path, names: list[str]) -> None:
-    atomic.write_text(folder / _PUBLISHED, json.dumps({"published": names}, indent=1) + "\n")
+def _write_published(folder: Path, names: list[str], theirs: list[str]) -> None:
+    atomic.write_text(folder / _PUBLISHED, json.dumps({"published": names, "theirs": theirs}, indent=1) + "\n")
+
+
+def _free(path: Path) -> Path:
+    """`path`, else the first of 1-<name>, 2-<name>, ... that is not taken."""
+    numbered = (path.with_name(f"{i}-{path.name}" if i else path.name) for i in itertools.count())
+    return next(p for p in numbered if not os.path.lexists(p))
 
 
 def _set_aside(folder: Path, names: list[str]) -> None:
@@ -131,6 +153,9 @@ def start(folder: str | Path, default: str = "", data_root: str = "") -> _RunOut
             outputs.staging.rename(failed)
             outputs.earlier_failure = f"An earlier run did not finish: its partial outputs are in {failed}. "
         outputs.staging.mkdir()
+        if not (path / _PUBLISHED).exists():  # nbkit's first run here: what the folder holds is not nbkit's
+            _write_published(path, [], sorted(p.name for p in path.iterdir() if not p.name.startswith(".")))
+        outputs.theirs = _published(path, "theirs")
     except BlockingIOError:  # another process holds the lock
         raise ParameterError(
             f"OUTPUT_DIR={str(folder)!r} is in use by another run ({_holder(path / _LOCK)}): wait until it "

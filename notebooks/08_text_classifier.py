@@ -71,7 +71,7 @@ if not 1 <= len(TEXTS) <= 2 or not all(TEXTS):
     raise ParameterError(f"TEXT_COLUMNS={TEXT_COLUMNS!r}: name one text column, or two separated by a comma.")
 if not 0 < VALIDATION_SHARE < 1:
     raise ParameterError(f"VALIDATION_SHARE={VALIDATION_SHARE}: a share between 0 and 1, such as 0.2.")
-if LEARNING_RATE < 0:
+if not 0 <= LEARNING_RATE < float("inf"):  # NaN too
     raise ParameterError(f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 2e-5, or 0 for the model's choice.")
 outputs = staging.start(OUTPUT_DIR, default="text-classifier", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())

@@ -26,16 +26,16 @@
 
 # %% tags=["parameters"]
 DATA_ROOT: str = "auto"  # folder holding monet_tfrec/ and photo_tfrec/ (or monet/ and photo/ of JPEG/PNG files); "auto": the competition (Kaggle input, else kagglehub, else a generated sample)
-IMAGE_SIZE: int = 256  # pictures are trained at this size and written at 256 (Kaggle's); the smoke profile trains at 64
+IMAGE_SIZE: int = 256  # pictures are trained at this size (a power of two: the U-Net halves it to 2x2) and written at 256 (Kaggle's); the smoke profile trains at 64
 EPOCHS: int = 25  # training epochs, each one pass over the photo_count (the smoke profile trains at most 6); more than done continues
 PER_REPLICA_BATCH: int = 4  # pictures of each domain per replica per step (the global batch is this times the replicas)
 LEARNING_RATE: float = 2e-4  # Adam's, for each of the four networks (beta_1 0.5, as the CycleGAN paper)
 LAMBDA_CYCLE: float = 10.0  # weight of the cycle loss: a photo turned into a painting and back must be the photo
-LAMBDA_IDENTITY: float = 0.5  # weight of the identity loss, times LAMBDA_CYCLE: a painting given to the painter stays as it is
+LAMBDA_IDENTITY: float = 0.5  # weight of the identity loss, times LAMBDA_CYCLE: a painting given to the painter stays as it is (0: none)
 AUGMENT: str = "jitter"  # "jitter": random mirror, enlarge by 12% and crop back (the CycleGAN paper's); "none"
 DIFF_AUGMENT: bool = True  # colour, translation and cutout on every picture the discriminators see (helps with 300 paintings)
 TIME_BUDGET: float = 270.0  # minutes of training at most (Kaggle runs this competition's notebooks up to 5 hours): time is left to paint
-IMAGES: int = 7038  # pictures in images.zip (Kaggle: 7,000-10,000; each photo once, then mirrored); the smoke profile writes one per photo
+IMAGES: int = 7038  # pictures in images.zip (Kaggle: 7,000-10,000; each photo once, then mirrored: at most twice the photos); the smoke profile writes one per photo
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
 SEED: int = 42  # fixes the initial weights, the order of the pictures and their augmentation
 PROFILE: str = "auto"  # "full": the settings above; "smoke": 64 px, narrow networks, at most 6 epochs; "auto": smoke on a CPU
@@ -52,12 +52,15 @@ OUTPUT_DIR: str = "auto"  # where images.zip, checkpoints, plots and metrics.jso
 
 # %%
 from nbkit import accel, atomic, params, staging
-from nbkit.errors import DataError
+from nbkit.errors import DataError, ParameterError
 
 params.check_parameters(
-    globals(), IMAGE_SIZE=32, EPOCHS=1, PER_REPLICA_BATCH=1, IMAGES=1, STEPS_PER_EXECUTION=1, BACKEND=("jax",),
-    AUGMENT=("jitter", "none"), RESUME=("auto", "restart"), PRECISION=("auto", "float32", "mixed_bfloat16"),
+    globals(), IMAGE_SIZE=(32, 64, 128, 256, 512, 1024), EPOCHS=1, PER_REPLICA_BATCH=1, IMAGES=1, STEPS_PER_EXECUTION=1,
+    BACKEND=("jax",), AUGMENT=("jitter", "none"), RESUME=("auto", "restart"), PRECISION=("auto", "float32", "mixed_bfloat16"),
 )  # fmt: skip
+for name in ("LEARNING_RATE", "LAMBDA_CYCLE", "LAMBDA_IDENTITY", "TIME_BUDGET"):  # NaN too
+    if not 0 < globals()[name] < float("inf") and not (name == "LAMBDA_IDENTITY" and LAMBDA_IDENTITY == 0):
+        raise ParameterError(f"{name}={globals()[name]}: a finite number above 0 (LAMBDA_IDENTITY may be 0: no identity loss).")
 outputs = staging.start(OUTPUT_DIR, default="monet-cyclegan", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, precision=PRECISION)
@@ -67,7 +70,8 @@ if acc.precision == "mixed_float16":  # older GPUs: float16 needs loss scaling, 
 # %% [markdown]
 # ## Data
 # Both domains read and checked once, before anything is built: record counts against the file names, every
-# picture decoded (a bad one is named), one size in the TFRecords. The smoke profile: 64 px, networks an eighth as
+# picture decoded as training decodes it (a bad one is named), one size in the TFRecords, names that can name files
+# in images.zip and stay different there. The smoke profile: 64 px, networks an eighth as
 # wide, a few epochs. An epoch is one pass over the photos; the global batch grows with the replicas.
 
 # %%
@@ -79,7 +83,8 @@ SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 photo_count, monet_count = len(data.photo.names), len(data.monet.names)
 if SMOKE:
     print(params.override(globals(), "smoke profile", IMAGE_SIZE=min(IMAGE_SIZE, 64), EPOCHS=min(EPOCHS, 6), IMAGES=photo_count))
-print(paintings.check_image_count(IMAGES, photo_count, full=not SMOKE))
+zip_names, line = paintings.check_image_count(IMAGES, data.photo, full=not SMOKE)  # each photo, then mirrored
+print(line)
 FILTERS = 8 if SMOKE else 64  # the first layer's filters; the starter's 64
 GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
 steps_per_execution = max(1, min(STEPS_PER_EXECUTION, photo_count // GLOBAL_BATCH))
@@ -341,7 +346,7 @@ from nbkit.handoff import resume
 settings = {
     "image_size": IMAGE_SIZE, "filters": FILTERS, "global_batch": GLOBAL_BATCH, "learning_rate": LEARNING_RATE,
     "lambda_cycle": LAMBDA_CYCLE, "lambda_identity": LAMBDA_IDENTITY, "augment": AUGMENT, "diff_augment": DIFF_AUGMENT,
-    "precision": acc.precision, "seed": SEED, "pictures": [monet_count, photo_count],
+    "precision": acc.precision, "seed": SEED, "pictures": data.fingerprint(),  # another data set: another model
 }  # fmt: skip
 run = resume.TrainingRun(outputs.folder / "checkpoints", settings, restart=RESUME == "restart", hosts=acc.hosts)
 if run.weights_file:
@@ -410,7 +415,7 @@ try:
         return np.asarray(inception.predict_on_batch(resized), np.float32)
 
 except DataError as error:
-    features_name = f"the stand-in, random projections of 32x32 pixels (no InceptionV3 weights: {error})"
+    features_name = f"the stand-in, random projections of 32x32 pixels ({error})" if SMOKE else mifid.without_inception(error)
     projection = np.random.default_rng(SEED).normal(size=(32 * 32 * 3, 256)) / np.sqrt(32 * 32 * 3)
 
     def features(pictures):
@@ -433,12 +438,12 @@ def paint():
     for start in range(0, IMAGES, GLOBAL_BATCH):
         indices = range(start, min(start + GLOBAL_BATCH, IMAGES))
         sources = [decode(data.photo.encoded[i % photo_count]).numpy() / 127.5 - 1 for i in indices]
-        batch, real = next(in_batches(np.stack([p[:, ::-1] if i // photo_count % 2 else p for i, p in zip(indices, sources)])))
+        batch, real = next(in_batches(np.stack([p[:, ::-1] if i >= photo_count else p for i, p in zip(indices, sources)])))
         painted = tf.image.resize(np.asarray(model.monet_generator.predict_on_batch(batch), np.float32), [256, 256])
         pictures = np.clip(np.round((painted.numpy() + 1) * 127.5), 0, 255).astype(np.uint8)
         painted_features.append(features(pictures)[:real])
-        for i, picture in zip(indices, pictures[:real]):  # named after its photo (-1, -2: used again, mirrored)
-            yield data.photo.names[i % photo_count] + (f"-{i // photo_count}" if i >= photo_count else ""), picture
+        for i, picture in zip(indices, pictures[:real]):  # named after its photo (<name>-mirrored: used again, mirrored)
+            yield zip_names[i], picture
 
 
 print(paintings.write_zip(outputs.staging / "images.zip", paint(), IMAGES))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -168,35 +169,178 @@ def test_record_counts_that_differ_from_the_file_name_are_named(sample, tmp_path
         paintings.load(str(data))
 
 
-def rewrite_first_record(path: Path, image: bytes) -> None:
+def rewrite_first_record(path: Path, image: bytes | None = None, **features) -> None:
     records = [tfrecord.decode_example(raw) for raw in tfrecord.read_records(path)]
-    records[0]["image"] = [image]
+    records[0].update({"image": [image or records[0]["image"][0]], **{k: [v] for k, v in features.items()}})
     writer.write_records(path, [writer.encode_example({k: v[0] for k, v in r.items()}) for r in records])
+
+
+def encoded(format: str, size: int = 256, colour=(200, 30, 30)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (size, size), colour).save(buffer, format)
+    return buffer.getvalue()
 
 
 def test_a_picture_of_another_size_in_the_records_is_named(sample, tmp_path):
     data = copy_of(sample, tmp_path)
-    buffer = io.BytesIO()
-    Image.new("RGB", (128, 128)).save(buffer, "JPEG")
-    rewrite_first_record(data / "monet_tfrec" / "monet01-20.tfrec", buffer.getvalue())
-    with pytest.raises(DataError, match=r"monet_tfrec: picture '\w+' is 128x128, the others 256x256"):
+    rewrite_first_record(data / "monet_tfrec" / "monet01-20.tfrec", encoded("JPEG", 128))
+    with pytest.raises(DataError, match=r"monet_tfrec: monet01-20.tfrec record 0 is 128x128, the others 256x256"):
         paintings.load(str(data))
 
 
 def test_a_picture_that_cannot_be_decoded_is_named(sample, tmp_path):
     data = copy_of(sample, tmp_path)
     rewrite_first_record(data / "photo_tfrec" / "photo02-20.tfrec", b"\xff\xd8 not a jpeg")
-    with pytest.raises(DataError, match=r"photo_tfrec: picture '\w+' cannot be decoded"):
+    with pytest.raises(DataError, match=r"photo_tfrec: photo02-20.tfrec record 0 cannot be decoded"):
         paintings.load(str(data))
 
 
+def two_folders(tmp_path: Path, photos: dict[str, bytes]) -> Path:
+    """monet/ of three PNGs, photo/ of `photos` (file name -> bytes)."""
+    for domain, files in (("monet", {f"m{i}.png": encoded("PNG", 64, (i, 0, 0)) for i in range(3)}), ("photo", photos)):
+        (tmp_path / domain).mkdir(parents=True)
+        for name, data in files.items():
+            (tmp_path / domain / name).write_bytes(data)
+    return tmp_path
+
+
+def test_a_picture_training_cannot_decode_is_named_at_the_data_check(sample, tmp_path):
+    """Issue 50 #12: a TIFF saved as .jpg (Pillow reads it, tf.io.decode_image does not) stops at the data check,
+    named, in a folder and in TFRecords; before, the first training step died in tf.data without naming it."""
+    folders = two_folders(tmp_path / "folders", {"a.jpg": encoded("JPEG", 64), "b.jpg": encoded("TIFF", 64)})
+    with pytest.raises(DataError, match=r"photo: b.jpg cannot be decoded by tf.io.decode_image, as training decodes"):
+        paintings.load(str(folders))
+    data = copy_of(sample, tmp_path)
+    rewrite_first_record(data / "monet_tfrec" / "monet01-20.tfrec", encoded("TIFF"))
+    with pytest.raises(DataError, match=r"monet_tfrec: monet01-20.tfrec record 0 cannot be decoded by tf.io"):
+        paintings.load(str(data))
+
+
+@pytest.mark.parametrize("name", ["../../evil/0123", "a\\b", ".hidden", "", "x\0y", "n" * 201])
+def test_a_picture_name_that_is_not_a_file_name_is_refused_naming_the_record(sample, tmp_path, name):
+    """Issue 50 #1: an image_name is a file name in images.zip: a dataset must never steer where unzip writes."""
+    data = copy_of(sample, tmp_path)
+    rewrite_first_record(data / "photo_tfrec" / "photo01-20.tfrec", image_name=name.encode())
+    with pytest.raises(DataError, match=r"photo01-20.tfrec: record 0's image_name is .* cannot name a file of images"):
+        paintings.load(str(data))
+    pictures = [(name, np.zeros((256, 256, 3), np.uint8))]
+    with pytest.raises(DataError, match="a picture's name is .* cannot name a file of images.zip"):
+        paintings.write_zip(tmp_path / "images.zip", pictures, 1)
+    assert not (tmp_path / "images.zip").exists()
+
+
+def test_a_sub_folder_named_like_a_picture_is_named(tmp_path):
+    """Issue 50 #17: photo/album.jpg/ was a raw IsADirectoryError."""
+    folders = two_folders(tmp_path, {"a.jpg": encoded("JPEG", 64)})
+    (folders / "photo" / "album.jpg").mkdir()
+    with pytest.raises(DataError, match=r"photo: album.jpg is a folder, not a picture: move it out of photo/"):
+        paintings.load(str(folders))
+
+
+def test_a_data_root_that_is_a_file_is_said(tmp_path):
+    """Issue 50 #15: it said "does not exist"."""
+    (tmp_path / "gan-getting-started.zip").write_bytes(b"PK")
+    with pytest.raises(DataError, match=r"gan-getting-started.zip' is a file, not a folder: give the folder that"):
+        paintings.load(str(tmp_path / "gan-getting-started.zip"))
+
+
+def photos(*names: str) -> paintings._Pictures:
+    return paintings._Pictures("photo", Path("photo"), list(names), [b""] * len(names), [f"{n}.jpg" for n in names])
+
+
 def test_images_outside_kaggles_range_stop_the_full_profile_only():
+    many = photos(*(f"p{i}" for i in range(7038)))
     with pytest.raises(ParameterError, match="IMAGES=6999: Kaggle takes 7,000 to 10,000"):
-        paintings.check_image_count(6999, 7038, full=True)
+        paintings.check_image_count(6999, many, full=True)
     with pytest.raises(ParameterError, match="IMAGES=10001"):
-        paintings.check_image_count(10001, 7038, full=True)
-    assert "60 pictures of 60 photos" in paintings.check_image_count(60, 60, full=False)
-    assert "962 of them from photos used again, mirrored" in paintings.check_image_count(8000, 7038, full=True)
+        paintings.check_image_count(10001, many, full=True)
+    assert "60 pictures of 60 photos" in paintings.check_image_count(60, photos(*map(str, range(60))), full=False)[1]
+    names, line = paintings.check_image_count(8000, many, full=True)
+    assert "962 of them the photos mirrored" in line and names[7037:7039] == ["p7037", "p0-mirrored"]
+
+
+def test_more_images_than_the_photos_give_stop_before_training():
+    """Issue 50 #2: IMAGES=7000 from 60 photos wrote 120 different pictures, each repeated byte for byte. Each photo
+    gives two (as it is, mirrored); more stops at the data check, saying how many photos it needs."""
+    sixty = photos(*(f"p{i}" for i in range(60)))
+    names, line = paintings.check_image_count(120, sixty, full=False)
+    assert len(set(names)) == 120 and line == "images.zip: 120 pictures of 60 photos, 60 of them the photos mirrored"
+    with pytest.raises(DataError, match=r"IMAGES=121, but 60 photos give 120 different pictures .*at least 61 photos"):
+        paintings.check_image_count(121, sixty, full=False)
+    with pytest.raises(
+        DataError, match=r"IMAGES=7,000, but 60 photos give 120 .*at least 3,500 photos, or fewer IMAGES"
+    ):
+        paintings.check_image_count(7000, sixty, full=True)
+    source = (REPO / "notebooks" / "09_monet_cyclegan.py").read_text()
+    assert source.index("paintings.check_image_count(IMAGES, data.photo,") < source.index("model.fit(")
+    assert "p[:, ::-1] if i >= photo_count else p" in source and "yield zip_names[i], picture" in source
+
+
+@pytest.mark.parametrize(
+    "names, clash",
+    [
+        (["x", "X"], "photo: x.jpg and X.jpg would both be X.jpg in images.zip"),  # x.jpg and x.png; ignoring case
+        (["x", "y", "x-mirrored"], "photo: x-mirrored.jpg and x.jpg mirrored would both be x-mirrored.jpg"),
+    ],
+)
+def test_names_that_are_or_become_equal_stop_at_the_data_check(names, clash):
+    """Issue 50 #13: two photos of one name (x.jpg and x.png, TFRecords sharing a name) or a name the mirrored
+    copies take (x-mirrored beside x) gave "images.zip: 61 entries (60 names)" after the whole training."""
+    with pytest.raises(DataError, match=re.escape(clash)):
+        paintings.check_image_count(2 * len(names), photos(*names), full=False)
+
+
+def test_a_folder_with_x_jpg_and_x_png_and_records_sharing_a_name_are_named(sample, tmp_path):
+    folders = two_folders(tmp_path / "folders", {"x.jpg": encoded("JPEG", 64), "x.png": encoded("PNG", 64)})
+    with pytest.raises(DataError, match=r"photo: x.jpg and x.png would both be x.jpg in images.zip"):
+        paintings.check_image_count(2, paintings.load(str(folders)).photo, full=False)
+    data = copy_of(sample, tmp_path)
+    first = tfrecord.decode_example(next(tfrecord.read_records(data / "photo_tfrec" / "photo00-20.tfrec")))
+    rewrite_first_record(data / "photo_tfrec" / "photo02-20.tfrec", image_name=first["image_name"][0])
+    with pytest.raises(DataError, match=r"photo00-20.tfrec record 0 and photo02-20.tfrec record 0 would both be"):
+        paintings.check_image_count(60, paintings.load(str(data)).photo, full=False)
+
+
+def test_a_checkpoint_of_other_pictures_stops_like_other_settings(sample, tmp_path):
+    """Issue 50 #3: the checkpoint's settings record what it was trained on (the counts and a digest of every
+    picture and name): another DATA_ROOT of the same counts stops, naming the difference and RESUME='restart'."""
+    from nbkit.handoff import resume
+
+    data = copy_of(sample, tmp_path)
+    rewrite_first_record(data / "photo_tfrec" / "photo00-20.tfrec", encoded("JPEG"))
+    trained, other = paintings.load(str(sample)).fingerprint(), paintings.load(str(data)).fingerprint()
+    assert trained.startswith("40 monet and 60 photo pictures, sha256 ") and other != trained
+    assert paintings.load(str(sample)).fingerprint() == trained  # the same pictures: the same
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / "epoch-0003.weights.h5").write_bytes(b"")
+    state = {"version": 1, "settings": {"pictures": trained}, "epochs_done": 3, "weights_file": "epoch-0003.weights.h5"}
+    (folder / "training-state.json").write_text(json.dumps({**state, "history": {}}))
+    assert resume.TrainingRun(folder, {"pictures": trained}).epochs_done == 3
+    with pytest.raises(
+        DataError, match=rf"other settings \(pictures: checkpoint '{trained}', now '{other}'\)\. Set RESUME='restart'"
+    ):
+        resume.TrainingRun(folder, {"pictures": other})
+    source = (REPO / "notebooks" / "09_monet_cyclegan.py").read_text()
+    assert '"pictures": data.fingerprint()' in source.split("resume.TrainingRun(")[0].split("settings = {")[-1]
+
+
+def test_without_inception_weights_the_advice_is_in_09s_terms(monkeypatch, tmp_path):
+    """Issue 50 #16: offline, the full profile's fallback to the stand-in named WEIGHTS, a parameter 09 lacks."""
+    import keras
+
+    from nbkit import backbones
+
+    def InceptionV3(**kwargs):  # what keras.applications raises offline
+        raise Exception(f"URL fetch failure on https://storage.googleapis.com/x/{mifid._INCEPTION_FILE}: None")
+
+    monkeypatch.setattr(keras.applications, "InceptionV3", InceptionV3)
+    with pytest.raises(DataError) as error:
+        backbones.backbone("InceptionV3", (299, 299, 3), "imagenet", search=[tmp_path])
+    said = mifid.without_inception(error.value)
+    assert "WEIGHTS" not in said and said.startswith("the stand-in, random projections of 32x32 pixels (Could not")
+    assert f"attach a dataset holding {mifid._INCEPTION_FILE} with 'Add Input'" in said and "/kaggle/input" in said
+    assert "mifid.without_inception(error)" in (REPO / "notebooks" / "09_monet_cyclegan.py").read_text()
 
 
 def test_an_output_dir_inside_data_root_is_refused(sample):

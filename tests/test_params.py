@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,51 @@ def test_the_smoke_profile_of_02_and_05_says_what_it_replaces(notebook):
     smoke = source.split("if SMOKE:", 1)[1].split("\n")[1]
     assert smoke.startswith('    print(params.override(globals(), "smoke profile') and 'MODEL="small_cnn"' in smoke
     assert 'MODEL, WEIGHTS, EPOCHS = "small_cnn"' not in source  # the silent form
+
+
+def first_cell_checks(notebook: str, **injected: object) -> None:
+    """A notebook's first-cell checks (its setup cell up to where it takes OUTPUT_DIR), run in-process on its
+    parameters cell and a cell injecting `injected` as papermill writes it."""
+    import jupytext
+
+    cells = [c.source for c in jupytext.read(Path(__file__).parents[1] / "notebooks" / notebook).cells]
+    parameters = next(c for c in cells if c.lstrip().startswith("DATA_ROOT"))
+    setup = next(c for c in cells if "params.check_parameters(" in c)
+    written = {
+        n: f"float('{v}')" if v in (float("inf"), float("-inf")) or v != v else repr(v) for n, v in injected.items()
+    }
+    cell = "# Parameters\n" + "".join(f"{name} = {value}\n" for name, value in written.items())
+    namespace: dict = {}
+    exec(parameters + "\n" + cell, namespace)
+    exec(setup.split("\noutputs = staging.start(")[0], {**namespace, "In": ["", parameters, cell, setup]})
+
+
+@pytest.mark.parametrize(
+    "notebook, name, value, words",
+    [
+        ("09_monet_cyclegan.py", "LEARNING_RATE", -1.0, "LEARNING_RATE=-1.0: a finite number above 0"),
+        ("09_monet_cyclegan.py", "LEARNING_RATE", 0.0, "LEARNING_RATE=0.0: a finite number above 0"),
+        ("09_monet_cyclegan.py", "LEARNING_RATE", float("nan"), "LEARNING_RATE=nan: a finite number above 0"),
+        ("09_monet_cyclegan.py", "LAMBDA_CYCLE", 0, "LAMBDA_CYCLE=0: a finite number above 0"),
+        ("09_monet_cyclegan.py", "LAMBDA_IDENTITY", -0.5, "LAMBDA_IDENTITY=-0.5: a finite number above 0 (LAMBDA_IDEN"),
+        ("09_monet_cyclegan.py", "TIME_BUDGET", float("inf"), "TIME_BUDGET=inf: a finite number above 0"),
+        ("09_monet_cyclegan.py", "IMAGE_SIZE", 40, "IMAGE_SIZE=40 is not allowed: use one of 32, 64, 128, 256, 512"),
+        ("08_text_classifier.py", "LEARNING_RATE", float("nan"), "LEARNING_RATE=nan: a peak rate above 0"),
+        ("08_text_classifier.py", "LEARNING_RATE", float("inf"), "LEARNING_RATE=inf: a peak rate above 0"),
+    ],
+)
+def test_rates_and_weights_are_checked_in_the_first_cell(notebook, name, value, words):
+    """Issue 50 #4: LEARNING_RATE=-1.0 trained 09, exploding, and published a "better" MiFID: 09's rates, weights and
+    TIME_BUDGET are finite and above 0 (LAMBDA_IDENTITY may be 0: no identity loss); 08's LEARNING_RATE, which had
+    `< 0` only, is finite too (NaN < 0 is false). #18: IMAGE_SIZE=40 failed in Keras at the model's build; the U-Net
+    halves it to 2x2, so a power of two. Notebooks 02-07 have no rate or weight."""
+    first_cell_checks(notebook, **{name: 64 if name == "IMAGE_SIZE" else 0.5})  # a good value goes on
+    with pytest.raises(ParameterError, match=re.escape(words)):
+        first_cell_checks(notebook, **{name: value})
+
+
+def test_zero_stays_the_models_choice_in_08_and_no_identity_loss_in_09():
+    first_cell_checks("08_text_classifier.py", LEARNING_RATE=0.0)
+    first_cell_checks("09_monet_cyclegan.py", LAMBDA_IDENTITY=0.0, IMAGE_SIZE=64)
+    for notebook in sorted((Path(__file__).parents[1] / "notebooks").glob("0[2-7]_*.py")):
+        assert not re.search(r"^[A-Z_]*(RATE|LAMBDA|WEIGHT_DECAY)[A-Z_]*: float", notebook.read_text(), re.M), notebook

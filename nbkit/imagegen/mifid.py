@@ -9,6 +9,7 @@ import numpy as np
 from nbkit.errors import DataError
 
 _EPS = 0.1  # a memorization distance below this counts (above: 1)
+_INCEPTION_FILE = "inception_v3_weights_tf_dim_ordering_tf_kernels_notop.h5"  # what keras.applications asks for
 
 
 def _frechet_distance(mu1: np.ndarray, sigma1: np.ndarray, mu2: np.ndarray, sigma2: np.ndarray) -> float:
@@ -48,3 +49,11 @@ def score(real: np.ndarray, generated: np.ndarray) -> dict[str, float]:
     distance = _memorization_distance(generated, real)
     kept = distance if distance < _EPS else 1.0
     return {"fid": fid, "memorization_distance": distance, "mifid": fid / (kept + 1e-15)}
+
+
+def without_inception(error: Exception) -> str:
+    """The features MiFID falls back to when `backbones.backbone` finds no InceptionV3 weights, and what to attach."""
+    return (
+        f"the stand-in, random projections of 32x32 pixels ({str(error).split('. ')[0]}. For InceptionV3: turn the "
+        f"internet on, or attach a dataset holding {_INCEPTION_FILE} with 'Add Input': it is found under /kaggle/input)"
+    )

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import collections
 import functools
-import io
+import hashlib
 import itertools
 import re
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,8 @@ class _Pictures:
     folder: Path
     names: list[str]  # each picture's name, no extension (the photo a generated picture is named after)
     encoded: list[bytes]
-    sizes: set[tuple[int, int]]  # the (width, height) found
+    sources: list[str]  # where each came from: its file, or its TFRecord file and record
+    sizes: set[tuple[int, int]] = field(default_factory=set)  # the (width, height) found
 
     def describe(self) -> str:
         sizes = ", ".join(f"{w}x{h}" for w, h in sorted(self.sizes)[:3]) + (" ..." if len(self.sizes) > 3 else "")
@@ -53,6 +54,15 @@ class _Domains:
 
     def describe(self) -> str:
         return "\n".join([f"data: {self.source.describe()}", self.monet.describe(), self.photo.describe()])
+
+    def fingerprint(self) -> str:
+        """What a model was trained on, for its checkpoint: the counts, and a digest of every name and picture."""
+        digest = hashlib.sha256()
+        for pictures in (self.monet, self.photo):
+            digest.update(f"{pictures.domain} {len(pictures.names)}\0".encode())
+            for name, data in zip(pictures.names, pictures.encoded):
+                digest.update(hashlib.sha256(name.encode() + b"\0" + data).digest())
+        return f"{len(self.monet.names)} monet and {len(self.photo.names)} photo pictures, sha256 {digest.hexdigest()[:16]}"
 
 
 def load(data_root: str, environment: Any = None) -> _Domains:
@@ -77,12 +87,11 @@ def _read_domain(root: Path, domain: str) -> _Pictures:
     for suffix in ("_tfrec", "_jpg", ""):
         folder = root / f"{domain}{suffix}"
         if folder.is_dir():
-            read = _read_records if suffix == "_tfrec" else _read_files
-            names, encoded = read(folder, domain)
-            if not names:
+            pictures = (_read_records if suffix == "_tfrec" else _read_files)(folder, domain)
+            if not pictures.names:
                 raise DataError(f"{folder} holds no pictures ({'.tfrec files' if suffix else ', '.join(_PICTURES)}).")
-            sizes = _check_pictures(folder, names, encoded, same_size=suffix == "_tfrec")
-            return _Pictures(domain, folder, names, encoded, sizes)
+            pictures.sizes = _check_pictures(pictures, same_size=suffix == "_tfrec")
+            return pictures
     raise DataError(
         f"{root} has no {domain}_tfrec/, {domain}_jpg/ nor {domain}/ folder: DATA_ROOT must hold the 'monet' "
         "pictures (the style to learn) and the 'photo' pictures (to restyle), as the competition's folders or as "
@@ -90,8 +99,8 @@ def _read_domain(root: Path, domain: str) -> _Pictures:
     )
 
 
-def _read_records(folder: Path, domain: str) -> tuple[list[str], list[bytes]]:
-    names, encoded = [], []
+def _read_records(folder: Path, domain: str) -> _Pictures:
+    pictures = _Pictures(domain, folder, [], [], [])
     for path in sorted(folder.glob("*.tfrec")):
         match = _RECORD_FILE.match(path.name)
         if not match:
@@ -103,53 +112,85 @@ def _read_records(folder: Path, domain: str) -> tuple[list[str], list[bytes]]:
                 name, image = example["image_name"][0], example["image"][0]
             except (ValueError, KeyError, IndexError):
                 raise DataError(f"{path}: record {index} has no image_name and image (bytes).") from None
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-            encoded.append(image)
+            name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+            pictures.names.append(_check_name(name, f"{path}: record {index}'s image_name"))
+            pictures.encoded.append(image)
+            pictures.sources.append(f"{path.name} record {index}")
             found += 1
         if found != int(match["count"]):
             raise DataError(
                 f"{path} holds {found} records, but its name says {match['count']}: the file is truncated or was "
                 "written with another count. Download or write it again."
             )
-    return names, encoded
+    return pictures
 
 
-def _read_files(folder: Path, domain: str) -> tuple[list[str], list[bytes]]:
+def _read_files(folder: Path, domain: str) -> _Pictures:
     paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in _PICTURES and not p.name.startswith("."))
-    return [p.stem for p in paths], [p.read_bytes() for p in paths]
+    if folders := [p.name for p in paths if not p.is_file()]:
+        raise DataError(f"{folder}: {folders[0]} is a folder, not a picture: move it out of {folder.name}/.")
+    names = [_check_name(p.stem, f"{p}: its name") for p in paths]
+    return _Pictures(domain, folder, names, [p.read_bytes() for p in paths], [p.name for p in paths])
 
 
-def _check_pictures(folder: Path, names: list[str], encoded: list[bytes], same_size: bool) -> set[tuple[int, int]]:
-    """The sizes found; a DataError names a picture that does not decode (or, in TFRecords, of another size)."""
-    from PIL import Image
+def _check_name(name: str, where: str) -> str:
+    """`name` if it can name a file in images.zip (no folders, nothing hidden), else a DataError saying `where`."""
+    if not name or name.startswith(".") or any(c in name for c in "/\\\0") or len(name.encode()) > 200:
+        raise DataError(
+            f"{where} is {name!r}, which cannot name a file of images.zip (no '/', '\\', NUL, leading '.', over 200 "
+            "bytes): a picture's name is a file name, never a path. Rename it, or write the TFRecords again."
+        )
+    return name
+
+
+def _check_pictures(pictures: _Pictures, same_size: bool) -> set[tuple[int, int]]:
+    """The sizes found, each picture decoded as training decodes it; a DataError names one that does not decode
+    (or, in TFRecords, of another size)."""
+    import tensorflow as tf
 
     sizes, first = set(), None
-    for name, data in zip(names, encoded):
+    for source, data in zip(pictures.sources, pictures.encoded):
         try:
-            with Image.open(io.BytesIO(data)) as picture:
-                picture.load()
-                size = picture.size
-        except Exception as error:  # Pillow raises several kinds for broken files
-            raise DataError(f"{folder}: picture {name!r} cannot be decoded ({error}). Remove or replace it.") from None
+            height, width = tf.shape(tf.io.decode_image(data, channels=3, expand_animations=False)).numpy()[:2]
+        except (tf.errors.OpError, ValueError) as error:
+            raise DataError(
+                f"{pictures.folder}: {source} cannot be decoded by tf.io.decode_image, as training decodes it "
+                f"({getattr(error, 'message', error)}). Remove it, or save it again as JPEG or PNG."
+            ) from None
+        size = int(width), int(height)
         first = first or size
         if same_size and size != first:
             raise DataError(
-                f"{folder}: picture {name!r} is {size[0]}x{size[1]}, the others {first[0]}x{first[1]}: every picture "
-                "of a domain's TFRecords must have one size. Write the file again from same-sized pictures."
+                f"{pictures.folder}: {source} is {size[0]}x{size[1]}, the others {first[0]}x{first[1]}: every "
+                "picture of a domain's TFRecords must have one size. Write the file again from same-sized pictures."
             )
         sizes.add(size)
     return sizes
 
 
-def check_image_count(images: int, photos: int, full: bool) -> str:
-    """IMAGES, checked: Kaggle scores 7,000 to 10,000 pictures (the full profile); a line saying what is written."""
-    low, high = _KAGGLE_IMAGES
+def check_image_count(images: int, photos: _Pictures, full: bool) -> tuple[list[str], str]:
+    """IMAGES, checked: Kaggle scores 7,000 to 10,000 pictures (the full profile); each photo gives two (as it is,
+    then mirrored). The zip's names (two equal ones: an error naming both pictures) and a line saying what is written."""
+    low, high, count = *_KAGGLE_IMAGES, len(photos.names)
     if full and not low <= images <= high:
         raise ParameterError(f"IMAGES={images}: Kaggle takes {low:,} to {high:,} pictures in images.zip; give one.")
     if images < 1:
         raise ParameterError(f"IMAGES={images}: at least 1.")
-    again = f", {images - photos:,} of them from photos used again, mirrored" if images > photos else ""
-    return f"images.zip: {images:,} pictures of {photos:,} photos{again}"
+    if images > 2 * count:
+        raise DataError(
+            f"IMAGES={images:,}, but {count:,} photos give {2 * count:,} different pictures (each as it is and "
+            f"mirrored; more would repeat them byte for byte): give at least {-(-images // 2):,} photos, or fewer IMAGES."
+        )
+    names, first = [*photos.names, *(f"{n}-mirrored" for n in photos.names)][:images], {}
+    for index, name in enumerate(names):
+        if (other := first.setdefault(name.lower(), index)) != index:
+            what = [photos.sources[i % count] + (" mirrored" if i >= count else "") for i in (other, index)]
+            raise DataError(
+                f"{photos.folder}: {what[0]} and {what[1]} would both be {name}.jpg in images.zip (names are compared "
+                "ignoring case, as Windows and macOS do): rename one of them."
+            )
+    again = f", {images - count:,} of them the photos mirrored" if images > count else ""
+    return names, f"images.zip: {images:,} pictures of {count:,} photos{again}"
 
 
 def write_zip(
@@ -166,6 +207,7 @@ def write_zip(
     def encode_chunk(chunk: list[tuple[str, Any]]) -> list[tuple[str, bytes]]:
         arrays = [np.asarray(array) for _, array in chunk]
         for (name, _), array in zip(chunk, arrays):
+            _check_name(name, "a picture's name")
             if array.shape != (size, size, 3) or array.dtype != np.uint8:
                 raise DataError(
                     f"{name}.jpg: a picture of {array.dtype} {array.shape}, not uint8 ({size}, {size}, 3) RGB (0-255)."

@@ -41,8 +41,10 @@ def locate(
         path = Path(data_root).expanduser()
         if path.is_dir():
             return DataSource(str(path), "DATA_ROOT was given")
+        what = "is a file, not a folder" if path.is_file() else "does not exist"
         raise DataError(
-            f"DATA_ROOT={data_root!r} does not exist: give the folder that holds the data, or use DATA_ROOT='auto'."
+            f"DATA_ROOT={data_root!r} {what}: give the folder that holds the data (an archive unzipped), or use "
+            "DATA_ROOT='auto'."
         )
     environment = environment or nbenv.detect()
     platform, slug = environment.platform, handle.split("/")[-1]
