@@ -57,15 +57,6 @@ def detect(environ: Mapping[str, str] | None = None, dev: Path = Path("/dev")) -
     )
 
 
-def available_memory() -> int | None:
-    """Bytes of memory available now (Linux /proc/meminfo), or None where that cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return None
-
-
 def installed_versions(names: Iterable[str]) -> dict[str, str]:
     """{distribution: version} for those of `names` that are installed, read without importing them."""
     from importlib import metadata

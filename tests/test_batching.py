@@ -84,5 +84,5 @@ def test_the_training_images_fit_in_memory_when_decoded_they_take_at_most_half_o
     assert at[192].fits_in_memory(train, available_bytes=2**32)
     assert not at[512].fits_in_memory(train, available_bytes=2**32)
     assert at[512].fits_in_memory(train, available_bytes=2**35)
-    with mock.patch.object(checks, "available_memory", return_value=None):
+    with mock.patch.object(checks, "_available_memory", return_value=None):
         assert not at[192].fits_in_memory(train)

@@ -169,6 +169,18 @@ def test_record_counts_that_differ_from_the_file_name_are_named(sample, tmp_path
         paintings.load(str(data))
 
 
+def test_a_damaged_record_file_is_named(sample, tmp_path):
+    data = copy_of(sample, tmp_path)
+    path = data / "photo_tfrec" / "photo01-20.tfrec"
+    path.write_bytes(path.read_bytes()[:-100])  # cut inside the last record
+    with pytest.raises(DataError, match=r"photo01-20.tfrec is damaged after record 19 \(.*\): download or write it"):
+        paintings.load(str(data))
+    records = [writer.encode_example({"image": encoded("JPEG")})] * 20  # no image_name
+    writer.write_records(path, records)
+    with pytest.raises(DataError, match=r"photo01-20.tfrec: record 0 has no image_name and image \(bytes\)"):
+        paintings.load(str(data))
+
+
 def rewrite_first_record(path: Path, image: bytes | None = None, **features) -> None:
     records = [tfrecord.decode_example(raw) for raw in tfrecord.read_records(path)]
     records[0].update({"image": [image or records[0]["image"][0]], **{k: [v] for k, v in features.items()}})

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbkit import tfrecord
 from nbkit.errors import DataError, ParameterError
 from nbkit.inputs.datasets import DataSource, generated_sample, locate
 
@@ -100,23 +99,31 @@ def _read_domain(root: Path, domain: str) -> _Pictures:
 
 
 def _read_records(folder: Path, domain: str) -> _Pictures:
+    """A domain's TFRecords read as training reads them (tf.data, the competition's features)."""
+    import tensorflow as tf
+
+    features = {key: tf.io.FixedLenFeature([], tf.string) for key in ("image_name", "image")}
     pictures = _Pictures(domain, folder, [], [], [])
     for path in sorted(folder.glob("*.tfrec")):
         match = _RECORD_FILE.match(path.name)
         if not match:
             raise DataError(f"{path}: not named like the competition's files ({domain}00-60.tfrec: the count last).")
         found = 0
-        for index, raw in enumerate(tfrecord.read_records(path)):
-            try:
-                example = tfrecord.decode_example(raw)
-                name, image = example["image_name"][0], example["image"][0]
-            except (ValueError, KeyError, IndexError):
-                raise DataError(f"{path}: record {index} has no image_name and image (bytes).") from None
-            name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
-            pictures.names.append(_check_name(name, f"{path}: record {index}'s image_name"))
-            pictures.encoded.append(image)
-            pictures.sources.append(f"{path.name} record {index}")
-            found += 1
+        try:
+            for raw in tf.data.TFRecordDataset(str(path)):
+                try:
+                    example = tf.io.parse_single_example(raw, features)
+                except tf.errors.InvalidArgumentError:
+                    raise DataError(f"{path}: record {found} has no image_name and image (bytes).") from None
+                name = example["image_name"].numpy().decode(errors="replace")
+                pictures.names.append(_check_name(name, f"{path}: record {found}'s image_name"))
+                pictures.encoded.append(example["image"].numpy())
+                pictures.sources.append(f"{path.name} record {found}")
+                found += 1
+        except tf.errors.DataLossError as error:
+            raise DataError(
+                f"{path} is damaged after record {found} ({error.message}): download or write it again."
+            ) from None
         if found != int(match["count"]):
             raise DataError(
                 f"{path} holds {found} records, but its name says {match['count']}: the file is truncated or was "

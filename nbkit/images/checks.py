@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from nbkit import metrics, tfrecord
-from nbkit.env import available_memory
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import layout
 from nbkit.images.description import Description
@@ -56,6 +55,15 @@ _FEATURES = {
     "id": (bytes, "one bytes value (UTF-8 text)"),
 }
 _KINDS = {bytes: "bytes", int: "int64", float: "float"}
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available now (Linux /proc/meminfo), or None where that cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
 
 
 def _record_item(raw: bytes, labeled: bool, where: str) -> tuple[bytes, int | str, str | None]:
@@ -189,7 +197,7 @@ def _check_batch(
             f"{what}, more than the {smallest} images of the {split} split: every step and every "
             f"validation pass needs a full batch. Use {instead}."
         )
-    available_bytes = available_memory() if available_bytes is None else available_bytes
+    available_bytes = _available_memory() if available_bytes is None else available_bytes
     per_image = item_bytes * (1 + 4)  # its uint8 pixels, and the float32 copy the model's first layer makes
     needed = global_batch * per_image
     if available_bytes is not None and needed > _MEMORY_SHARE * available_bytes:
@@ -267,7 +275,7 @@ class Data:
     def fits_in_memory(self, split: Split, available_bytes: int | None = None) -> bool:
         """Whether `split`'s images, decoded (uint8), take at most half the memory available (default: what
         this machine has free now; unknown: no): what the notebooks' CACHE="auto" keeps in memory."""
-        available_bytes = available_memory() if available_bytes is None else available_bytes
+        available_bytes = _available_memory() if available_bytes is None else available_bytes
         needed = split.count * self.image_size * self.image_size * 3
         return available_bytes is not None and needed <= _MEMORY_SHARE * available_bytes
 
