@@ -5,7 +5,7 @@
   networks, Adams and `fit`, one `jax.value_and_grad` per network over the whole forward pass, each network
   called once per picture set as the starter does. Both without DiffAugment (the starter has none); the
   notebook's classes and functions are read from the notebook (bench/notebook.py).
-- pictures/s written into images.zip: `nbkit.images.paintings.write_zip` (TensorFlow encodes each chunk of pictures
+- pictures/s written into images.zip: `nbkit.imagegen.paintings.write_zip` (TensorFlow encodes each chunk of pictures
   and decodes every JPEG again at 1/8 scale on its threads; the zip read back after) against a plain loop of
   `PIL.Image.save` into `zipfile`, interleaved, the best of each.
 
@@ -141,7 +141,8 @@ def zip_rates(count: int) -> tuple[float, float]:
     import numpy as np
     from PIL import Image
 
-    from nbkit.images import painting_sample, paintings
+    from nbkit.imagegen import paintings
+    from nbkit.imagegen import sample as painting_sample
 
     rng = np.random.default_rng(0)
     base = [painting_sample.style(rng.integers(0, 255, (256, 256, 3), dtype=np.uint8)) for _ in range(16)]

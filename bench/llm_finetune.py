@@ -89,7 +89,7 @@ def main() -> None:
     if args.worker:
         return worker(args.worker, args.epochs)
     sys.path.insert(0, str(REPO))
-    from nbkit import llm
+    from nbkit.llm import sharding as llm
 
     found = {}
     for kind in SETUPS:

@@ -33,7 +33,8 @@ SETUPS = ("notebook", "plain", "plain-spe")
 
 def worker(kind: str, epochs: int) -> None:
     """One run: build the model, fit one epoch to compile, then time `epochs` more; print JSON."""
-    from nbkit import accel, models, text
+    from nbkit import accel, models
+    from nbkit.text import competition as text
 
     acc = accel.setup("jax", simulate_devices=8)
     import keras
@@ -100,7 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return worker(args.worker, args.epochs)
-    from nbkit import text_sample
+    from nbkit.text import sample as text_sample
 
     text_sample.make(DATA, train_rows=args.rows, test_rows=64)
     best: dict[str, dict[str, float]] = {}

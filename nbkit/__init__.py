@@ -5,13 +5,15 @@ The package tree says what runs where:
     errors, params, env, atomic, logs, tfrecord, staging, hosts   the core, used by every notebook
     accel, accelerator   the accelerator: backend, replicas, precision, compile cache
     models      Keras plumbing around a notebook's model: offline ImageNet backbones, input monitor, predictions
-    images/     image classification from TFRecords, for any competition: description, layout, checks (the
-                data found, described, checked), metrics (scores, submission.csv, oof.csv), oof, plots
-    text, text_sample   text competitions from CSV files (Kaggle's Watson and its generated stand-in): data, presets
-    competitions/   what is one competition's: flowers (the worked example and default)
+    images/     image classification from TFRecords, for any competition: flowers, description, layout, checks (the
+                data found, described, checked), oof
+    text/       text classification from CSV files (Kaggle's Watson and its generated stand-in)
+    imagegen/   image generation: the CycleGAN's two domains, images.zip, MiFID
+    llm/        language models: prompt/response pairs, the mesh, the memory plan, the sharding check
+    metrics, plots   scores and submissions, pictures: shared by the classification tasks
     handoff/    training that resumes, model packages (train on TPU, predict on GPU)
     pytorch/    PyTorch/XLA: the runtime helpers of notebook 04
-    inputs/     what a notebook reads: secrets, datasets, records, generated digits
+    inputs/     what a notebook reads: secrets, datasets, KerasHub presets, records, generated digits
     publish/    bundle, kernel metadata, push, the command line (never bundled into a notebook)
 
 Importing nbkit is cheap: TensorFlow, JAX, torch and kaggle are imported only by the functions that

@@ -4,10 +4,12 @@ are hidden (nbkit's listings skip them) and keep the target's suffix (Keras insi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -29,6 +31,11 @@ def write_text(path: str | Path, text: str) -> Path:
     with replacing(path) as partial:
         partial.write_text(text, encoding="utf-8")
     return Path(path)
+
+
+def write_json(values: dict[str, Any], path: str | Path) -> Path:
+    """A JSON file such as `metrics.json`: sorted keys, NumPy numbers as Python's."""
+    return write_text(path, json.dumps(values, indent=2, sort_keys=True, default=lambda v: v.item()) + "\n")
 
 
 @contextlib.contextmanager

@@ -103,7 +103,7 @@ print(f"{'smoke' if SMOKE else 'full'}: {MODEL} (weights {WEIGHTS}), {EPOCHS} ep
 # than the memory.
 
 # %%
-from nbkit.competitions import flowers
+from nbkit.images import flowers
 
 data = flowers.load_data(DATA_ROOT, IMAGE_SIZE, FOLD)  # FOLD k: fold k validates
 print(data.describe())
@@ -195,7 +195,7 @@ train_batches = get_dataset(data.train, training=True)
 val_batches = get_dataset(data.val).batch(GLOBAL_BATCH, drop_remainder=True).cache()
 
 # %%
-from nbkit.images import plots
+from nbkit import plots
 
 images, labels = next(iter(train_batches))
 figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs.staging / "batch.png")

@@ -57,7 +57,7 @@ print(token.describe())
 # your Kaggle credentials; without them the flowers sample stands in.
 
 # %%
-from nbkit.competitions import flowers
+from nbkit.images import flowers
 
 where = datasets.locate(DATA_ROOT, DATASET, fallback=flowers.sample_source, environment=environment)
 print(f"reading {DATASET} from {where.describe()}")

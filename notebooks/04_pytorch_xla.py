@@ -41,7 +41,7 @@ OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.c
 # in the per-core processes: torch_xla refuses to start them once this process has used the device.
 
 # %%
-from nbkit import env, params, staging
+from nbkit import atomic, env, params, staging
 from nbkit.errors import ParameterError
 from nbkit.pytorch import runtime
 
@@ -81,8 +81,7 @@ print(f"profile={profile}: {EPOCHS} epochs, {PER_CORE_BATCH} images per core per
 # Without the competition data, notebook 02's sample is generated.
 
 # %%
-from nbkit.competitions import flowers
-from nbkit.images import checks, layout
+from nbkit.images import checks, flowers, layout
 
 data = flowers.locate_data(DATA_ROOT)
 print(f"data: {data.reason}")
@@ -150,7 +149,7 @@ test_set = TFRecordImages(splits["test"].items)
 # %%
 import numpy as np
 
-from nbkit.images import plots
+from nbkit import plots
 
 torch.manual_seed(SEED)
 shown = np.stack([train_set[i][0].permute(1, 2, 0).numpy() for i in range(20)])  # as training sees them
@@ -355,7 +354,7 @@ figure = plots.learning_rate(history["learning_rate"], path=outputs.staging / "l
 # set (with `TTA` views averaged), and a batch titled OK or, in red, NO -> the true class.
 
 # %%
-from nbkit.images import metrics
+from nbkit import metrics
 
 val_labels = np.array([label for _, label in splits["val"].items])
 val_predictions = result["val_probabilities"].argmax(axis=1)
@@ -392,7 +391,7 @@ test_ids = [test_id for _, test_id in splits["test"].items]
 written = metrics.write_submission(
     test_ids, result["test_probabilities"].argmax(axis=1), dataset, outputs.staging / "submission.csv"
 )
-metrics_file = metrics.write_json(
+metrics_file = atomic.write_json(
     {
         **scores,
         "epochs": EPOCHS,

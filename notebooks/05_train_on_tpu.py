@@ -113,7 +113,7 @@ print(f"{'smoke' if SMOKE else 'full'}: {MODEL} (weights {WEIGHTS}), {EPOCHS} ep
 # than the memory.
 
 # %%
-from nbkit.competitions import flowers
+from nbkit.images import flowers
 
 data = flowers.load_data(DATA_ROOT, IMAGE_SIZE, FOLD)  # FOLD k: fold k validates
 print(data.describe())
@@ -281,7 +281,7 @@ print(f"{model.name}: {model.count_params():,} parameters")
 # decay towards `LR_MIN`.
 
 # %%
-from nbkit.images import plots
+from nbkit import plots
 
 
 def lrfn(epoch):

@@ -73,7 +73,7 @@ if TTA > 1 and unmirrored:  # TTA's second view is the image mirrored (tta_view)
 # The test files are read once and checked against every manifest before anything is predicted.
 
 # %%
-from nbkit.competitions import flowers
+from nbkit.images import flowers
 
 found = flowers.locate_data(DATA_ROOT, environment=environment)
 print(f"data: {found.reason}")
@@ -148,7 +148,7 @@ test_predictions = probabilities.argmax(axis=1)
 # predictions; they replace an earlier run's only together.
 
 # %%
-from nbkit.images import metrics, plots
+from nbkit import metrics, plots
 
 written = metrics.write_submission(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
 np.savez(

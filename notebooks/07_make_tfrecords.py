@@ -49,9 +49,8 @@ DATASET_ID: str = "auto"  # the Kaggle dataset to publish it as, "owner/slug"; "
 # Parameters are checked first, so a misspelt or mistyped one stops here.
 
 # %%
-from nbkit import env, params
+from nbkit import env, metrics, params
 from nbkit.convert import pictures
-from nbkit.images import metrics
 
 params.check_parameters(globals(), FIT=pictures.FITS, METRIC=metrics.METRICS)  # and every int >= 0
 environment = env.detect()
@@ -67,8 +66,8 @@ print(environment.describe())
 # %%
 from pathlib import Path
 
+from nbkit import plots
 from nbkit.convert import example
-from nbkit.images import plots
 from nbkit.inputs import datasets
 
 data = datasets.locate(DATA_ROOT, COMPETITION, fallback=example.stand_in, environment=environment)

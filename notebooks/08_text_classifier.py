@@ -58,7 +58,7 @@ OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv 
 # is found, before anything imports Keras.
 
 # %%
-from nbkit import accel, params, staging
+from nbkit import accel, atomic, params, staging
 from nbkit.errors import DataError, ParameterError
 
 params.check_parameters(
@@ -86,11 +86,12 @@ acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=comp
 # what the checks let through: an empty test text, a sample with other columns or another id column.
 
 # %%
-from nbkit import text
+from nbkit.inputs import presets
+from nbkit.text import competition
 
-data = text.load_data(DATA_ROOT, ID_COLUMN, TEXTS, LABEL_COLUMN, LANGUAGE_COLUMN)
+data = competition.load_data(DATA_ROOT, ID_COLUMN, TEXTS, LABEL_COLUMN, LANGUAGE_COLUMN)
 print(data.describe())
-text.check_metric(METRIC, len(data.classes))
+competition.check_metric(METRIC, len(data.classes))
 languages = data.train.languages  # None when the data has no such column
 
 # %% [markdown]
@@ -107,7 +108,7 @@ SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 if PRESET == "tiny":
     preset_folder, preset_reason = None, "PRESET='tiny'"
 else:
-    preset_folder, preset_reason = text.find_preset(PRESET, download=not SMOKE)
+    preset_folder, preset_reason = presets.find_preset(PRESET, download=not SMOKE)
     if preset_folder is None and not SMOKE:
         raise DataError(f"No pretrained model to fine-tune: {preset_reason}.")
 chosen, whose = [], "the preset's" if preset_folder else "the tiny BERT's"  # values not as given, said below
@@ -120,7 +121,7 @@ if LEARNING_RATE == 0:
 if SMOKE and SEQUENCE_LENGTH > 32:
     chosen.append(f"SEQUENCE_LENGTH={SEQUENCE_LENGTH} cut to 32 by the smoke profile")
     SEQUENCE_LENGTH = 32
-text.check_sequence_length(preset_folder, SEQUENCE_LENGTH)
+presets.check_sequence_length(preset_folder, SEQUENCE_LENGTH)
 print(f"model: {preset_folder or 'a tiny BERT from scratch'} ({preset_reason})")
 GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
 print(
@@ -269,7 +270,7 @@ print(f"{model.name}: {model.count_params():,} parameters")
 # shake the pretrained weights), then a cosine decay to zero: the usual shape for fine-tuning BERT.
 
 # %%
-from nbkit.images import metrics, plots
+from nbkit import plots
 
 
 def learning_rate_schedule(total_steps):
@@ -369,7 +370,7 @@ else:
     test_rows = len(test_ids)
     of = f": the probability of class {data.classes[1]!r}" if METRIC == "roc_auc" else ""
     print(f"wrote {test_rows} rows to {written.name}{of}")
-metrics_file = metrics.write_json(
+metrics_file = atomic.write_json(
     {
         **scores,
         "epochs": EPOCHS,

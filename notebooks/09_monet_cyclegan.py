@@ -51,7 +51,7 @@ OUTPUT_DIR: str = "auto"  # where images.zip, checkpoints, plots and metrics.jso
 # the accelerator found.
 
 # %%
-from nbkit import accel, params, staging
+from nbkit import accel, atomic, params, staging
 from nbkit.errors import DataError
 
 params.check_parameters(
@@ -71,7 +71,7 @@ if acc.precision == "mixed_float16":  # older GPUs: float16 needs loss scaling, 
 # wide, a few epochs. An epoch is one pass over the photos; the global batch grows with the replicas.
 
 # %%
-from nbkit.images import paintings
+from nbkit.imagegen import paintings
 
 data = paintings.load(DATA_ROOT)
 print(data.describe())
@@ -335,8 +335,8 @@ import time
 
 import matplotlib.pyplot as plt
 
+from nbkit import plots
 from nbkit.handoff import resume
-from nbkit.images import plots
 
 settings = {
     "image_size": IMAGE_SIZE, "filters": FILTERS, "global_batch": GLOBAL_BATCH, "learning_rate": LEARNING_RATE,
@@ -396,7 +396,7 @@ figure = plots.training_curves(run.history, path=outputs.staging / "losses.png")
 
 # %% tags=["nbval-ignore-output"]
 from nbkit import models
-from nbkit.images import mifid
+from nbkit.imagegen import mifid
 
 try:
     if SMOKE:
@@ -452,9 +452,8 @@ figure = show_progress(run.epochs_done, outputs.staging / "paintings.png")
 # The run ended well: `images.zip` (the submission), the history, plots and scores replace the last run's at once.
 
 # %% tags=["nbval-ignore-output"]
-from nbkit.images import metrics
 
-metrics.write_json(
+atomic.write_json(
     {**scores, "features": features_name, "epochs": run.epochs_done, "images": IMAGES, "image_size": IMAGE_SIZE,
      "global_batch": GLOBAL_BATCH, "replicas": acc.num_replicas, "precision": acc.precision, "history": run.history},
     outputs.staging / "metrics.json",

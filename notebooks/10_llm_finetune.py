@@ -53,8 +53,9 @@ OUTPUT_DIR: str = "auto"  # where the LoRA weights, the merged model and metrics
 # and replace the previous run's only when the run ends well), then the accelerator is found.
 
 # %%
-from nbkit import accel, llm, params, staging
+from nbkit import accel, atomic, params, staging
 from nbkit.errors import ParameterError
+from nbkit.llm import data, sharding
 
 params.check_parameters(globals(), EPOCHS=0, PER_REPLICA_BATCH=0, SEQUENCE_LENGTH=8, LORA_RANK=1, BACKEND=("jax",))
 if not 0 < HELD_OUT_SHARE < 1:
@@ -64,7 +65,7 @@ if LEARNING_RATE < 0:
 outputs = staging.start(OUTPUT_DIR, default="llm-finetune", data_root=DATA_ROOT)
 print(outputs.describe())
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
-MESH_SHAPE = llm.parse_mesh(MESH, acc.num_replicas)  # None: the memory plan picks
+MESH_SHAPE = sharding.parse_mesh(MESH, acc.num_replicas)  # None: the memory plan picks
 
 # %% [markdown]
 # ## Data
@@ -74,7 +75,7 @@ MESH_SHAPE = llm.parse_mesh(MESH, acc.num_replicas)  # None: the memory plan pic
 # %%
 import numpy as np
 
-pairs = llm.load_pairs(DATA_ROOT, PROMPT_COLUMN, RESPONSE_COLUMN)
+pairs = data.load_pairs(DATA_ROOT, PROMPT_COLUMN, RESPONSE_COLUMN)
 print(pairs.describe())
 order = np.random.default_rng(SEED).permutation(len(pairs.prompts))
 held_out_count = max(1, int(round(len(order) * HELD_OUT_SHARE)))
@@ -91,13 +92,13 @@ print(f"{len(train_rows)} training and {len(held_out_rows)} held-out pairs")
 # %%
 import json
 
-from nbkit import text
+from nbkit.inputs import presets
 
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 TINY = dict(num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64, intermediate_dim=128, head_dim=16)
 preset_folder, preset_reason = None, f"PRESET={PRESET!r}"
 if PRESET not in ("tiny", "tiny-gemma"):
-    preset_folder, preset_reason = text.find_preset(PRESET, download=not SMOKE)
+    preset_folder, preset_reason = presets.find_preset(PRESET, download=not SMOKE)
     if preset_folder is None and not SMOKE:
         raise ParameterError(f"No Gemma to fine-tune: {preset_reason} (accept Gemma's license on the model's page first).")
 if preset_folder:
@@ -117,8 +118,8 @@ if SMOKE and SEQUENCE_LENGTH > 32:
 import jax
 
 DEVICE_KIND = jax.devices()[0].device_kind  # "TPU v5 lite" on a v5e; "cpu"
-chip_gib = llm.CHIP_GIB.get(DEVICE_KIND)  # None: unknown, not checked
-plan = llm.memory_plan(config, acc.num_replicas, MESH_SHAPE, SEQUENCE_LENGTH, PER_REPLICA_BATCH or 1, LORA_RANK, LORA_TARGETS, 2, chip_gib)  # fmt: skip
+chip_gib = sharding.CHIP_GIB.get(DEVICE_KIND)  # None: unknown, not checked
+plan = sharding.memory_plan(config, acc.num_replicas, MESH_SHAPE, SEQUENCE_LENGTH, PER_REPLICA_BATCH or 1, LORA_RANK, LORA_TARGETS, 2, chip_gib)  # fmt: skip
 print(plan.describe())
 if not plan.fits:
     raise ParameterError(plan.describe())
@@ -183,7 +184,7 @@ print(f"vocabulary of {tokenizer.vocabulary_size():,} tokens")
 # How many pairs SEQUENCE_LENGTH cuts (+1: <bos>): raise it if many are.
 prompt_tokens = np.array([len(t) + 1 for t in tokenizer([chat_prompt(p) for p in pairs.prompts])])
 pair_tokens = prompt_tokens + [len(t) for t in tokenizer([chat_response(r) for r in pairs.responses])]
-cut = llm.check_lengths(prompt_tokens, pair_tokens, SEQUENCE_LENGTH, pairs)
+cut = data.check_lengths(prompt_tokens, pair_tokens, SEQUENCE_LENGTH, pairs)
 print(f"{cut:.1%} of the pairs are longer than {SEQUENCE_LENGTH} tokens and get cut")
 
 # %% [markdown]
@@ -233,9 +234,9 @@ print(
 
 # %%
 mesh = keras.distribution.DeviceMesh((BATCH_AXIS, MODEL_AXIS), ("batch", "model"), keras.distribution.list_devices())
-layout_rules = llm.layout_rules(LORA_TARGETS)
+layout_rules = sharding.layout_rules(LORA_TARGETS)
 keras.distribution.set_distribution(
-    keras.distribution.ModelParallel(layout_map=llm.layout_map(mesh, layout_rules), batch_dim_name="batch")
+    keras.distribution.ModelParallel(layout_map=sharding.layout_map(mesh, layout_rules), batch_dim_name="batch")
 )
 print(f"mesh {BATCH_AXIS} (batch) x {MODEL_AXIS} (model) over {acc.num_replicas} devices")
 
@@ -265,7 +266,7 @@ def build_model():
 keras.utils.set_random_seed(SEED)  # the same tiny model and LoRA weights on every run
 causal_lm = build_model()
 causal_lm.backbone.enable_lora(LORA_RANK, LORA_TARGETS)
-for line in llm.check_sharding(
+for line in sharding.check_sharding(
     causal_lm.backbone.weights, layout_rules, config["hidden_dim"], dict(zip(mesh.axis_names, mesh.shape))
 ):
     print(line)
@@ -366,8 +367,6 @@ if not preset_folder:
 # %%
 import shutil
 
-from nbkit.images import metrics
-
 causal_lm.backbone.save_lora_weights(str(outputs.staging / "model.lora.h5"))
 causal_lm.save_to_preset(str(outputs.staging / "merged-preset"))
 exported = "not asked (EXPORT_TRANSFORMERS=False)"
@@ -378,7 +377,7 @@ if EXPORT_TRANSFORMERS:
     except Exception as error:  # KerasHub exports some architectures only, and needs safetensors
         shutil.rmtree(outputs.staging / "transformers", ignore_errors=True)  # no half-written folder
         exported = f"not written ({type(error).__name__}: {error})"
-metrics.write_json(
+atomic.write_json(
     {"held_out_loss": held_out_loss, "exact_match": exact, "training_loss": history.history["loss"][-1],
      "tokens_per_second": throughput.tokens_per_second, "epochs": EPOCHS, "learning_rate": LEARNING_RATE,
      "global_batch": GLOBAL_BATCH, "mesh": list(plan.mesh), "lora_rank": LORA_RANK, "lora_targets": LORA_TARGETS,

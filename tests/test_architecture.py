@@ -16,6 +16,8 @@ from nbkit.publish import bundle
 PACKAGE = REPO / "nbkit"
 MODULES = sorted(str(p.relative_to(PACKAGE).with_suffix("")) for p in PACKAGE.rglob("*.py"))
 CORE = {"errors", "params", "env", "atomic", "logs", "tfrecord", "staging", "hosts"}
+# One room per task: image classification, image generation, text classification, language models.
+TASKS = ("images", "imagegen", "text", "llm")
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 # The modules whose public names must each have a user outside the module (tests are no users).
 MODULES_CHECKED = [m for m in MODULES if not m.endswith("__init__")]
@@ -120,7 +122,7 @@ def under(folder: str) -> list[str]:
 
 def test_the_tree_has_the_documented_parts():
     folders = {m.split("/")[0] for m in MODULES if "/" in m}
-    assert folders == {"images", "competitions", "convert", "handoff", "pytorch", "inputs", "publish"}
+    assert folders == {*TASKS, "convert", "handoff", "pytorch", "inputs", "publish"}
     assert CORE <= set(MODULES)
 
 
@@ -137,7 +139,7 @@ def test_core_imports_only_core(module):
 @pytest.mark.parametrize("module", under("pytorch"))
 def test_nothing_under_pytorch_reaches_keras_jax_or_tensorflow_code(module):
     modules = reachable(module)
-    assert not modules & {"models", "images/checks", "competitions/flowers", "accel", "accelerator"}
+    assert not modules & {"models", "images/checks", "images/flowers", "accel", "accelerator"}
     for other in modules:
         heavy = external_imports(other) & {"keras", "jax", "tensorflow"}
         assert not heavy, (other, heavy)
@@ -168,15 +170,23 @@ def test_handoff_does_not_reach_secrets(module):
     "folder, never",
     [
         ("images", ("handoff/", "pytorch/", "publish/", "accel")),
-        ("competitions", ("handoff/", "pytorch/", "publish/", "accel")),
-        ("inputs", ("images/", "competitions/", "handoff/", "pytorch/", "publish/", "accel", "models")),
-        ("accel", ("images/", "competitions/", "handoff/", "inputs/", "pytorch/", "publish/", "models")),
+        ("inputs", (*(f"{task}/" for task in TASKS), "handoff/", "pytorch/", "publish/", "accel", "models")),
+        ("accel", (*(f"{task}/" for task in TASKS), "handoff/", "inputs/", "pytorch/", "publish/", "models")),
         ("convert", ("handoff/", "pytorch/", "publish/", "accel", "models", "images/pipeline")),
     ],
 )
 def test_folders_do_not_reach_across_concerns(folder, never):
     for module in under(folder):
         crossing = [m for m in reachable(module) if m.startswith(never)]
+        assert not crossing, f"{module} reaches {crossing}"
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_task_room_never_reaches_another_tasks_room(task):
+    # The generated stand-ins (never bundled) may borrow another task's sample pictures.
+    others = tuple(f"{other}/" for other in TASKS if other != task)
+    for module in set(under(task)) - set(bundle._LEFT_OUT):
+        crossing = [m for m in reachable(module, bundle._LEFT_OUT) if m.startswith(others)]
         assert not crossing, f"{module} reaches {crossing}"
 
 

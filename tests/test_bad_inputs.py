@@ -13,9 +13,8 @@ import pytest
 from conftest import BAD_DATA_CASES, REPO, execute, kill_notebook_when, record_items
 
 from nbkit import models
-from nbkit.competitions import flowers
 from nbkit.errors import DataError, ParameterError
-from nbkit.images import layout, writer
+from nbkit.images import flowers, layout, writer
 from nbkit.images import sample as flower_sample
 
 JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}

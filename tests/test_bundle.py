@@ -73,8 +73,8 @@ def test_imports_are_followed_through_nbkit_and_its_sub_packages():
 
 
 def test_the_stand_in_sample_stays_out_unless_the_notebook_imports_it():
-    needed = bundle._modules_needed(["from nbkit.competitions import flowers"])
-    assert "competitions/flowers" in needed and not set(bundle._LEFT_OUT) & set(needed)
+    needed = bundle._modules_needed(["from nbkit.images import flowers"])
+    assert "images/flowers" in needed and not set(bundle._LEFT_OUT) & set(needed)
     assert {"images/sample", "images/writer"} <= set(bundle._modules_needed(["from nbkit.images import sample"]))
     with pytest.raises(ParameterError, match="nbkit.publish"):
         bundle._modules_needed(["from nbkit.publish import scan"])
@@ -119,7 +119,7 @@ def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked
         "nbkit/accelerator.py",
         "nbkit/images/checks.py",
         "nbkit/models.py",
-        "nbkit/images/plots.py",
+        "nbkit/plots.py",
     } <= set(files)
     assert files["nbkit/images/checks.py"] == (REPO / "nbkit" / "images" / "checks.py").read_text()  # verbatim
     assert not [name for name in files if name.startswith(("nbkit/publish/", "nbkit/pytorch/"))]

@@ -1,5 +1,5 @@
 """Where data is read from (nbkit.inputs.datasets, and the flowers notebooks' DATA_ROOT in
-nbkit.competitions.flowers): a given folder, the attached Kaggle input, or the generated sample outside Kaggle."""
+nbkit.images.flowers): a given folder, the attached Kaggle input, or the generated sample outside Kaggle."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nbkit.competitions import flowers
 from nbkit.env import _Environment
 from nbkit.errors import DataError
+from nbkit.images import flowers
 from nbkit.inputs import datasets
 
 

@@ -19,8 +19,8 @@ import papermill
 import pytest
 from conftest import REPO, check_data, execute, sample_test_accuracy, split_keys, text_outputs, wait_gone
 
+from nbkit import metrics
 from nbkit.handoff import package, resume
-from nbkit.images import metrics
 from nbkit.images import sample as flower_sample
 
 EPOCHS = 4

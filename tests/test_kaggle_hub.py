@@ -15,9 +15,9 @@ import pytest
 from kaggle_stub import StubServer
 from test_datasets import kaggle_env, local_env
 
-from nbkit.competitions import flowers
 from nbkit.errors import DataError, ParameterError
 from nbkit.handoff import package
+from nbkit.images import flowers
 from nbkit.inputs import datasets
 
 API = "/api/v1"
@@ -163,7 +163,7 @@ def test_in_a_kaggle_notebook_a_refused_competition_names_its_rules(in_kaggle_no
 
 def write_package(folder: Path) -> Path:
     """A package as far as read_manifest checks it (the model file's bytes are not loaded here)."""
-    from nbkit.competitions import flowers
+    from nbkit.images import flowers
 
     manifest = {
         "format": package._FORMAT,

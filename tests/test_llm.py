@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from nbkit import llm
 from nbkit.errors import DataError, ParameterError
+from nbkit.llm import data as llm_data
+from nbkit.llm import sharding as llm
 
 GEMMA3 = {"1b": llm.GEMMA3_CONFIGS["Gemma 3 1B"], "4b": llm.GEMMA3_CONFIGS["Gemma 3 4B"]}
 
@@ -34,21 +35,21 @@ def write(path, text):
 )
 def test_bad_pairs_are_refused_with_file_line_and_column(tmp_path, name, content, said):
     with pytest.raises(DataError, match=said.replace("(", r"\(").replace(")", r"\)")):
-        llm.load_pairs(str(write(tmp_path / name, content)), "prompt", "response")
+        llm_data.load_pairs(str(write(tmp_path / name, content)), "prompt", "response")
 
 
 def test_pairs_of_a_folder_and_a_sequence_length_that_cuts_every_response(tmp_path):
     write(tmp_path / "a.csv", 'prompt,response\n"one, two",three\n')
     write(tmp_path / "b.jsonl", '{"q": 1, "prompt": "four", "response": "five"}\n\n')
-    pairs = llm.load_pairs(str(tmp_path), "prompt", "response")
+    pairs = llm_data.load_pairs(str(tmp_path), "prompt", "response")
     assert pairs.prompts == ["one, two", "four"] and pairs.responses == ["three", "five"]
     assert pairs.where == ["a.csv, line 2", "b.jsonl, line 1"]
-    assert llm.check_lengths([5, 6], [9, 7], 8, pairs) == 0.5
+    assert llm_data.check_lengths([5, 6], [9, 7], 8, pairs) == 0.5
     with pytest.raises(DataError, match=r"SEQUENCE_LENGTH=5 leaves no room .* 5 tokens \(a.csv, line 2\)"):
-        llm.check_lengths([5, 6], [9, 7], 5, pairs)
+        llm_data.check_lengths([5, 6], [9, 7], 5, pairs)
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="holds no .csv or .jsonl file"):
-        llm.load_pairs(str(tmp_path / "empty"), "prompt", "response")
+        llm_data.load_pairs(str(tmp_path / "empty"), "prompt", "response")
 
 
 def test_the_memory_plan_of_gemma3_on_a_v5e_8():
@@ -98,7 +99,7 @@ for preset in ("tiny", "tiny-gemma"):
         ns.update(PRESET=preset, MESH=mesh_name, SIMULATE_DEVICES=8, OUTPUT_DIR=f"{out}/{preset}-{mesh_name}")
         for source in rest[1:]:
             exec(source, ns)
-        m, keras, llm = ns["causal_lm"], ns["keras"], ns["llm"]
+        m, keras, sharding = ns["causal_lm"], ns["keras"], ns["sharding"]
         x = {k: v[:16] for k, v in ns["train_x"].items()}
         y, w = ns["train_y"][:16], ns["train_weights"][:16]
         key = f"{preset} {mesh_name}"
@@ -122,7 +123,7 @@ for preset in ("tiny", "tiny-gemma"):
                           {p: r for p, r in rules.items() if p != ".*/ffw_gating/lora_kernel_a"},
                           {**rules, ".*/ffw_linear/kernel": ("model", None)}):
                 try:
-                    llm.check_sharding(m.backbone.weights, wrong, hidden, axes)
+                    sharding.check_sharding(m.backbone.weights, wrong, hidden, axes)
                 except Exception as error:
                     refused.append(str(error))
             found["refused"] = refused

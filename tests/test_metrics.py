@@ -5,8 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nbkit import atomic, metrics, plots
 from nbkit.errors import DataError, ParameterError
-from nbkit.images import checks, metrics, plots
+from nbkit.images import checks
 from nbkit.images.description import Description
 
 
@@ -62,7 +63,7 @@ def test_what_02_and_05_score_and_write_to_metrics_json_is_the_hand_worked_answe
     counts, scores = data.score(HAND_LABELS, HAND_PROBABILITIES)
     assert counts.tolist() == HAND_COUNTS
     check_hand_scores(scores, "f1_macro")
-    metrics.write_json({**scores, "epochs": 1}, tmp_path / "metrics.json")
+    atomic.write_json({**scores, "epochs": 1}, tmp_path / "metrics.json")
     check_hand_scores(json.loads((tmp_path / "metrics.json").read_text()), "f1_macro")
     two, five = ((NOTEBOOKS / name).read_text() for name in ("02_flowers_classifier.py", "05_train_on_tpu.py"))
     assert all("confusion, scores = data.score(val_labels, val_probabilities)" in source for source in (two, five))
@@ -127,7 +128,7 @@ def test_submission_refuses_mismatch_and_keeps_the_old_file(tmp_path):
 
 
 def test_metrics_json_holds_plain_numbers(tmp_path):
-    path = metrics.write_json({"accuracy": np.float32(0.5), "epochs": 3}, tmp_path / "metrics.json")
+    path = atomic.write_json({"accuracy": np.float32(0.5), "epochs": 3}, tmp_path / "metrics.json")
     assert json.loads(path.read_text()) == {"accuracy": 0.5, "epochs": 3}
 
 

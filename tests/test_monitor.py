@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from nbkit import models as monitor  # noqa: E402
-from nbkit.images import plots  # noqa: E402
+from nbkit import plots  # noqa: E402
 from nbkit.models import _EpochWait  # noqa: E402
 
 SLOW_INPUT_FIT = """

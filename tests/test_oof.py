@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nbkit import tfrecord
+from nbkit import metrics, tfrecord
 from nbkit.convert.run import convert
 from nbkit.errors import DataError
-from nbkit.images import metrics, oof
+from nbkit.images import oof
 from nbkit.images.description import Description
 from nbkit.publish import cli
 

@@ -248,7 +248,7 @@ with acc.scope():
 rng = np.random.default_rng(0)
 images = rng.integers(0, 256, (32, 96, 96, 3), dtype=np.uint8)
 model.fit(images, rng.integers(0, 104, 32), batch_size=16, epochs=1, verbose=0)
-from nbkit.competitions import flowers
+from nbkit.images import flowers
 package.write_package({folder!r}, model, dataset=flowers._DATASET, metrics={{"f1_macro": 0.0}}, training={{}},
     dataset_id="alice/flowers-model")
 np.save({folder!r} + "-logits.npy", model.predict(images, batch_size=16, verbose=0))

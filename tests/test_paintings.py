@@ -1,4 +1,4 @@
-"""Image generation (notebook 09, nbkit.images.paintings, painting_sample, mifid): the two domains checked before
+"""Image generation (notebook 09, nbkit.imagegen: paintings, sample, mifid): the two domains checked before
 any training, each bad input one clear error naming the file or parameter; MiFID against known answers; images.zip
 read back here with zipfile and Pillow alone. One run of the notebook on the generated sample proves the rest: the
 style learnt, every network's weights and every optimizer's state carried by Keras' JAX trainer, the outputs.
@@ -20,7 +20,9 @@ from PIL import Image
 
 from nbkit import staging, tfrecord
 from nbkit.errors import DataError, ParameterError
-from nbkit.images import mifid, painting_sample, paintings, writer
+from nbkit.imagegen import mifid, paintings
+from nbkit.imagegen import sample as painting_sample
+from nbkit.images import writer
 
 # Cells the test adds to the notebook: the state before training, and after it what changed, as JSON.
 BEFORE = "import numpy as _np\n_before = {id(v): _np.array(v.value) for v in model.variables + model.non_trainable_variables}"

@@ -4,7 +4,7 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from nbkit.images import metrics, plots  # noqa: E402
+from nbkit import metrics, plots  # noqa: E402
 
 NAMES = ["daisy", "rose", "tulip"]
 

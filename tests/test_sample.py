@@ -10,9 +10,8 @@ import pytest
 from conftest import check_data
 
 from nbkit import tfrecord
-from nbkit.competitions import flowers
 from nbkit.errors import DataError, ParameterError
-from nbkit.images import description, layout, sample
+from nbkit.images import description, flowers, layout, sample
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,11 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from nbkit import text, text_sample
 from nbkit.env import detect
 from nbkit.errors import DataError, ParameterError
+from nbkit.inputs import presets
+from nbkit.text import competition as text
+from nbkit.text import sample as text_sample
 
 WATSON = ("id", ("premise", "hypothesis"), "label", "language")
 
@@ -219,21 +221,21 @@ def preset(folder: Path, missing: str = "", damaged: str = "", empty: bool = Fal
 def test_a_preset_is_found_where_kaggle_attaches_it_and_checked(tmp_path, monkeypatch):
     monkeypatch.setenv("NBKIT_KAGGLEHUB", "off")
     environment = detect({"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "NBKIT_INPUT_DIR": str(tmp_path)})
-    found, why = text.find_preset("bert_base_multi", environment=environment)
+    found, why = presets.find_preset("bert_base_multi", environment=environment)
     assert found is None and "keras/bert/keras/bert_base_multi/3 is not attached" in why and "--model keras/bert" in why
     attached = preset(tmp_path / "bert" / "keras" / "bert_base_multi" / "3")
-    assert text.find_preset("bert_base_multi", environment=environment) == (
+    assert presets.find_preset("bert_base_multi", environment=environment) == (
         str(attached),
         "keras/bert/keras/bert_base_multi/3 is attached as a Kaggle Model",
     )
     with pytest.raises(DataError, match=r"incomplete: tokenizer.json missing"):
-        text.find_preset(str(preset(tmp_path / "partial", missing="tokenizer.json")))
+        presets.find_preset(str(preset(tmp_path / "partial", missing="tokenizer.json")))
     with pytest.raises(DataError, match=r"config.json is damaged"):
-        text.find_preset(str(preset(tmp_path / "damaged", damaged="config.json")))
+        presets.find_preset(str(preset(tmp_path / "damaged", damaged="config.json")))
     with pytest.raises(
         ParameterError, match=r"PRESET='bert_base_mult' is not a KerasHub preset \(close: bert_base_multi"
     ):
-        text.find_preset("bert_base_mult", environment=environment)
+        presets.find_preset("bert_base_mult", environment=environment)
 
 
 def relabel(rows: list[list[str]], old: str, new: str, every: int = 2) -> None:
@@ -338,13 +340,13 @@ def test_a_presets_config_is_checked_and_bounds_the_sequence_length(tmp_path):
     """Issue 45 #11, #12: config files of `{}` are not a preset; SEQUENCE_LENGTH over the backbone's positions stops
     in the configuration cell, before the tokenizer and model are built."""
     with pytest.raises(DataError, match=r"config.json is not a KerasHub preset's \(it lacks class_name, config, regis"):
-        text.find_preset(str(preset(tmp_path / "empty", empty=True)))
-    folder = text.find_preset(str(preset(tmp_path / "bert")))[0]
-    assert text.check_sequence_length(folder, 512) == 512 and text.check_sequence_length(None, 100_000) == 100_000
+        presets.find_preset(str(preset(tmp_path / "empty", empty=True)))
+    folder = presets.find_preset(str(preset(tmp_path / "bert")))[0]
+    assert presets.check_sequence_length(folder, 512) == 512 and presets.check_sequence_length(None, 100_000) == 100_000
     with pytest.raises(ParameterError, match=r"SEQUENCE_LENGTH=100000: .* positions for 512 tokens at most"):
-        text.check_sequence_length(folder, 100_000)
+        presets.check_sequence_length(folder, 100_000)
     source = (REPO / "notebooks" / "08_text_classifier.py").read_text()
-    assert source.index("text.check_sequence_length(") < source.index("preprocessor = build_preprocessor()")
+    assert source.index("presets.check_sequence_length(") < source.index("preprocessor = build_preprocessor()")
 
 
 def configuration(**parameters) -> dict:
@@ -352,7 +354,7 @@ def configuration(**parameters) -> dict:
     cell = next(
         c.source for c in jupytext.read(REPO / "notebooks" / "08_text_classifier.py").cells if "SMOKE =" in c.source
     )
-    namespace = {"text": text, "DataError": DataError, "acc": SimpleNamespace(kind="cpu", num_replicas=1)}
+    namespace = {"presets": presets, "DataError": DataError, "acc": SimpleNamespace(kind="cpu", num_replicas=1)}
     namespace |= {"PRESET": "tiny", "PROFILE": "auto", "PER_REPLICA_BATCH": 16, **parameters}
     exec(cell, namespace)
     return namespace

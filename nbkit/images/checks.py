@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from nbkit import tfrecord
+from nbkit import metrics, tfrecord
 from nbkit.env import available_memory
 from nbkit.errors import DataError, ParameterError
-from nbkit.images import layout, metrics
+from nbkit.images import layout
 from nbkit.images.description import Description
 from nbkit.params import check_int
 

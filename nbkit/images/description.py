@@ -4,7 +4,7 @@
 writes it): the classes in label order, the label values and the columns `submission.csv` must use,
 the image sizes there are, the competition's metric, and the folds when the data was split into
 some. Data that comes without one (a competition's own files) is described by its competition
-module in the same form (`nbkit.competitions.flowers.load_description`).
+module in the same form (`nbkit.images.flowers.load_description`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from nbkit import atomic
 from nbkit.errors import DataError
-from nbkit.images.metrics import METRICS
+from nbkit.metrics import METRICS
 
 DESCRIPTION_FILE = "nbkit-dataset.json"
 _FORMAT = "nbkit-dataset"

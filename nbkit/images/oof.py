@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from nbkit import metrics
 from nbkit.errors import DataError
-from nbkit.images import metrics
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ _NEVER_BUNDLED = "publish"  # the command line's own modules
 # Reached only through nbkit's own imports, these stay out of a bundle: on Kaggle the data is
 # attached, so the generators of the stand-in samples never run there (the TFRecord writer they use
 # travels only with the converter). A notebook that imports one of them itself still gets it.
-_LEFT_OUT = ("images/sample", "images/painting_sample", "text_sample", "convert/example")
+_LEFT_OUT = ("images/sample", "imagegen/sample", "text/sample", "convert/example")
 
 
 def module_file(name: str) -> Path:

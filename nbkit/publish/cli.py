@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from nbkit import atomic
 from nbkit.errors import DataError, NbkitError, ParameterError
 from nbkit.params import check_handle
 from nbkit.publish import bundle, push, scan
@@ -106,8 +107,8 @@ def _convert(args: argparse.Namespace) -> str:
 
 def _oof(args: argparse.Namespace) -> str:
     """Gather the folds' out-of-fold predictions into one table and one score (checked against the data)."""
-    from nbkit.competitions import flowers
-    from nbkit.images import checks, layout, metrics, oof
+    from nbkit import metrics
+    from nbkit.images import checks, flowers, layout, oof
 
     dataset = flowers.load_description(args.data)  # converted data's own, else the flowers competition's
     size = layout.choose_size(args.data, args.size)  # first: it says when --data holds no data at all
@@ -134,7 +135,7 @@ def _oof(args: argparse.Namespace) -> str:
     gathered = oof.gather(files, dataset, classes=train["train"].classes)
     scores = metrics.of_predictions(gathered.labels, gathered.probabilities, dataset.metric)[1]
     metrics.write_oof(gathered.ids, gathered.labels, gathered.probabilities, gathered.folds, dataset, out / "oof.csv")
-    metrics.write_json(
+    atomic.write_json(
         {**scores, "folds": len(set(gathered.folds.tolist())), "pictures": len(gathered.ids)}, out / "metrics.json"
     )
     return (

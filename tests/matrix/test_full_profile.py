@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import execute, split_keys, text_outputs
 
+from nbkit import metrics as results
 from nbkit.handoff import package
-from nbkit.images import metrics as results
 from nbkit.images import sample as flower_sample
 
 SIZE = 64  # EfficientNetB0 takes 32 px and more

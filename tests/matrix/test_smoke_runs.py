@@ -16,11 +16,11 @@ from conftest import REPO, check_submission, execute, text_outputs
 from test_bundle import ENGINE_SCRIPT, fresh_python  # noqa: F401  (a fixture)
 from test_text import read_csv, write_csv
 
-from nbkit import text
+from nbkit import metrics as results
 from nbkit.handoff import package
-from nbkit.images import metrics as results
 from nbkit.images import sample as flower_sample
 from nbkit.publish import bundle
+from nbkit.text import competition as text
 
 JAX8 = {"BACKEND": "jax", "SIMULATE_DEVICES": 8}  # Kaggle's TPUs today: Keras on JAX, 8 cores
 FLOWERS_FILES = (
@@ -185,7 +185,7 @@ def test_09_cyclegan_bundled_runs_with_nbkit_hidden_on_eight_jax_devices(tmp_pat
 
     from PIL import Image
 
-    from nbkit.images import painting_sample
+    from nbkit.imagegen import sample as painting_sample
 
     data = painting_sample._make(tmp_path / "painter")
     out = tmp_path / "outputs"

@@ -1,27 +1,18 @@
-"""Fine-tuning a Gemma / Gemma 3 language model (notebook 10): the prompt/response pairs read and checked
-before any training, a memory plan from the preset's config (no weights read), the layout map that shards
-the hidden axis over the mesh's "model" axis, and the check, once the model is built, that every large
-kernel is sharded as planned (a rule that matched nothing, or a large kernel no rule placed, is an error:
-Keras itself leaves such a kernel replicated without a word, which then runs out of memory)."""
+"""A Gemma / Gemma 3 language model over a mesh of chips (notebook 10): MESH parsed, a memory plan from the
+preset's config (no weights read), the layout map that shards the hidden axis over the mesh's "model" axis,
+and the check, once the model is built, that every large kernel is sharded as planned (a rule that matched
+nothing, or a large kernel no rule placed, is an error: Keras itself leaves such a kernel replicated without
+a word, which then runs out of memory)."""
 
 from __future__ import annotations
 
-import csv
-import difflib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from nbkit import atomic
-from nbkit import env as nbenv
 from nbkit.errors import DataError, ParameterError
 
-_SUFFIXES = (".csv", ".jsonl")
 # The layers holding the hidden axis, in Gemma and Gemma 3 alike -> (the kernel's layout, the LoRA kernel that
 # holds the hidden axis and its layout). The hidden axis (640 ... 5376 in Gemma 3) divides by 8 in every size;
 # the heads axis, which Gemma's own map shards, does not (1 key/value head in Gemma 3 1B: keras-hub#1613).
@@ -51,126 +42,6 @@ GEMMA3_CONFIGS = {
 }
 # v5e: 16 GB of HBM a chip, of which XLA leaves a program 15.75 GiB.
 CHIP_GIB = {"TPU v5 lite": 15.75, "TPU v6 lite": 31.25, "TPU v4": 31.25, "TPU v3": 15.75}
-
-
-# ---- the data ----
-
-
-@dataclass
-class _Pairs:
-    """The prompt/response pairs, each with where it came from ("file, line N")."""
-
-    prompts: list[str]
-    responses: list[str]
-    where: list[str]
-    source: str
-
-    def describe(self) -> str:
-        return f"data: {self.source}; {len(self.prompts)} prompt/response pairs"
-
-
-def load_pairs(data_root: str, prompt_column: str, response_column: str, environment: Any = None) -> _Pairs:
-    """The pairs of a CSV or JSONL file, or of every such file in a folder (sorted by name); "auto": the
-    generated sample (in the working folder's llm-sample/). Every row is checked: both columns there and
-    neither empty. A CSV is `,` separated with a header; a JSONL file holds one JSON object a line."""
-    source = ""
-    if data_root == "auto":
-        environment = environment or nbenv.detect()
-        folder = environment.working_dir / "llm-sample"
-        data_root = str(folder if (folder / "pairs.jsonl").is_file() else _make_sample(folder))
-        source = f"the generated sample in {data_root} stands in (answer: the prompt's words in reverse order)"
-    root = Path(data_root)
-    if root.is_dir():
-        files = sorted(p for p in root.iterdir() if p.suffix.lower() in _SUFFIXES)
-        if not files:
-            raise DataError(
-                f"DATA_ROOT={data_root!r} holds no .csv or .jsonl file: give a file of prompt/response pairs."
-            )
-    elif root.is_file():
-        if root.suffix.lower() not in _SUFFIXES:
-            raise DataError(
-                f"{root} is not a .csv or .jsonl file: give the pairs as CSV (with a header) or JSON lines."
-            )
-        files = [root]
-    else:
-        raise DataError(f"DATA_ROOT={data_root!r} is not there: give a .csv or .jsonl file, or a folder of them.")
-    pairs = _Pairs([], [], [], source or f"{data_root} ({len(files)} file(s))")
-    for path in files:
-        rows = _jsonl_rows(path) if path.suffix.lower() == ".jsonl" else _csv_rows(path)
-        for line, row in rows:
-            for name, parameter in ((prompt_column, "PROMPT_COLUMN"), (response_column, "RESPONSE_COLUMN")):
-                if name not in row:
-                    close = difflib.get_close_matches(name, list(row), n=1)
-                    hint = f" Did you mean {close[0]!r}?" if close else ""
-                    raise DataError(
-                        f"{path.name}, line {line}: no column {name!r} ({parameter}); it has {', '.join(row)}.{hint} "
-                        f"Set {parameter} to the right one."
-                    )
-                if not str(row[name] or "").strip():
-                    raise DataError(f"{path.name}, line {line}: column {name!r} is empty. Fill in or remove that row.")
-            pairs.prompts.append(str(row[prompt_column]))
-            pairs.responses.append(str(row[response_column]))
-            pairs.where.append(f"{path.name}, line {line}")
-    if not pairs.prompts:
-        raise DataError(f"{data_root}: no prompt/response pairs in {', '.join(p.name for p in files)}.")
-    return pairs
-
-
-def _csv_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            return [(reader.line_num, row) for row in reader]
-    except (UnicodeDecodeError, csv.Error) as error:
-        raise DataError(f"{path.name} is not a UTF-8 CSV file ({error}): save it as CSV with a header.") from None
-
-
-def _jsonl_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    rows = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path.name} is not UTF-8 text ({error}): save it as JSON lines.") from None
-    for line, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except ValueError as error:
-            raise DataError(f"{path.name}, line {line} is not JSON ({error}): one JSON object a line.") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{path.name}, line {line} is a JSON {type(row).__name__}, not an object with columns.")
-        rows.append((line, row))
-    return rows
-
-
-def check_lengths(
-    prompt_tokens: Sequence[int], pair_tokens: Sequence[int], sequence_length: int, pairs: _Pairs
-) -> float:
-    """The share of pairs that `sequence_length` cuts (prompt, response and the chat turns' tokens); a
-    DataError when it cuts every response away (each prompt fills the whole sequence)."""
-    prompt_tokens, pair_tokens = np.asarray(prompt_tokens), np.asarray(pair_tokens)
-    if (prompt_tokens >= sequence_length).all():
-        raise DataError(
-            f"SEQUENCE_LENGTH={sequence_length} leaves no room for any response: the shortest prompt has "
-            f"{prompt_tokens.min()} tokens ({pairs.where[int(prompt_tokens.argmin())]}). Raise SEQUENCE_LENGTH "
-            f"(the median pair has {int(np.median(pair_tokens))} tokens) or shorten the prompts."
-        )
-    return float(np.mean(pair_tokens > sequence_length))
-
-
-# The generated sample: prompts of 2 to 4 words, the response their words in reverse order.
-_WORDS = "apple river stone cloud green fast old tree house light dark blue".split()
-
-
-def _make_sample(folder: str | Path, count: int = 384, seed: int = 0) -> Path:
-    """Write `pairs.jsonl` (prompt, response) into `folder` (replaced whole); the folder."""
-    rng = np.random.default_rng(seed)
-    with atomic.staged_dir(folder) as staging, open(staging / "pairs.jsonl", "w", encoding="utf-8") as f:
-        for _ in range(count):
-            words = list(rng.choice(_WORDS, int(rng.integers(2, 5))))
-            f.write(json.dumps({"prompt": " ".join(words), "response": " ".join(words[::-1])}) + "\n")
-    return Path(folder)
 
 
 # ---- the memory plan ----

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from nbkit.images import metrics
+from nbkit import metrics
 
 
 def _figure(rows: int, cols: int, size: tuple[float, float]) -> tuple[Any, Any]:

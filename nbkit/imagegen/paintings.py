@@ -68,9 +68,9 @@ def _sample_source(environment: Any) -> DataSource:
     attach += "monet_tfrec/ and photo_tfrec/ (or monet/, photo/)."
 
     def generator() -> Any:
-        from nbkit.images import painting_sample
+        from nbkit.imagegen import sample
 
-        return painting_sample.ensure
+        return sample.ensure
 
     return generated_sample(environment, "painter-sample", generator, attach)
 

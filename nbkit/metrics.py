@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -72,11 +71,6 @@ def describe(found: dict[str, Any], what: str = "validation") -> str:
     metric = found["metric"]
     line = f"{what} {metric} {found[metric]:.3f} (the competition's metric)"
     return line if metric == "accuracy" else f"{line}; accuracy {found['accuracy']:.3f}"
-
-
-def write_json(values: dict[str, Any], path: str | Path) -> Path:
-    """`metrics.json`, sorted keys, NumPy numbers as Python's."""
-    return atomic.write_text(path, json.dumps(values, indent=2, sort_keys=True, default=lambda v: v.item()) + "\n")
 
 
 def write_csv(rows: Sequence[Sequence[Any]], path: str | Path) -> Path:
