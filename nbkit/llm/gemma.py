@@ -20,7 +20,6 @@ from nbkit.errors import ParameterError
 # ---- the model's sizes, the mesh and the memory plan ----
 
 
-
 def gemma_config(folder: str | Path) -> dict[str, Any]:
     """The sizes Tunix's Gemma code needs, from a Hugging Face folder's config.json (no weights read); the
     folder is checked: config.json, tokenizer.model and *.safetensors there, and (Gemma 3) each layer's
