@@ -62,7 +62,7 @@ OUTPUT_DIR: str = "auto"  # where the model, metrics.json, plots and checkpoints
 # %%
 from nbkit import accel, atomic, params, staging
 from nbkit.errors import ParameterError
-from nbkit.llm import data, gemma, rl, sharding
+from nbkit.llm import data, gemma, rl
 
 params.check_parameters(
     globals(), NUM_GENERATIONS=2, BATCH_SIZE=1, MAX_STEPS=0, LORA_RANK=0, MAX_PROMPT_LENGTH=4, MAX_NEW_TOKENS=1,
@@ -74,7 +74,6 @@ for name, low, high in (("BETA", 0, 10), ("EPSILON", 0, 1), ("LEARNING_RATE", 0,
 outputs = staging.start(OUTPUT_DIR, default="grpo-reasoning", data_root=DATA_ROOT)
 print(outputs.describe())
 acc = accel.setup("jax", simulate_devices=SIMULATE_DEVICES)
-MESH_SHAPE = sharding.parse_mesh(MESH, acc.num_replicas)  # (fsdp, tp); None: picked below
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 
 # %% [markdown]
@@ -171,9 +170,9 @@ if SMOKE and (MAX_PROMPT_LENGTH > 48 or MAX_NEW_TOKENS > 20):
     chosen.append(f"MAX_PROMPT_LENGTH, MAX_NEW_TOKENS {MAX_PROMPT_LENGTH}, {MAX_NEW_TOKENS} -> 48, 20 (smoke)")
     MAX_PROMPT_LENGTH, MAX_NEW_TOKENS = min(MAX_PROMPT_LENGTH, 48), min(MAX_NEW_TOKENS, 20)
 ROWS = BATCH_SIZE * NUM_GENERATIONS
-FSDP, TP = gemma.pick_mesh(sizes, acc.num_replicas, ROWS, MESH_SHAPE)
+FSDP, TP = gemma.pick_mesh(sizes, acc.num_replicas, ROWS, MESH)
 DEVICE_KIND = jax.devices()[0].device_kind
-plan = gemma.memory_plan(sizes, acc.num_replicas, LORA_RANK, ROWS, MAX_PROMPT_LENGTH + MAX_NEW_TOKENS, 2 if acc.kind == "tpu" else 4, sharding.CHIP_GIB.get(DEVICE_KIND))  # fmt: skip
+plan = gemma.memory_plan(sizes, acc.num_replicas, LORA_RANK, ROWS, MAX_PROMPT_LENGTH + MAX_NEW_TOKENS, 2 if acc.kind == "tpu" else 4, gemma.CHIP_GIB.get(DEVICE_KIND))  # fmt: skip
 print(plan.describe())
 if not plan.fits:
     raise ParameterError(plan.describe())
@@ -297,7 +296,7 @@ from tunix.rl.rollout import base_rollout
 settings = {"model": str(model_folder or "tiny"), "data": source, "rows": len(answers), "lora_rank": LORA_RANK,
             "learning_rate": LEARNING_RATE, "batch_size": BATCH_SIZE, "num_generations": NUM_GENERATIONS, "beta": BETA,
             "epsilon": EPSILON, "seed": SEED, "max_prompt_length": MAX_PROMPT_LENGTH, "max_new_tokens": MAX_NEW_TOKENS}  # fmt: skip
-checkpoints = outputs.folder / "checkpoints"
+checkpoints = (outputs.folder / "checkpoints").resolve()  # orbax wants an absolute path
 resumed_at = rl.checkpoint_run(checkpoints, settings, restart=RESUME == "restart")
 rows = [{"prompts": chat_prompt(pairs.prompts[i]), "answer": answers[i]} for i in train_rows]
 dataset = grain.MapDataset.source(rows).shuffle(seed=SEED).repeat().batch(BATCH_SIZE)

@@ -142,7 +142,7 @@ def test_a_mesh_that_does_not_divide_the_model_is_refused():
         gemma.pick_mesh(TINY, 8, 16, (1, 8))
     with pytest.raises(ParameterError, match=r"rows a step \(BATCH_SIZE x NUM_GENERATIONS\) \(6\) does not divide by 4"):  # fmt: skip
         gemma.pick_mesh(TINY, 8, 6, (4, 2))
-    assert gemma.pick_mesh(TINY, 8, 16, None) == (2, 4) and gemma.pick_mesh(sizes, 8, 16, None) == (4, 2)
+    assert gemma.pick_mesh(TINY, 8, 16, "auto") == (2, 4) and gemma.pick_mesh(sizes, 8, 16, "auto") == (4, 2)
 
 
 def test_a_tokenizer_other_than_the_models_vocabulary_is_refused():

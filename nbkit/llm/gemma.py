@@ -6,6 +6,7 @@ JAX import: the notebook builds, trains and saves."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,9 +84,15 @@ def mesh_problems(sizes: dict[str, Any], fsdp: int, tp: int, rows: int) -> list[
     return [f"the {what} ({size}) does not divide by {by}" for what, size, by in needs if size % by]
 
 
-def pick_mesh(sizes: dict[str, Any], devices: int, rows: int, mesh: tuple[int, int] | None) -> tuple[int, int]:
-    """(fsdp, tp): `mesh` checked, or for None ("auto") the first of tp = 4, 2, 1, 8 whose mesh fits."""
-    candidates = [mesh] if mesh else [(devices // tp, tp) for tp in (4, 2, 1, 8) if devices % tp == 0]
+def pick_mesh(sizes: dict[str, Any], devices: int, rows: int, mesh: str | tuple[int, int]) -> tuple[int, int]:
+    """(fsdp, tp) of MESH: "data" (every device on fsdp), "FxT" (checked: F x T devices), or "auto": the first
+    of tp = 4, 2, 1, 8 whose mesh fits."""
+    if isinstance(mesh, str) and mesh != "auto":
+        found = re.fullmatch(r"(\d+)x(\d+)", mesh) if mesh != "data" else re.match("", "")
+        if not found or (mesh != "data" and int(found[1]) * int(found[2]) != devices):
+            raise ParameterError(f"MESH={mesh!r}: 'auto', 'data', or fsdp x tp devices multiplying to the {devices} here (such as '2x{devices // 2}').")  # fmt: skip
+        mesh = (devices, 1) if mesh == "data" else (int(found[1]), int(found[2]))
+    candidates = [mesh] if mesh != "auto" else [(devices // tp, tp) for tp in (4, 2, 1, 8) if devices % tp == 0]
     for fsdp, tp in candidates:
         if not mesh_problems(sizes, fsdp, tp, rows):
             return fsdp, tp
@@ -117,6 +124,10 @@ class _Plan:
             f"memory plan: {self.parameters / 1e6:,.1f}M parameters, {self.trained / 1e6:,.2f}M of them trained",
             f"per chip: {parts} = {_gib(sum(self.parts.values()))} {chip}", *self.notes,
         ])  # fmt: skip
+
+
+# What XLA leaves a program of a chip's memory (GiB), by JAX's device_kind.
+CHIP_GIB = {"TPU v5 lite": 15.75, "TPU v6 lite": 31.25, "TPU v4": 31.25, "TPU v3": 15.75}
 
 
 def _gib(count: float) -> str:
