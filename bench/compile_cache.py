@@ -1,7 +1,7 @@
 """Warm restarts: time to the first training step of the full profile (EfficientNetB0, mixed bfloat16,
 Keras on JAX over 8 simulated devices, global batch 16 at 192 px as in `make test`), in a fresh process each time as a
 new Kaggle session would start: without a cache (what every session pays without nbkit), with an
-empty `accel.setup(compile_cache=...)` folder (cold), then twice more with the folder it filled (warm).
+empty `nbkit.accel.cache.use(...)` folder (cold), then twice more with the folder it filled (warm).
 
     .venv/bin/python bench/compile_cache.py [--image-size 192] [--per-replica-batch 2]
 
@@ -32,8 +32,10 @@ def session(cache: str, image_size: int, per_replica_batch: int) -> dict[str, fl
     """One fresh process's timings (seconds) up to the end of its first training step."""
     start = time.perf_counter()
     from nbkit import accel
+    from nbkit.accel import cache as cache_room
 
-    acc = accel.setup("jax", simulate_devices=8, compile_cache=cache)
+    acc = accel.setup("jax", simulate_devices=8)
+    compile_cache = cache_room.use(cache, acc)
     acc.set_precision("mixed_bfloat16")
     ready = time.perf_counter()
     import keras
@@ -64,7 +66,7 @@ def session(cache: str, image_size: int, per_replica_batch: int) -> dict[str, fl
         "build_s": built - ready,
         "first_step_s": stepped - built,
         "to_first_step_s": stepped - ready,
-        "hits": acc.compile_cache.hits,
+        "hits": compile_cache.hits,
         "loss": float(history.history["loss"][0]),
     }
 

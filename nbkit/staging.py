@@ -5,7 +5,7 @@ publishing sets the previous run's outputs (those its own `publish()` listed in 
 into `.previous-run/`, so none stays beside the new run's files.
 
     outputs = staging.start(OUTPUT_DIR)                   # takes the folder's lock (in the first cell)
-    plots.batch(..., path=outputs.staging / "batch.png")  # written aside
+    grids.batch(..., path=outputs.staging / "batch.png")  # written aside
     outputs.publish()                                     # all at once, at the end
 
 Files a run updates in place (checkpoints) go straight into `outputs.folder`. On a pod slice only

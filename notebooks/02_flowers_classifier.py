@@ -54,6 +54,7 @@ OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv 
 
 # %%
 from nbkit import accel, params, staging
+from nbkit.accel import cache
 from nbkit.errors import ParameterError
 
 params.check_parameters(
@@ -70,8 +71,9 @@ run_name = "classifier" if FOLD == -1 else f"classifier-fold{FOLD}"
 outputs = staging.start(OUTPUT_DIR, default=run_name, data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 
-compile_cache = outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE
-acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=compile_cache, precision=PRECISION)
+acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, precision=PRECISION)
+compile_cache = cache.use(outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE, acc)
+print(compile_cache.describe())
 
 # %% [markdown]
 # ## Configuration
@@ -81,11 +83,11 @@ acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=comp
 # larger takes N times larger steps.
 
 # %%
-from nbkit import models
+from nbkit import backbones, models
 
 LR_START, LR_MIN, LR_MAX_PER_REPLICA = 1e-5, 1e-5, 5e-5  # the flower starters' ramp-sustain-decay
 LR_RAMP_EPOCHS, LR_SUSTAIN_EPOCHS, LR_DECAY = 5, 0, 0.8
-models.check_name(MODEL)  # a misspelt MODEL stops here, before any data is read
+backbones.check_name(MODEL)  # a misspelt MODEL stops here, before any data is read
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 if SMOKE:  # small_cnn from scratch, at most 8 epochs: each value it replaces is said
     print(params.override(globals(), "smoke profile (PROFILE='full' keeps them)", MODEL="small_cnn", WEIGHTS="none", EPOCHS=min(EPOCHS, 8)))
@@ -196,9 +198,10 @@ val_batches = get_dataset(data.val).batch(GLOBAL_BATCH, drop_remainder=True).cac
 
 # %%
 from nbkit import plots
+from nbkit.images import grids
 
 images, labels = next(iter(train_batches))
-figure = plots.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs.staging / "batch.png")
+figure = grids.batch(images.numpy()[:20], labels.numpy()[:20], dataset.classes, path=outputs.staging / "batch.png")
 
 # %% [markdown]
 # ## Model
@@ -220,7 +223,7 @@ def build_model():
             x = layers.MaxPooling2D()(layers.Conv2D(width, 3, padding="same", activation="relu")(x))
         x = layers.Dense(128, activation="relu")(layers.Flatten()(x))
     else:
-        backbone = models.backbone(MODEL, [image_size, image_size, 3], WEIGHTS)  # attached weights work offline
+        backbone = backbones.backbone(MODEL, [image_size, image_size, 3], WEIGHTS)  # attached weights work offline
         # EfficientNet and ConvNeXt rescale 0-255 pixels themselves; most other backbones want [-1, 1].
         rescales_itself = MODEL.startswith(("EfficientNet", "ConvNeXt"))
         x = inputs if rescales_itself else layers.Rescaling(1 / 127.5, offset=-1)(inputs)
@@ -275,7 +278,7 @@ history = model.fit(
     callbacks=[keras.callbacks.LearningRateScheduler(lrfn), input_monitor],
     verbose=2,
 )
-print(acc.compile_cache.report())
+print(compile_cache.report())
 
 # %%
 figure = plots.training_curves(history.history, path=outputs.staging / "training_curves.png")
@@ -323,7 +326,7 @@ if FOLD != -1:
 
 # %%
 shown = next(iter(get_dataset(data.val).batch(20)))[0].numpy()
-figure = plots.batch(shown, val_labels[:20], dataset.classes, val_probabilities.argmax(1)[:20], path=outputs.staging / "predictions.png")
+figure = grids.batch(shown, val_labels[:20], dataset.classes, val_probabilities.argmax(1)[:20], path=outputs.staging / "predictions.png")
 
 # %% [markdown]
 # ## Predict and submit

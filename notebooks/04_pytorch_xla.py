@@ -150,10 +150,11 @@ test_set = TFRecordImages(splits["test"].items)
 import numpy as np
 
 from nbkit import plots
+from nbkit.images import grids
 
 torch.manual_seed(SEED)
 shown = np.stack([train_set[i][0].permute(1, 2, 0).numpy() for i in range(20)])  # as training sees them
-figure = plots.batch(
+figure = grids.batch(
     shown, [label for _, label in splits["train"].items[:20]], dataset.classes, path=outputs.staging / "batch.png"
 )
 
@@ -364,7 +365,7 @@ figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.stagin
 
 # %%
 shown = np.stack([val_set[i][0].permute(1, 2, 0).numpy() for i in range(20)])
-figure = plots.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs.staging / "predictions.png")
+figure = grids.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs.staging / "predictions.png")
 
 # %% [markdown]
 # ## The saved weights

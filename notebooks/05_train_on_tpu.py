@@ -59,6 +59,7 @@ OUTPUT_DIR: str = "auto"  # checkpoints, plots, metrics, submission and the pack
 
 # %%
 from nbkit import accel, params, staging
+from nbkit.accel import cache
 from nbkit.errors import ParameterError
 from nbkit.inputs import account
 
@@ -80,8 +81,9 @@ run_name = "train-on-tpu" if FOLD == -1 else f"train-on-tpu-fold{FOLD}"  # its f
 outputs = staging.start(OUTPUT_DIR, default=run_name, data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 
-compile_cache = outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE
-acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=compile_cache, precision=PRECISION)
+acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, precision=PRECISION)
+compile_cache = cache.use(outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE, acc)
+print(compile_cache.describe())
 
 # %% [markdown]
 # ## Configuration
@@ -91,11 +93,11 @@ acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=comp
 # larger takes N times larger steps.
 
 # %%
-from nbkit import models
+from nbkit import backbones, models
 
 LR_START, LR_MIN, LR_MAX_PER_REPLICA = 1e-5, 1e-5, 5e-5  # the flower starters' ramp-sustain-decay
 LR_RAMP_EPOCHS, LR_SUSTAIN_EPOCHS, LR_DECAY = 5, 0, 0.8
-models.check_name(MODEL)  # a misspelt MODEL stops here, before any data is read
+backbones.check_name(MODEL)  # a misspelt MODEL stops here, before any data is read
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 if SMOKE:  # small_cnn from scratch, at most 8 epochs: each value it replaces is said
     print(params.override(globals(), "smoke profile (PROFILE='full' keeps them)", MODEL="small_cnn", WEIGHTS="none", EPOCHS=min(EPOCHS, 8)))
@@ -142,7 +144,7 @@ checkpoints = outputs.folder / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto" and outputs.writes:  # on a pod slice, process 0 copies
     earlier = Path(datasets.notebook_output(RESUME_FROM, f"{run_name}/checkpoints"))
     print(resume.copy_checkpoint(earlier, checkpoints))
-    print(acc.compile_cache.copy_from(earlier.parent / "compile-cache"))  # before the model is built
+    print(compile_cache.copy_from(earlier.parent / "compile-cache"))  # before the model is built
 settings = {
     "model": MODEL,
     "weights": WEIGHTS,
@@ -253,7 +255,7 @@ def build_model():
             x = layers.MaxPooling2D()(layers.Conv2D(width, 3, padding="same", activation="relu")(x))
         x = layers.Dense(128, activation="relu")(layers.Flatten()(x))
     else:
-        backbone = models.backbone(MODEL, [image_size, image_size, 3], WEIGHTS)  # attached weights work offline
+        backbone = backbones.backbone(MODEL, [image_size, image_size, 3], WEIGHTS)  # attached weights work offline
         # EfficientNet and ConvNeXt rescale 0-255 pixels themselves; most other backbones want [-1, 1].
         rescales_itself = MODEL.startswith(("EfficientNet", "ConvNeXt"))
         x = inputs if rescales_itself else layers.Rescaling(1 / 127.5, offset=-1)(inputs)
@@ -312,7 +314,7 @@ if run.epochs_done < EPOCHS:
         verbose=2,
     )
 print(f"epochs done: {run.epochs_done}")
-print(acc.compile_cache.report())
+print(compile_cache.report())
 
 # %%
 figure = plots.training_curves(run.history, path=outputs.staging / "training_curves.png")

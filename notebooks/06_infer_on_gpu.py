@@ -148,7 +148,8 @@ test_predictions = probabilities.argmax(axis=1)
 # predictions; they replace an earlier run's only together.
 
 # %%
-from nbkit import metrics, plots
+from nbkit import metrics
+from nbkit.images import grids
 
 written = metrics.write_submission(test_ids, test_predictions, dataset, outputs.staging / "submission.csv")
 np.savez(
@@ -159,5 +160,5 @@ np.savez(
 )
 print(f"wrote {len(test_ids)} rows to {written.name}, and test_probabilities.npz")
 shown = next(iter(tf.data.TFRecordDataset(test.files, test.compression).map(decode).batch(20)))[0].numpy()
-figure = plots.batch(shown, test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
+figure = grids.batch(shown, test_predictions[:20], dataset.classes, path=outputs.staging / "test_predictions.png")
 print("published:", ", ".join(outputs.publish()))

@@ -66,15 +66,15 @@ print(environment.describe())
 # %%
 from pathlib import Path
 
-from nbkit import plots
 from nbkit.convert import example
+from nbkit.images import grids
 from nbkit.inputs import datasets
 
 data = datasets.locate(DATA_ROOT, COMPETITION, fallback=example.stand_in, environment=environment)
 print(f"data: {data.reason}")
 where = Path(data.path)
 shown = sorted(p for p in (where / PICTURES).rglob("*") if p.is_file() and not p.name.startswith("."))[:12]
-figure = plots.pictures(shown)
+figure = grids.pictures(shown)
 
 # %% [markdown]
 # ## Convert
@@ -129,7 +129,7 @@ splits = checks.check_splits(files, IMAGE_SIZE, dataset.num_classes, keep_items=
 print(f"{checks.describe(splits)} checked")
 first = splits["train"].items[:20]
 images = np.stack([np.asarray(Image.open(io.BytesIO(jpeg))) for jpeg, _ in first])
-figure = plots.batch(images, [label for _, label in first], dataset.classes)
+figure = grids.batch(images, [label for _, label in first], dataset.classes)
 
 # %% [markdown]
 # ## Next

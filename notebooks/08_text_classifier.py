@@ -59,6 +59,7 @@ OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv 
 
 # %%
 from nbkit import accel, atomic, params, staging
+from nbkit.accel import cache
 from nbkit.errors import DataError, ParameterError
 
 params.check_parameters(
@@ -75,8 +76,9 @@ if LEARNING_RATE < 0:
 outputs = staging.start(OUTPUT_DIR, default="text-classifier", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 
-compile_cache = outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE
-acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, compile_cache=compile_cache, precision=PRECISION)
+acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, precision=PRECISION)
+compile_cache = cache.use(outputs.folder / "compile-cache" if COMPILE_CACHE == "auto" else COMPILE_CACHE, acc)
+print(compile_cache.describe())
 
 # %% [markdown]
 # ## Data
@@ -308,7 +310,7 @@ history = model.fit(
     callbacks=[input_monitor],
     verbose=2,
 )
-print(acc.compile_cache.report())
+print(compile_cache.report())
 
 # %%
 figure = plots.training_curves(history.history, path=outputs.staging / "training_curves.png")

@@ -395,14 +395,14 @@ figure = plots.training_curves(run.history, path=outputs.staging / "losses.png")
 # that compares your own runs only. Neither is the leaderboard's number (Kaggle's is the 2015 Inception graph).
 
 # %% tags=["nbval-ignore-output"]
-from nbkit import models
+from nbkit import backbones
 from nbkit.imagegen import mifid
 
 try:
     if SMOKE:
         raise DataError("the smoke profile downloads nothing")
     with acc.scope():
-        inception = models.backbone("InceptionV3", (299, 299, 3), "imagenet")
+        inception = backbones.backbone("InceptionV3", (299, 299, 3), "imagenet")
     features_name = "InceptionV3 pool features (2048)"
 
     def features(pictures):  # uint8 pictures, a global batch

@@ -14,7 +14,9 @@
 # Config -> data -> memory plan -> tokenizer -> sharded model -> LoRA -> train -> evaluate -> save. A Gemma 3
 # (or Gemma) model from KerasHub learns to answer prompts the way a file of prompt/response pairs does.
 # Only small low-rank matrices beside the attention kernels train (LoRA); the model's own weights stay frozen
-# in bfloat16. A 1B model fits one chip of a v5e-8 and trains data parallel; a 4B model does not, and is
+# in bfloat16. A memory plan, worked out from the preset's config before any weight is read, picks the layout:
+# on a v5e-8 (15.75 GiB a chip) Gemma 3 1B and, at short sequences, 4B (7.2 GiB of weights) fit one chip and
+# train data parallel; where the weights and a longer sequence's activations do not fit one chip, the model is
 # split over the 8 chips along its hidden axis (model parallel), a split checked once the model is built.
 #
 # On Kaggle: attach the model (`keras/gemma3/keras/gemma3_instruct_1b`, "Add Input" -> Models, after
@@ -53,6 +55,8 @@ OUTPUT_DIR: str = "auto"  # where the LoRA weights, the merged model and metrics
 # and replace the previous run's only when the run ends well), then the accelerator is found.
 
 # %%
+import importlib.util
+
 from nbkit import accel, atomic, params, staging
 from nbkit.errors import ParameterError
 from nbkit.llm import data, sharding
@@ -60,8 +64,10 @@ from nbkit.llm import data, sharding
 params.check_parameters(globals(), EPOCHS=0, PER_REPLICA_BATCH=0, SEQUENCE_LENGTH=8, LORA_RANK=1, BACKEND=("jax",))
 if not 0 < HELD_OUT_SHARE < 1:
     raise ParameterError(f"HELD_OUT_SHARE={HELD_OUT_SHARE}: a share between 0 and 1, such as 0.1.")
-if LEARNING_RATE < 0:
+if not 0 <= LEARNING_RATE < float("inf"):  # NaN too
     raise ParameterError(f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 1e-4, or 0 for the model's choice.")
+if EXPORT_TRANSFORMERS and importlib.util.find_spec("safetensors") is None:  # checked now, not after training
+    raise ParameterError("EXPORT_TRANSFORMERS=True needs the safetensors package: `pip install safetensors`, or False.")
 outputs = staging.start(OUTPUT_DIR, default="llm-finetune", data_root=DATA_ROOT)
 print(outputs.describe())
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
@@ -69,18 +75,17 @@ MESH_SHAPE = sharding.parse_mesh(MESH, acc.num_replicas)  # None: the memory pla
 
 # %% [markdown]
 # ## Data
-# Every pair is read and checked before anything loads: both columns on every row, neither empty. A share
-# of the pairs, drawn at random, is held out: the loss and the generated answers are scored on those.
+# Every pair is read and checked before anything loads: both columns on every row, both text, neither empty;
+# pairs given more than once are counted. A share of the distinct prompts, drawn at random, is held out with
+# every pair that asks it: the loss and the generated answers are scored on prompts never trained on.
 
 # %%
 import numpy as np
 
 pairs = data.load_pairs(DATA_ROOT, PROMPT_COLUMN, RESPONSE_COLUMN)
 print(pairs.describe())
-order = np.random.default_rng(SEED).permutation(len(pairs.prompts))
-held_out_count = max(1, int(round(len(order) * HELD_OUT_SHARE)))
-train_rows, held_out_rows = order[held_out_count:], order[:held_out_count]
-print(f"{len(train_rows)} training and {len(held_out_rows)} held-out pairs")
+train_rows, held_out_rows, split_line = data.split(pairs, HELD_OUT_SHARE, SEED)
+print(split_line)
 
 # %% [markdown]
 # ## Configuration and memory plan
@@ -95,7 +100,7 @@ import json
 from nbkit.inputs import presets
 
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
-TINY = dict(num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64, intermediate_dim=128, head_dim=16)
+TINY = dict(num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64, intermediate_dim=128, head_dim=32)
 preset_folder, preset_reason = None, f"PRESET={PRESET!r}"
 if PRESET not in ("tiny", "tiny-gemma"):
     preset_folder, preset_reason = presets.find_preset(PRESET, download=not SMOKE)
@@ -129,6 +134,9 @@ if not PER_REPLICA_BATCH:
     chosen.append(f"PER_REPLICA_BATCH=0: {whose} {PER_REPLICA_BATCH}")
 GLOBAL_BATCH = PER_REPLICA_BATCH * BATCH_AXIS
 tiny = f"a tiny {'Gemma' if PRESET == 'tiny-gemma' else 'Gemma 3'} from scratch"
+# What trains, and why: metrics.json says it too (a tiny model's scores say nothing of Gemma's).
+why = f"{preset_reason}; PROFILE={PROFILE!r} on a {acc.kind}: {'smoke' if SMOKE else 'full'}"
+TRAINED = {"model": str(preset_folder or tiny), "why": why, **({} if preset_folder else TINY)}
 print(f"model: {preset_folder or tiny} ({preset_reason})")
 print(f"{'smoke' if SMOKE else 'full'}: {EPOCHS} epochs, {SEQUENCE_LENGTH} tokens, global batch {GLOBAL_BATCH}, peak lr {LEARNING_RATE:g}, LoRA rank {LORA_RANK} on {', '.join(LORA_TARGETS)}" + (f" ({'; '.join(chosen)})" if chosen else ""))  # fmt: skip
 
@@ -180,6 +188,7 @@ preprocessor = build_preprocessor()
 tokenizer = preprocessor.tokenizer
 if not preset_folder:
     config["vocabulary_size"] = tokenizer.vocabulary_size()
+TRAINED["tokenizer"] = "the preset's" if preset_folder else f"{tokenizer.vocabulary_size()} BPE pieces learned from the training pairs"  # fmt: skip
 print(f"vocabulary of {tokenizer.vocabulary_size():,} tokens")
 # How many pairs SEQUENCE_LENGTH cuts (+1: <bos>): raise it if many are.
 prompt_tokens = np.array([len(t) + 1 for t in tokenizer([chat_prompt(p) for p in pairs.prompts])])
@@ -302,14 +311,16 @@ causal_lm.compile(
 
 # %% [markdown]
 # ## Train
-# The callback counts the tokens each epoch trained on and prints tokens/s and the model FLOPs utilisation:
-# about 4 x parameters FLOPs a token (forward 2, backward through the activations 2; the frozen weights get
-# no gradient), against the chips' bfloat16 peak (v5e: 197 TFLOP/s a chip; a CPU's is unknown).
+# The callback counts the tokens each epoch trained on, the real ones (the padding mask's: padding up to
+# SEQUENCE_LENGTH is not work done), and prints tokens/s and the model FLOPs utilisation: about 4 x parameters
+# FLOPs a token (forward 2, backward through the activations 2; the frozen weights get no gradient), against
+# the chips' bfloat16 peak (v5e: 197 TFLOP/s a chip; a CPU's is unknown).
 
-# %% tags=["nbval-ignore-output"]
+# %%
 import time
 
 PEAK_TFLOPS = {"TPU v5 lite": 197, "TPU v6 lite": 918, "TPU v4": 275}.get(DEVICE_KIND)
+TOKENS_PER_PAIR = float(train_x["padding_mask"].sum()) / len(train_x["padding_mask"])  # the training pairs' mean
 
 
 class Throughput(keras.callbacks.Callback):
@@ -318,7 +329,8 @@ class Throughput(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self.start
-        self.tokens_per_second = steps_per_epoch * GLOBAL_BATCH * SEQUENCE_LENGTH / seconds
+        self.tokens = steps_per_epoch * GLOBAL_BATCH * TOKENS_PER_PAIR  # real tokens, padding left out
+        self.tokens_per_second = self.tokens / seconds
         flops = 4 * causal_lm.count_params() * self.tokens_per_second
         mfu = (
             f"{flops / (PEAK_TFLOPS * 1e12 * acc.num_replicas):.1%}"
@@ -326,9 +338,10 @@ class Throughput(keras.callbacks.Callback):
             else "unknown (no peak known for this chip)"
         )
         if epoch % max(1, EPOCHS // 4) == 0 or epoch + 1 == EPOCHS:
-            print(f"epoch {epoch + 1}: {self.tokens_per_second:,.0f} tokens/s, model FLOPs utilisation {mfu}")
+            print(f"epoch {epoch + 1}: {self.tokens_per_second:,.0f} tokens/s (padding not counted), model FLOPs utilisation {mfu}")  # fmt: skip
 
 
+# %% tags=["nbval-ignore-output"]
 throughput = Throughput()
 history = causal_lm.fit(
     get_dataset(train_x, train_y, train_weights), epochs=EPOCHS, steps_per_epoch=steps_per_epoch,
@@ -358,7 +371,7 @@ for answer, i in list(zip(answers, held_out_rows))[:3]:
 print(f"held-out loss {held_out_loss:.3f}, exact match {exact:.3f} on {len(prompts)} prompts")
 
 # %%
-if not preset_folder:
+if pairs.sample:  # the generated sample's rule; other data has its own
     print(f"learned the sample's rule (exact match at least 0.8): {exact >= 0.8}")
 
 # %% [markdown]
@@ -386,7 +399,8 @@ atomic.write_json(
     {"held_out_loss": held_out_loss, "exact_match": exact, "training_loss": history.history["loss"][-1],
      "tokens_per_second": throughput.tokens_per_second, "epochs": EPOCHS, "learning_rate": LEARNING_RATE,
      "global_batch": GLOBAL_BATCH, "mesh": list(plan.mesh), "lora_rank": LORA_RANK, "lora_targets": LORA_TARGETS,
-     "sequence_length": SEQUENCE_LENGTH, "share_cut": cut, "model": str(preset_folder or PRESET), "dtype": DTYPE},
+     "sequence_length": SEQUENCE_LENGTH, "share_cut": cut, "model": TRAINED, "dtype": DTYPE,
+     "transformers_export": exported, "tokens_per_second_counts": "real tokens (the padding mask), padding left out"},
     outputs.staging / "metrics.json",
 )  # fmt: skip
 print(f"wrote model.lora.h5, merged-preset/, metrics.json; Hugging Face safetensors: {exported}")

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from nbkit import accel, accelerator, logs
+from nbkit import accel, logs
+from nbkit.accel import accelerator
 from nbkit.errors import AcceleratorError, ParameterError
 
 PLAIN = dict(loaded=None, env_backend=None, tpu_vm=False, tf_tpu_capable=False, jax_installed=True, tf_installed=True)

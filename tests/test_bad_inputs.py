@@ -12,7 +12,7 @@ import papermill
 import pytest
 from conftest import BAD_DATA_CASES, REPO, execute, kill_notebook_when, record_items
 
-from nbkit import models
+from nbkit import backbones
 from nbkit.errors import DataError, ParameterError
 from nbkit.images import flowers, layout, writer
 from nbkit.images import sample as flower_sample
@@ -106,10 +106,10 @@ def test_a_batch_the_data_cannot_fill_is_refused_with_what_to_pass(made, per_rep
 
 def test_a_model_name_misspelt_or_in_the_wrong_case_is_named_with_its_spelling():
     with pytest.raises(ParameterError, match=re.escape("Did you mean 'EfficientNetB0'?")):
-        models.check_name("efficientnetb0")
+        backbones.check_name("efficientnetb0")
     with pytest.raises(ParameterError, match=re.escape("MODEL='EfficientNetB9' is not offered")):
-        models.check_name("EfficientNetB9")
-    models.check_name("EfficientNetB0")
+        backbones.check_name("EfficientNetB9")
+    backbones.check_name("EfficientNetB0")
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_the_notebooks_check_model_name_data_and_batch_before_resuming_or_traini
     """The checks above are the calls 02 and 05 make, in this order: a misspelt MODEL is named before the
     data is read, and bad data or batch before a checkpoint is looked at or a model built."""
     source = (REPO / "notebooks" / notebook).read_text()
-    calls = ["models.check_name(MODEL)", *calls]
+    calls = ["backbones.check_name(MODEL)", *calls]
     positions = [source.find(call) for call in calls]
     assert -1 not in positions and positions == sorted(positions), dict(zip(calls, positions))
 

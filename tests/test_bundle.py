@@ -51,7 +51,7 @@ def test_imports_are_followed_through_nbkit_and_its_sub_packages():
     assert bundle._imported_modules(code) == {
         "__init__",
         "env",
-        "accel",
+        "accel/__init__",
         "images/__init__",
         "images/layout",
         "images/checks",
@@ -115,8 +115,9 @@ def test_bundle_holds_the_notebook_with_nbkit_inside_one_hidden_cell_and_checked
     assert cell.metadata["_kg_hide-input"] is True and cell.metadata["jupyter"] == {"source_hidden": True}
     files = bundled_files(cell)
     assert {
-        "nbkit/accel.py",
-        "nbkit/accelerator.py",
+        "nbkit/accel/__init__.py",
+        "nbkit/accel/accelerator.py",
+        "nbkit/accel/cache.py",
         "nbkit/images/checks.py",
         "nbkit/models.py",
         "nbkit/plots.py",

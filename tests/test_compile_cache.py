@@ -1,4 +1,4 @@
-"""JAX's persistent compilation cache through `accel.setup(compile_cache=...)`: a later process loads
+"""JAX's persistent compilation cache through `nbkit.accel.cache.use` after `accel.setup()`: a later process loads
 what an earlier one compiled and computes the same; another runtime's entries and a damaged entry are
 ignored with a message or JAX's warning, never a crash or a wrong result."""
 
@@ -11,21 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from nbkit.accelerator import CompileCache, _runtime_name
+from nbkit.accel import cache as compile_cache
+from nbkit.accel.cache import _CompileCache, _runtime_name
 from nbkit.errors import ParameterError
 
 # One fresh process, as a new session: two compiled functions, their results, what the cache did.
 SESSION = """
 import json, sys, warnings
 from nbkit import accel
-acc = accel.setup("jax", simulate_devices=2, compile_cache=sys.argv[1])
+from nbkit.accel import cache
+acc = accel.setup("jax", simulate_devices=2)
+compile_cache = cache.use(sys.argv[1], acc)
 import jax, jax.numpy as jnp
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     first = jax.jit(lambda x: jnp.tanh(x @ x.T).sum())(jnp.arange(64.0).reshape(8, 8) / 64)
     second = jax.jit(lambda x: jnp.sin(x).cumsum())(jnp.arange(16.0))
 print(json.dumps({
-    "describe": acc.describe(), "report": acc.compile_cache.report(), "hits": acc.compile_cache.hits,
+    "describe": compile_cache.describe(), "report": compile_cache.report(), "hits": compile_cache.hits,
     "results": [float(first), second.tolist()],
     "warnings": [str(w.message) for w in caught if "compilation cache" in str(w.message)],
 }))
@@ -64,13 +67,13 @@ def test_a_later_session_loads_what_an_earlier_one_compiled(tmp_path):
 
 
 def test_tensorflow_and_none_say_the_cache_is_off_and_nothing_asked_says_nothing():
-    from nbkit.accelerator import Accelerator
+    from nbkit.accel.accelerator import Accelerator
 
-    off = CompileCache(off_reason="none was asked for")
+    off = compile_cache.use("none", Accelerator("cpu", "jax", 1, ["cpu:0"]))
     assert off.describe() == off.report() == "compile cache: off (none was asked for)"
-    said = Accelerator("cpu", "jax", 1, ["cpu:0"], compile_cache=off).describe()
-    assert said.splitlines()[-1] == "compile cache: off (none was asked for)"
-    assert "compile cache" not in Accelerator("cpu", "jax", 1, ["cpu:0"]).describe()
+    tensorflow = compile_cache.use("cache", Accelerator("cpu", "tensorflow", 1, ["cpu:0"]))
+    assert tensorflow.describe() == "compile cache: off (JAX's; the TensorFlow backend compiles again in every session)"
+    assert compile_cache.use(None, Accelerator("cpu", "jax", 1, ["cpu:0"])).describe() == ""
 
 
 def test_copy_from_an_earlier_run_adds_only_this_runtimes_missing_entries(tmp_path):
@@ -82,7 +85,7 @@ def test_copy_from_an_earlier_run_adds_only_this_runtimes_missing_entries(tmp_pa
     (earlier / here.name / "a-cache").write_bytes(b"theirs")
     (earlier / here.name / "b-cache").write_bytes(b"b")
     (earlier / here.name / "b-atime").write_bytes(b"t")
-    cache = CompileCache(folder=here, entries_found=1)
+    cache = _CompileCache(folder=here, entries_found=1)
     assert cache.copy_from(earlier) == f"compile cache: 1 compiled program(s) copied from {earlier / here.name}"
     assert sorted(p.name for p in here.iterdir()) == ["a-cache", "b-cache"]
     assert (here / "a-cache").read_bytes() == b"mine" and cache.entries_found == 2
@@ -105,5 +108,6 @@ def test_an_unwritable_cache_folder_is_a_parameter_error(tmp_path):
     class Device:
         device_kind = "cpu"
 
+    acc = type("Accelerator", (), {"backend": "jax", "jax_devices": [Device()]})
     with pytest.raises(ParameterError, match="COMPILE_CACHE=.*cannot be written.*or 'none'"):
-        CompileCache.use(blocker / "cache", [Device()])
+        compile_cache.use(blocker / "cache", acc)

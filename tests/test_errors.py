@@ -10,7 +10,8 @@ from conftest import record_items
 from test_accel_detect import PLAIN
 from test_launch import stand_in
 
-from nbkit import accel, accelerator, errors, params
+from nbkit import accel, errors, params
+from nbkit.accel import accelerator
 from nbkit.convert import run as convert
 from nbkit.handoff import package, resume
 from nbkit.images import layout, sample, writer
@@ -44,9 +45,9 @@ def tfrecord_of_garbage(tmp_path):
 
 
 def a_bad_weights_file(tmp_path):
-    from nbkit import models
+    from nbkit import backbones
 
-    models.backbone("MobileNetV2", (96, 96, 3), weights=str(tmp_path / "missing.weights.h5"))
+    backbones.backbone("MobileNetV2", (96, 96, 3), weights=str(tmp_path / "missing.weights.h5"))
 
 
 def importing_what_nbkit_lacks(tmp_path):

@@ -5,6 +5,7 @@ own cells run on a tiny Gemma 3 and a tiny Gemma under three meshes (nbval runs 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -52,19 +53,194 @@ def test_pairs_of_a_folder_and_a_sequence_length_that_cuts_every_response(tmp_pa
         llm_data.load_pairs(str(tmp_path / "empty"), "prompt", "response")
 
 
-def test_the_memory_plan_of_gemma3_on_a_v5e_8():
-    one = llm.memory_plan(GEMMA3["1b"], 8, None, 512, 2, 8, chip_gib=15.75)
-    assert one.mesh == (8, 1) and "MESH='auto': data parallel" in one.describe()
-    assert 0.95e9 < one.parameters < 1.05e9  # "Gemma 3 1B" (its text model)
-    four = llm.memory_plan(GEMMA3["4b"], 8, None, 1024, 2, 8, chip_gib=15.75)
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        ('{"prompt": "a", "response": ["a", "b"]}\n', r"""pairs.jsonl, line 1: 'response' is \["a", "b"\], not text"""),
+        ('{"prompt": "a", "response": "b"}\n{"prompt": "c", "response": 0}\n', "line 2: 'response' is 0, not text"),
+        ('{"prompt": false, "response": "b"}\n', "line 1: 'prompt' is false, not text"),
+        ('{"prompt": "a", "response": null}\n', "line 1: 'response' is null, not text"),
+        ('{"prompt": {"x": 1}, "response": "b"}\n', """line 1: 'prompt' is {"x": 1}, not text"""),
+    ],
+)
+def test_a_prompt_or_response_that_is_not_text_is_named_by_file_and_line(tmp_path, content, said):
+    # Items 7 and 20 of issue 50: d3b5fd8 read the list as the text "['a', 'b']" and called 0 and false "empty".
+    with pytest.raises(DataError, match=said):
+        llm_data.load_pairs(str(write(tmp_path / "pairs.jsonl", content)), "prompt", "response")
+
+
+def test_one_column_for_both_a_byte_order_mark_and_hidden_files(tmp_path):
+    # Items 6, 19, 21 of issue 50: on d3b5fd8 one column for both gave pairs (p, p); a spreadsheet's BOM made the
+    # header "\ufeffprompt"; macOS' `._pairs.csv` beside the pairs stopped the run as "not a UTF-8 CSV".
+    path = write(tmp_path / "pairs.csv", "prompt,response\nhi,there\n")
+    with pytest.raises(ParameterError, match="PROMPT_COLUMN and RESPONSE_COLUMN are both 'prompt'"):
+        llm_data.load_pairs(str(path), "prompt", "prompt")
+    (tmp_path / "pairs.csv").write_bytes("\ufeffprompt,response\nhi,there\n".encode())
+    (tmp_path / "more.jsonl").write_bytes('\ufeff{"prompt": "a", "response": "b"}\n'.encode())
+    (tmp_path / "._pairs.csv").write_bytes(b"\x00\x05\x16\x07\xff\xfe Mac OS X resource fork")
+    pairs = llm_data.load_pairs(str(tmp_path), "prompt", "response")
+    assert pairs.prompts == ["a", "hi"] and pairs.responses == ["b", "there"] and not pairs.sample
+    from nbkit.convert import labels  # the converter (and text/, which reads its CSVs) reads a BOM as well
+
+    assert labels.read_csv(tmp_path / "pairs.csv", "--labels").header == ("prompt", "response")
+
+
+def test_repeated_pairs_are_said_and_no_held_out_prompt_is_trained_on(tmp_path):
+    # Item 5 of issue 50: 128 unlearnable pairs, each three times: on d3b5fd8 the split drew rows, so most
+    # held-out prompts were trained on (exact match 0.842 against 0.000 without the repeats), and nothing was said.
+    rng = np.random.default_rng(0)
+    lines = [json.dumps({"prompt": f"p{i} {rng.integers(10**6)}", "response": str(rng.integers(10**6))}) for i in range(128)]  # fmt: skip
+    pairs = llm_data.load_pairs(str(write(tmp_path / "pairs.jsonl", "\n".join(lines * 3))), "prompt", "response")
+    assert "384 prompt/response pairs (256 of them repeat an earlier pair" in pairs.describe()
+    train, held_out, line = llm_data.split(pairs, 0.1, 42)
+    assert (
+        line == "345 training and 13 held-out pairs: 13 of the 128 distinct prompts held out, none of them trained on"
+    )
+    held_prompts = {pairs.prompts[i] for i in held_out}
+    assert len(held_prompts) == len(held_out) == 13 and not held_prompts & {pairs.prompts[i] for i in train}
+    assert sorted([*train, *[i for i in range(384) if pairs.prompts[i] in held_prompts]]) == list(range(384))
+    sample = llm_data.load_pairs("auto", "prompt", "response", environment=SimpleNamespace(working_dir=tmp_path))
+    assert sample.sample and "repeat an earlier" not in sample.describe()  # the generated sample's prompts are distinct
+    source = (REPO / "notebooks" / "10_llm_finetune.py").read_text()
+    # The notebook splits with it, and checks the sample's rule on the sample alone.
+    assert "data.split(pairs, HELD_OUT_SHARE, SEED)" in source and "if pairs.sample:" in source
+
+
+# Hand-worked memory of Gemma 3 with LoRA on q and v, rank 16, SEQUENCE_LENGTH 256, 1 pair a chip (the notebook's
+# defaults), data parallel on a v5e-8 (15.75 GiB a chip), from the configs (hidden h, intermediate i, heads nq/nkv,
+# head_dim d = 256, layers L, vocabulary V = 262,144), worked by hand (not the code's output):
+# 1B (h 1152, i 6912, nq 4, nkv 1, L 26):
+#   weights: V h = 301,989,888; a layer: q 4*1152*256 = 1,179,648, k = v = 294,912, out 1,179,648, two gates
+#     2 * 1152*6912 = 15,925,248, ffw_linear 7,962,624 -> 26,836,992 (+ norms ~7k); 26 layers 697,761,792 (+180k);
+#     ~999.9 M parameters x 2 bytes (bfloat16) = 1,999.8 MB = 1.862 GiB
+#   LoRA: q 16*(4*1152 + 256) = 77,824, v 16*(1152 + 256) = 22,528; x 26 = 2,609,152 parameters x 16 bytes
+#     (float32 weight, gradient, AdamW's two moments) = 41,746,432 bytes = 39.8 MiB
+#   activations a token and layer, bf16: 6h = 6,912; 4i = 27,648 (two gates, gelu, product); 3 (nq + nkv) d =
+#     3,840 (q k v, after norm and RoPE, attention's result); 3 nq x 256 = 3,072 (attention weights, float32
+#     + bf16) -> 41,472 values x 2 bytes = 82,944; x 26 layers x 256 tokens = 552,075,264; logits 256 V x (2 + 4
+#     + 4) bytes (bf16, the loss' float32, its gradient) = 671,088,640 -> 1,223,163,904 bytes = 1.139 GiB
+#   total ~3.04 GiB of 15.75: fits one chip.
+# 4B (h 2560, i 10240, nq 8, nkv 4, L 34):
+#   weights: V h = 671,088,640; a layer: q 5,242,880, k = v = 2,621,440, out 5,242,880, gates 52,428,800,
+#     ffw_linear 26,214,400 -> 94,371,840 (+ norms); 34 layers 3,208,642,560 -> ~3,880 M x 2 = 7.227 GiB
+#   LoRA: q 16*(8*2560 + 256) = 331,776, v 16*(4*2560 + 256) = 167,936; x 34 = 16,990,208 x 16 = 259.3 MiB
+#   activations: 6h 15,360 + 4i 40,960 + 3*12*256 9,216 + 3*8*256 6,144 = 71,680 x 2 = 143,360 bytes; x 34 x 256
+#     = 1,247,805,440; logits 671,088,640 -> 1,918,894,080 bytes = 1.787 GiB
+#   total ~9.27 GiB of 15.75 (90%: 14.18): fits one chip. The introduction's "a 4B model does not fit a chip" was
+#   the wrong side; d3b5fd8's plan said 8.76 GiB (its activations 1.28 GiB: 12h + 3i + scores, logits once).
+HAND_GIB = {"1b": (1.862, 39.8 / 1024, 1.139, 3.041), "4b": (7.227, 259.3 / 1024, 1.787, 9.268)}
+
+
+@pytest.mark.parametrize("size", ["1b", "4b"])
+def test_the_memory_plan_against_a_figure_worked_by_hand(size):
+    plan = llm.memory_plan(GEMMA3[size], 8, None, 256, 1, 16, chip_gib=15.75)
+    found = [part / 2**30 for part in (plan.weights, plan.lora_state, plan.activations, plan.total)]
+    assert found == pytest.approx(HAND_GIB[size], rel=2e-3) and plan.mesh == (8, 1) and plan.fits
+    source = (REPO / "notebooks" / "10_llm_finetune.py").read_text()
+    assert "a 4B model does not" not in source and "4B (7.2 GiB of weights) fit one chip" in source
+
+
+def test_the_memory_plan_on_a_v5e_8():
+    # 4B at 512 tokens x 2 a chip: activations 2 x 512 x (34 x 155,648 + 10 V) bytes = 7.55 GiB beside 7.23 GiB of
+    # weights do not fit one chip; split over 8 its weights take 0.90 GiB a chip.
+    four = llm.memory_plan(GEMMA3["4b"], 8, None, 512, 2, 8, chip_gib=15.75)
     assert four.mesh == (1, 8) and four.fits and 3.7e9 < four.parameters < 4.1e9
     assert four.weights == pytest.approx(four.parameters * 2 / 8)
     too_long = llm.memory_plan(GEMMA3["4b"], 8, (1, 8), 8192, 1, 8, chip_gib=15.75)
-    assert not too_long.fits and "a shorter SEQUENCE_LENGTH" in too_long.describe()
+    assert not too_long.fits and "the activations the most" in too_long.describe()
+    assert "a shorter SEQUENCE_LENGTH (now 8192)" in too_long.describe()
     assert llm.memory_plan(GEMMA3["4b"], 8, (1, 8), 8192, 1, 8).fits  # a CPU: the memory is unknown, not checked
     assert llm.parse_mesh("2x4", 8) == (2, 4) and llm.parse_mesh("data", 8) == (8, 1)
     with pytest.raises(ParameterError, match="MESH='3x3'"):
         llm.parse_mesh("3x3", 8)
+
+
+def test_the_plan_counts_lora_as_laid_out_and_names_what_does_not_fit():
+    # Item 22 of issue 50: d3b5fd8 counted LoRA's state whole on every chip and advised a smaller preset or
+    # MESH='1x8', not LORA_RANK. 1B, rank 8 on q and v, 1x8: per layer q's A 4*1152*8 / 8 = 4,608 and B 8*256 =
+    # 2,048, v's A 1152*8 / 8 = 1,152 and B 2,048 -> 9,856 x 26 layers x 16 bytes = 4,100,096 bytes a chip.
+    assert llm.memory_plan(GEMMA3["1b"], 8, (1, 8), 256, 1, 8).lora_state == 4_100_096
+    every = ["query", "key", "value", "attention_output", "ffw_gating", "ffw_gating_2", "ffw_linear"]
+    big = llm.memory_plan(GEMMA3["4b"], 8, (8, 1), 256, 1, 255, every, chip_gib=15.75)
+    assert (
+        not big.fits and "LoRA's state the most" in big.describe() and "a smaller LORA_RANK (now 255)" in big.describe()
+    )
+    assert llm.memory_plan(GEMMA3["4b"], 8, (1, 8), 256, 1, 255, every, chip_gib=15.75).fits  # split 8 ways
+
+
+def test_a_lora_rank_or_a_model_axis_the_model_cannot_take_is_refused_before_the_build():
+    # Items 8 and 23 of issue 50: on d3b5fd8 rank 1000 on a hidden size of 64 trained 2.27 M LoRA parameters
+    # (exact match 0), and a model axis of 3 met a raw IndivisibleError at the build.
+    tiny = dict(num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64, intermediate_dim=128)
+    tiny.update(head_dim=32, vocabulary_size=200, use_query_key_norm=True)
+    with pytest.raises(ParameterError, match=r"LORA_RANK=1000 is at or above 32, the smallest dimension of the query kernels \(256 x 32\)"):  # fmt: skip
+        llm.memory_plan(tiny, 8, None, 32, 2, 1000)
+    with pytest.raises(ParameterError, match=r"LORA_RANK=64 is at or above 64, .* ffw_linear kernels \(128 x 64\)"):
+        llm.memory_plan(tiny, 8, None, 32, 2, 64, ["ffw_linear"])
+    assert llm.memory_plan(tiny, 8, None, 32, 2, 16, ["query", "ffw_linear"]).fits  # the notebook's tiny default
+    with pytest.raises(ParameterError, match=r"MESH=1x3: .* hidden axis \(64\) .* 3 devices do not divide 64.* MESH='3x1'"):  # fmt: skip
+        llm.memory_plan(tiny, 3, (1, 3), 32, 2, 16)
+    assert llm.memory_plan(GEMMA3["4b"], 6, None, 512, 2, 8, chip_gib=15.75).mesh == (3, 2)  # 2 divides 2,560; 6 not
+
+
+def notebook_cell(holding):
+    """The source of notebook 10's first code cell that holds `holding`."""
+    import jupytext
+
+    cells = jupytext.read(REPO / "notebooks" / "10_llm_finetune.py").cells
+    return next(c.source for c in cells if c.cell_type == "code" and holding in c.source)
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (dict(LEARNING_RATE=float("nan")), "LEARNING_RATE=nan: a peak rate above 0"),
+        (dict(LEARNING_RATE=float("inf")), "LEARNING_RATE=inf: a peak rate above 0"),
+        (dict(LEARNING_RATE=-1.0), "LEARNING_RATE=-1.0: a peak rate above 0"),
+        (dict(HELD_OUT_SHARE=float("nan")), "HELD_OUT_SHARE=nan: a share between 0 and 1"),
+        (dict(EXPORT_TRANSFORMERS=True), "EXPORT_TRANSFORMERS=True needs the safetensors package"),
+    ],
+)
+def test_the_first_cell_refuses_what_would_fail_or_mislead_after_training(tmp_path, monkeypatch, change, said):
+    # Items 4 and 14 of issue 50: on d3b5fd8 a NaN or infinite rate passed (NaN < 0 is false), and an export
+    # without safetensors failed after 40 epochs as "not written", exit 0. Here, safetensors looks absent.
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "safetensors" else find_spec(name, *a))  # fmt: skip
+    ns = {"__annotations__": {}}
+    exec(notebook_cell('PRESET: str = "'), ns)
+    ns.update(change, OUTPUT_DIR=str(tmp_path / "out"))
+    with pytest.raises(ParameterError, match=said):
+        exec(notebook_cell("params.check_parameters("), ns)
+    assert not (tmp_path / "out").exists()  # stopped before the output folder is taken
+
+
+def test_the_environments_hold_what_the_notebooks_parameters_need():
+    # Item 14 of issue 50: `make venv` (envs/main.lock) had no safetensors, which EXPORT_TRANSFORMERS needs.
+    for lock in ("main.lock", "kaggle-tpu.lock"):
+        assert "\nsafetensors==" in (REPO / "envs" / lock).read_text(), lock
+
+
+def test_tokens_per_second_counts_the_real_tokens_of_a_batch(monkeypatch):
+    # Item 10 of issue 50: d3b5fd8 counted steps x batch x SEQUENCE_LENGTH, padding included (10,752 tokens an
+    # epoch where the padding mask held 6,194). Two pairs of 3 and 2 real tokens in 4 positions: 2.5 a pair, so
+    # 3 steps of 2 pairs read 15 tokens, not 24. The notebook's own callback, run on a known batch.
+    cell = notebook_cell("class Throughput(")
+    ns = {
+        "keras": SimpleNamespace(callbacks=SimpleNamespace(Callback=object)),
+        "DEVICE_KIND": "TPU v5 lite", "train_x": {"padding_mask": np.array([[1, 1, 1, 0], [1, 1, 0, 0]], bool)},
+        "steps_per_epoch": 3, "GLOBAL_BATCH": 2, "SEQUENCE_LENGTH": 4, "EPOCHS": 1,
+        "causal_lm": SimpleNamespace(count_params=lambda: 1000), "acc": SimpleNamespace(num_replicas=8),
+    }  # fmt: skip
+    exec(cell, ns)
+    monkeypatch.setattr(ns["time"], "perf_counter", iter([10.0, 12.0]).__next__)  # an epoch of 2 s, not timed
+    throughput = ns["Throughput"]()
+    throughput.on_epoch_begin(0)
+    throughput.on_epoch_end(0)
+    assert throughput.tokens == 15 and throughput.tokens_per_second == 7.5
+    save = notebook_cell("atomic.write_json(")
+    assert '"model": TRAINED' in save and '"transformers_export": exported' in save  # item 9: what trained, and why
 
 
 def test_layout_rules_place_the_lora_kernels_of_the_targets_only():
@@ -127,6 +303,7 @@ for preset in ("tiny", "tiny-gemma"):
                 except Exception as error:
                     refused.append(str(error))
             found["refused"] = refused
+            found["trained"] = ns["TRAINED"]
             m.backbone.save_lora_weights(f"{out}/x.lora.h5")
             m.save_to_preset(f"{out}/merged")
             keras.utils.set_random_seed(ns["SEED"])
@@ -189,6 +366,16 @@ def test_a_wrong_layout_rule_is_refused(meshes):
     assert "the rule(s) '.*/ffw_gate/kernel' matched no variable" in typo
     assert "decoder_block_0/ffw_gating/lora_kernel_a (64, 16) is placed by no rule: it is replicated" in missing
     assert "ffw_linear/kernel (128, 64) is sharded (None, 'model'), not ('model', None) as planned" in other
+
+
+def test_what_trained_is_said(meshes):
+    # Item 9 of issue 50: d3b5fd8's metrics.json said "model": "gemma3_instruct_1b" of a tiny model from scratch.
+    trained = meshes["tiny 2x4"]["trained"]
+    assert (
+        trained["model"] == "a tiny Gemma 3 from scratch"
+        and trained["why"] == "PRESET='tiny'; PROFILE='auto' on a cpu: smoke"
+    )
+    assert trained["hidden_dim"] == 64 and trained["num_layers"] == 2 and "BPE pieces learned" in trained["tokenizer"]
 
 
 def test_prompt_tokens_carry_no_weight_and_the_saved_model_gives_the_same_logits(meshes):

@@ -4,14 +4,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nbkit import models
+from nbkit import backbones, models
 from nbkit.errors import ParameterError
 
 NOTEBOOKS = Path(__file__).parents[1] / "notebooks"
 
 
 def test_a_backbone_without_weights_is_built_as_asked():
-    backbone = models.backbone("MobileNetV2", (96, 96, 3), "none")
+    backbone = backbones.backbone("MobileNetV2", (96, 96, 3), "none")
     assert tuple(backbone.output_shape) == (None, 1280)  # no top, average pooled
 
 
@@ -106,7 +106,7 @@ def imagenet_file(tmp_path, monkeypatch):
 def test_offline_imagenet_weights_come_from_an_attached_copy_and_build_what_online_builds(offline, imagenet_file):
     path, source = imagenet_file
     for weights, search in (("imagenet", [path.parents[1]]), (str(path), []), (str(path.parent), [])):
-        backbone = models.backbone("EfficientNetB0", (64, 64, 3), weights, search=search)
+        backbone = backbones.backbone("EfficientNetB0", (64, 64, 3), weights, search=search)
         kernel = backbone.get_layer("stem_conv").kernel
         assert np.array_equal(np.asarray(kernel), np.asarray(source.get_layer("stem_conv").kernel)), weights
         # The ImageNet-only rescaling layer of keras.applications' EfficientNet is there, as online.
@@ -150,4 +150,4 @@ def test_bad_weights_are_a_model_error_naming_the_file(offline, imagenet_file, t
             )
         monkeypatch.setitem(efficientnet.WEIGHTS_HASHES, "b0", ("unused", hashlib.md5(path.read_bytes()).hexdigest()))
     with pytest.raises(DataError, match=message):
-        models.backbone("EfficientNetB0", (64, 64, 3), weights)
+        backbones.backbone("EfficientNetB0", (64, 64, 3), weights)

@@ -5,13 +5,14 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 
 from nbkit import metrics, plots  # noqa: E402
+from nbkit.images import grids  # noqa: E402
 
 NAMES = ["daisy", "rose", "tulip"]
 
 
 def test_batch_titles_ok_and_no_in_red(tmp_path):
     images = np.zeros((3, 8, 8, 3), np.uint8)
-    figure = plots.batch(images, [0, 1, 2], NAMES, predictions=[0, 2, 2], path=tmp_path / "b.png")
+    figure = grids.batch(images, [0, 1, 2], NAMES, predictions=[0, 2, 2], path=tmp_path / "b.png")
     titles = [(a.get_title(), a.title.get_color()) for a in figure.axes if a.get_title()]
     assert titles == [("daisy OK", "black"), ("tulip NO -> rose", "red"), ("tulip OK", "black")]
     assert (tmp_path / "b.png").stat().st_size > 1000
@@ -19,14 +20,14 @@ def test_batch_titles_ok_and_no_in_red(tmp_path):
 
 def test_long_class_names_are_wrapped_to_their_panel():
     names = ["Cassava Bacterial Blight (CBB)", "Cassava Brown Streak Disease (CBSD)"]
-    figure = plots.batch(np.zeros((2, 8, 8, 3), np.uint8), [0, 1], names, predictions=[1, 1])
+    figure = grids.batch(np.zeros((2, 8, 8, 3), np.uint8), [0, 1], names, predictions=[1, 1])
     wrong = figure.axes[0].get_title()
     assert " ".join(wrong.split()) == "Cassava Brown Streak Disease (CBSD) NO -> Cassava Bacterial Blight (CBB)"
     assert max(len(line) for line in wrong.splitlines()) <= 30
 
 
 def test_batch_without_predictions_shows_class_names():
-    figure = plots.batch(np.zeros((2, 8, 8, 3), np.uint8), [2, 0], NAMES)
+    figure = grids.batch(np.zeros((2, 8, 8, 3), np.uint8), [2, 0], NAMES)
     assert [a.get_title() for a in figure.axes if a.get_title()] == ["tulip", "daisy"]
 
 
@@ -66,7 +67,7 @@ def test_curves_schedule_and_confusion(tmp_path):
 
 def test_a_padded_batch_shows_only_the_labelled_images():
     images = np.zeros((20, 8, 8, 3), np.uint8)  # image_batches pads to whole batches
-    figure = plots.batch(images, [0, 1, 2], ["a", "b", "c"], predictions=[0, 2, 2])
+    figure = grids.batch(images, [0, 1, 2], ["a", "b", "c"], predictions=[0, 2, 2])
     titles = [axis.get_title() for axis in figure.axes if axis.get_title()]
     assert titles == ["a OK", "c NO -> b", "c OK"]
 

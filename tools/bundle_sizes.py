@@ -1,21 +1,35 @@
-"""How many lines of nbkit each notebook's kernel bundle carries, as a Markdown table.
+"""How many lines of nbkit each notebook's kernel bundle carries, as a Markdown table; with --check, exit 1
+when a bundle is over its ceiling (CEILINGS, held by tests/test_architecture.py too).
 
-    python tools/bundle_sizes.py
+    python tools/bundle_sizes.py [--check]
 
 Lines are the modules' whole files (docstrings and comments included); "code lines" leave out blank
-lines, comments and docstrings.
+lines, comments and docstrings; "beyond its own" counts the non-blank lines the bundled notebook has
+beyond the notebook's own (the bundle cell: every module and the lines that unpack it).
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import sys
 import tokenize
 from pathlib import Path
+
+import jupytext
 
 from nbkit.publish import bundle
 
 REPO = Path(__file__).resolve().parents[1]
+# notebook stem prefix -> (most code lines, most non-blank lines beyond its own); None: no ceiling.
+CEILINGS = {
+    "01": (700, None),
+    "02": (None, 2449),
+    "05": (None, 2949),
+    "09": (1500, None),
+    "10": (1500, None),
+    "11": (1500, None),
+}
 
 
 def code_lines(text: str) -> int:
@@ -39,15 +53,43 @@ def code_lines(text: str) -> int:
     return len(lines)
 
 
-def main() -> None:
-    print("| notebook | modules | lines | code lines |")
-    print("|---|---|---|---|")
+def _non_blank(notebook: object) -> int:
+    return sum(1 for cell in notebook.cells for line in cell.source.splitlines() if line.strip())
+
+
+def sizes(notebook: Path) -> tuple[int, int, int, int]:
+    """(modules, lines, code lines, non-blank lines beyond the notebook's own) of `notebook`'s bundle."""
+    bundled, modules = bundle.bundled_notebook(notebook)
+    texts = [bundle.module_file(m).read_text(encoding="utf-8") for m in modules]
+    beyond = _non_blank(bundled) - _non_blank(jupytext.read(notebook))
+    return len(modules), sum(len(t.splitlines()) for t in texts), sum(map(code_lines, texts)), beyond
+
+
+def over_ceiling(notebook: Path, code: int, beyond: int) -> str:
+    """What of `notebook`'s bundle is over its ceiling, or ""."""
+    most_code, most_beyond = CEILINGS.get(notebook.stem[:2], (None, None))
+    if most_code is not None and code > most_code:
+        return f"{code:,} code lines > {most_code:,}"
+    if most_beyond is not None and beyond > most_beyond:
+        return f"{beyond:,} lines beyond its own > {most_beyond:,}"
+    return ""
+
+
+def main() -> int:
+    print("| notebook | modules | lines | code lines | beyond its own | ceiling |")
+    print("|---|---|---|---|---|---|")
+    over = []
     for notebook in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py")):
-        _, modules = bundle.bundled_notebook(notebook)
-        texts = [bundle.module_file(m).read_text(encoding="utf-8") for m in modules]
-        lines = sum(len(t.splitlines()) for t in texts)
-        print(f"| {notebook.stem} | {len(modules)} | {lines:,} | {sum(map(code_lines, texts)):,} |")
+        count, lines, code, beyond = sizes(notebook)
+        most_code, most_beyond = CEILINGS.get(notebook.stem[:2], (None, None))
+        ceiling = f"{most_code:,} code" if most_code else f"{most_beyond:,} beyond" if most_beyond else ""
+        print(f"| {notebook.stem} | {count} | {lines:,} | {code:,} | {beyond:,} | {ceiling} |")
+        if problem := over_ceiling(notebook, code, beyond):
+            over.append(f"{notebook.stem}: {problem}")
+    for line in over:
+        print(f"over its ceiling: {line}", file=sys.stderr)
+    return 1 if over and "--check" in sys.argv else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

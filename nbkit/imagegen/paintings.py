@@ -64,15 +64,13 @@ def load(data_root: str, environment: Any = None) -> _Domains:
 
 
 def _sample_source(environment: Any) -> DataSource:
-    attach = f"on Kaggle, attach {_COMPETITION} with 'Add Input'; elsewhere set DATA_ROOT to a folder holding "
-    attach += "monet_tfrec/ and photo_tfrec/ (or monet/, photo/)."
-
     def generator() -> Any:
         from nbkit.imagegen import sample
 
         return sample.ensure
 
-    return generated_sample(environment, "painter-sample", generator, attach)
+    holding = "a folder holding monet_tfrec/ and photo_tfrec/ (or monet/, photo/)"
+    return generated_sample(environment, "painter-sample", generator, _COMPETITION, holding)
 
 
 def _read_domain(root: Path, domain: str) -> _Pictures:

@@ -54,15 +54,14 @@ _DATASET = description.Description(
 
 def sample_source(environment: Any) -> DataSource:
     """The generated sample in the working folder (written the first time)."""
-    attach = "on Kaggle, attach the competition with 'Add Input'; elsewhere set DATA_ROOT to a copy of the data, or "
-    attach += "run the notebook from a clone of nbkit."
 
     def generator() -> Any:
         from nbkit.images import sample
 
         return lambda folder: sample.ensure_sample(folder, len(_CLASSES))
 
-    return generated_sample(environment, "sample-data", generator, attach)
+    holding = "a copy of the data, or run the notebook from a clone of nbkit"
+    return generated_sample(environment, "sample-data", generator, _COMPETITION, holding)
 
 
 def locate_data(data_root: str, environment: Any = None) -> DataSource:

@@ -1,1 +1,1 @@
-"""What a notebook reads from outside: secrets, datasets, TFRecord files, the Kaggle account."""
+"""What a notebook reads from outside: secrets, datasets, KerasHub presets, TFRecord files, the Kaggle account."""

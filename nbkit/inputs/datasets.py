@@ -69,17 +69,17 @@ def locate(
 
 
 def generated_sample(
-    environment: Any, folder: str, generator: Callable[[], Callable[[Path], Path]], attach: str
+    environment: Any, folder: str, generator: Callable[[], Callable[[Path], Path]], competition: str, holding: str
 ) -> DataSource:
     """A notebook's stand-in outside Kaggle: `generator()` imports the sample's writer, which writes it into the
     working folder's `folder` the first time. A kernel bundle leaves the generators out (on Kaggle the data is
-    attached): then a DataError ends with `attach`, what to do instead."""
+    attached): then a DataError says to attach `competition`, or to give DATA_ROOT `holding`."""
     try:
         write = generator()
     except ImportError:
         raise DataError(
             "This notebook's bundled nbkit has no sample generator (a kernel bundle is made for Kaggle, where the data "
-            f"is attached): {attach}"
+            f"is attached): on Kaggle, attach {competition} with 'Add Input'; elsewhere set DATA_ROOT to {holding}."
         ) from None
     path = write(environment.working_dir / folder)
     return DataSource(str(path), f"the generated sample in {path} stands in")

@@ -16,7 +16,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit import env as nbenv
-from nbkit.errors import DataError
+from nbkit.errors import DataError, ParameterError
 
 _SUFFIXES = (".csv", ".jsonl")
 
@@ -29,9 +29,12 @@ class _Pairs:
     responses: list[str]
     where: list[str]
     source: str
+    sample: bool = False  # the generated sample: its rule (the words reversed) may be checked
 
     def describe(self) -> str:
-        return f"data: {self.source}; {len(self.prompts)} prompt/response pairs"
+        repeats = len(self.prompts) - len(set(zip(self.prompts, self.responses)))
+        again = f" ({repeats} of them repeat an earlier pair)" if repeats else ""
+        return f"data: {self.source}; {len(self.prompts)} prompt/response pairs{again}"
 
 
 def load_pairs(
@@ -40,8 +43,14 @@ def load_pairs(
 ) -> _Pairs:  # fmt: skip
     """The pairs of a CSV or JSONL file, or of every such file in a folder (sorted by name); "auto": the
     generated sample (in the working folder's llm-sample/). Every row is checked: both columns there and
-    neither empty. A CSV is `,` separated with a header; a JSONL file holds one JSON object a line. `names`:
-    the parameters the errors name (notebook 11: QUESTION_COLUMN, ANSWER_COLUMN)."""
+    neither empty, both text. A CSV is `,` separated with a header; a JSONL file holds one JSON object a line.
+    Hidden files (a name starting with ".", such as macOS' `._pairs.csv`) are skipped. `names`: the parameters
+    the errors name (notebook 11: QUESTION_COLUMN, ANSWER_COLUMN)."""
+    if prompt_column == response_column:
+        raise ParameterError(
+            f"{names[0]} and {names[1]} are both {prompt_column!r}: every pair would answer a prompt with "
+            f"itself. Give the column of the answers as {names[1]}."
+        )
     source = ""
     if data_root == "auto":
         environment = environment or nbenv.detect()
@@ -50,7 +59,7 @@ def load_pairs(
         source = f"the generated sample in {data_root} stands in (answer: the prompt's words in reverse order)"
     root = Path(data_root)
     if root.is_dir():
-        files = sorted(p for p in root.iterdir() if p.suffix.lower() in _SUFFIXES)
+        files = sorted(p for p in root.iterdir() if p.suffix.lower() in _SUFFIXES and not p.name.startswith("."))
         if not files:
             raise DataError(
                 f"DATA_ROOT={data_root!r} holds no .csv or .jsonl file: give a file of prompt/response pairs."
@@ -63,7 +72,7 @@ def load_pairs(
         files = [root]
     else:
         raise DataError(f"DATA_ROOT={data_root!r} is not there: give a .csv or .jsonl file, or a folder of them.")
-    pairs = _Pairs([], [], [], source or f"{data_root} ({len(files)} file(s))")
+    pairs = _Pairs([], [], [], source or f"{data_root} ({len(files)} file(s))", sample=bool(source))
     for path in files:
         rows = _jsonl_rows(path) if path.suffix.lower() == ".jsonl" else _csv_rows(path)
         for line, row in rows:
@@ -75,20 +84,41 @@ def load_pairs(
                         f"{path.name}, line {line}: no column {name!r} ({parameter}); it has {', '.join(row)}.{hint} "
                         f"Set {parameter} to the right one."
                     )
-                if not str(row[name] or "").strip():
+                if not isinstance(row[name], str):  # JSON: a number, list, object, bool or null
+                    raise DataError(
+                        f"{path.name}, line {line}: {name!r} is {json.dumps(row[name])[:80]}, not text. Write it as a JSON "
+                        f"string (in quotes) or remove that line."
+                    )
+                if not row[name].strip():
                     raise DataError(f"{path.name}, line {line}: column {name!r} is empty. Fill in or remove that row.")
-            pairs.prompts.append(str(row[prompt_column]))
-            pairs.responses.append(str(row[response_column]))
+            pairs.prompts.append(row[prompt_column])
+            pairs.responses.append(row[response_column])
             pairs.where.append(f"{path.name}, line {line}")
     if not pairs.prompts:
         raise DataError(f"{data_root}: no prompt/response pairs in {', '.join(p.name for p in files)}.")
     return pairs
 
 
+def split(pairs: _Pairs, held_out_share: float, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """(training rows in a random order, held-out rows, a line saying so): a `held_out_share` of the
+    distinct prompts, drawn at random, is held out with every pair that asks it, so no held-out prompt is
+    trained on (a pair repeated in the data would otherwise score as learned); a repeated held-out pair
+    counts once."""
+    prompts = list(dict.fromkeys(pairs.prompts))
+    rng = np.random.default_rng(seed)
+    held = {prompts[i] for i in rng.permutation(len(prompts))[: max(1, round(len(prompts) * held_out_share))]}
+    first = {pair: row for row, pair in reversed(list(enumerate(zip(pairs.prompts, pairs.responses))))}
+    order = rng.permutation(len(pairs.prompts))
+    train = np.array([row for row in order if pairs.prompts[row] not in held], int)
+    held_out = np.array(sorted(row for pair, row in first.items() if pair[0] in held), int)
+    line = f"{len(train)} training and {len(held_out)} held-out pairs: {len(held)} of the {len(prompts)} distinct "
+    return train, held_out, line + "prompts held out, none of them trained on"
+
+
 def _csv_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
     try:
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
+        with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: a spreadsheet's byte-order mark
+            reader = csv.DictReader(f, restval="")  # a short line's missing cells: empty
             return [(reader.line_num, row) for row in reader]
     except (UnicodeDecodeError, csv.Error) as error:
         raise DataError(f"{path.name} is not a UTF-8 CSV file ({error}): save it as CSV with a header.") from None
@@ -97,7 +127,7 @@ def _csv_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
 def _jsonl_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     rows = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as error:
         raise DataError(f"{path.name} is not UTF-8 text ({error}): save it as JSON lines.") from None
     for line, text in enumerate(lines, 1):
@@ -128,15 +158,16 @@ def check_lengths(
     return float(np.mean(pair_tokens > sequence_length))
 
 
-# The generated sample: prompts of 2 to 4 words, the response their words in reverse order.
+# The generated sample: distinct prompts of 2 to 4 words, the response their words in reverse order.
 _WORDS = "apple river stone cloud green fast old tree house light dark blue".split()
 
 
 def _make_sample(folder: str | Path, count: int = 384, seed: int = 0) -> Path:
     """Write `pairs.jsonl` (prompt, response) into `folder` (replaced whole); the folder."""
-    rng = np.random.default_rng(seed)
+    rng, prompts = np.random.default_rng(seed), {}
+    while len(prompts) < count:
+        words = list(rng.choice(_WORDS, int(rng.integers(2, 5))))
+        prompts.setdefault(" ".join(words), " ".join(words[::-1]))
     with atomic.staged_dir(folder) as staging, open(staging / "pairs.jsonl", "w", encoding="utf-8") as f:
-        for _ in range(count):
-            words = list(rng.choice(_WORDS, int(rng.integers(2, 5))))
-            f.write(json.dumps({"prompt": " ".join(words), "response": " ".join(words[::-1])}) + "\n")
+        f.writelines(json.dumps({"prompt": p, "response": r}) + "\n" for p, r in prompts.items())
     return Path(folder)

@@ -98,14 +98,16 @@ def _size(count: float) -> str:
     return f"{count / 2**30:.2f} GiB" if count >= 2**29 else f"{count / 2**20:.1f} MiB"
 
 
-def _gemma_sizes(config: dict[str, Any], lora_rank: int, lora_targets: Sequence[str]) -> tuple[int, int]:
-    """(parameters of the text model, LoRA parameters) of a GemmaBackbone / Gemma3Backbone config (the vision
-    encoder, which text fine-tuning leaves frozen, not counted)."""
+def _gemma_sizes(config: dict[str, Any], lora_rank: int, lora_targets: Sequence[str], model_axis: int) -> tuple:
+    """(the text model's parameters, the vision encoder's, LoRA's, LoRA's on a chip) of a GemmaBackbone /
+    Gemma3Backbone config. LoRA's A and B of a kernel: the one that holds the hidden axis is split over the model
+    axis, as `layout_rules` places it. A ParameterError when the rank is not below the smallest dimension of a
+    target kernel (an update of that rank adds parameters and no capacity)."""
     hidden, layers, heads = config["hidden_dim"], config["num_layers"], config["num_query_heads"]
     kv_heads, head = config["num_key_value_heads"], config["head_dim"]
     # Gemma (1 and 2) halves intermediate_dim in its gates; Gemma 3 does not.
     inner = config["intermediate_dim"] // (1 if "use_query_key_norm" in config else 2)
-    shapes = {
+    shapes = {  # each kernel as the matrix LoRA adapts: (A's rows, B's columns)
         "query": (heads * hidden, head),
         "key": (kv_heads * hidden, head),
         "value": (kv_heads * hidden, head),
@@ -114,9 +116,23 @@ def _gemma_sizes(config: dict[str, Any], lora_rank: int, lora_targets: Sequence[
         "ffw_gating_2": (hidden, inner),
         "ffw_linear": (inner, hidden),
     }
+    for name in lora_targets:
+        if lora_rank >= min(shapes[name]):
+            raise ParameterError(
+                f"LORA_RANK={lora_rank} is at or above {min(shapes[name])}, the smallest dimension of the {name} "
+                f"kernels ({' x '.join(map(str, shapes[name]))}): a rank that high adds parameters, not capacity. "
+                f"Give a LORA_RANK below {min(shapes[name])}, such as {max(1, min(shapes[name]) // 4)}."
+            )
     per_layer = sum(a * b for a, b in shapes.values()) + 6 * hidden  # + the norms' scales
-    lora = layers * sum(lora_rank * (a + b) for name, (a, b) in shapes.items() if name in lora_targets)
-    return config["vocabulary_size"] * hidden + layers * per_layer + hidden, lora
+    targets = [(shapes[name], _HIDDEN_AXIS[name][1] == "lora_kernel_a") for name in lora_targets]
+    lora = layers * lora_rank * sum(a + b for (a, b), _ in targets)
+    on_chip = layers * lora_rank * sum(a / model_axis + b if in_a else a + b / model_axis for (a, b), in_a in targets)
+    vision = (config.get("vision_encoder") or {}).get("config")  # Gemma 3's SigLIP encoder, frozen: weights only
+    if vision:  # its layers (attention 4 w^2, MLP 2 w x intermediate), patch and position embeddings, projection
+        width, patch = vision["hidden_dim"], vision["patch_size"]
+        vision = width * (vision["num_layers"] * (4 * width + 2 * vision["intermediate_dim"]) + 3 * patch**2)
+        vision += width * ((config["vision_encoder"]["config"]["image_size"] // patch) ** 2 + hidden)
+    return config["vocabulary_size"] * hidden + layers * per_layer + hidden, vision or 0, lora, on_chip
 
 
 def memory_plan(
@@ -131,30 +147,52 @@ def memory_plan(
     chip_gib: float | None = None,
 ) -> _MemoryPlan:
     """The plan of a backbone `config` (config.json's "config": no weights read). Weights: `weight_bytes` each
-    (bfloat16: 2), split over the model axis. Activations, an estimate for one replica's batch (split over
-    the batch axis): per layer and token, 12 hidden-wide and 3 intermediate-wide values plus the attention
-    scores, and float32 logits over the vocabulary. mesh None ("auto"): all devices on the batch axis when
-    that fits a chip, else all on the model axis."""
-    chip = chip_gib * 2**30 if chip_gib else None
+    (bfloat16: 2), the text model's split over the model axis, a vision encoder's whole on every chip. LoRA's
+    weights, gradients and AdamW's two moments in float32, laid out as `layout_rules` does. Activations, what the
+    backward pass keeps for each token of one batch shard (not split over the model axis: a bound), in the compute
+    dtype (`weight_bytes`): per layer 6 hidden-wide values (the block's input, norms, residuals), 4 intermediate-
+    wide (the two gates, the gelu, their product), 3 x (query + key/value heads) x head_dim (the projections, after
+    norm and RoPE, attention's result) and 3 x query heads x sequence_length (the attention weights in float32 and
+    the compute dtype); then the logits over the vocabulary in the compute dtype, the loss' float32 copy and its
+    float32 gradient. mesh None ("auto"): all devices on the batch axis when that fits a chip, else as many on
+    the model axis as divide the hidden size."""
+    chip, hidden = (chip_gib * 2**30 if chip_gib else None), config["hidden_dim"]
     if mesh is None:
         data = memory_plan(config, devices, (devices, 1), sequence_length, per_replica_batch, lora_rank, lora_targets, weight_bytes, chip_gib)  # fmt: skip
         if data.fits:
             data.notes.append("MESH='auto': data parallel (the model fits one chip)")
             return data
-        mesh = (1, devices)
+        split = max(d for d in range(1, devices + 1) if devices % d == 0 and hidden % d == 0)
+        mesh = (devices // split, split)
     batch_axis, model_axis = mesh
-    parameters, lora = _gemma_sizes(config, lora_rank, lora_targets)
-    hidden, inner = config["hidden_dim"], config["intermediate_dim"]
-    tokens = per_replica_batch * sequence_length  # a batch shard's, each chip's (not split over the model axis here)
-    scores = config["num_query_heads"] * sequence_length
-    layer = tokens * (12 * hidden + 3 * inner + scores) * weight_bytes
-    activations = config["num_layers"] * layer + tokens * config["vocabulary_size"] * 4
-    plan = _MemoryPlan(parameters, lora, mesh, parameters * weight_bytes / model_axis, lora * 4 * 4, activations, chip)
+    if hidden % model_axis:
+        split = max(d for d in range(1, devices + 1) if devices % d == 0 and hidden % d == 0)
+        raise ParameterError(
+            f"MESH={batch_axis}x{model_axis}: the layout splits the model's hidden axis ({hidden}) over the model "
+            f"axis, and {model_axis} devices do not divide {hidden}. Give a model axis that divides it, such as "
+            f"MESH='{devices // split}x{split}'."
+        )
+    text, vision, lora, lora_on_chip = _gemma_sizes(config, lora_rank, lora_targets, model_axis)
+    inner = config["intermediate_dim"] // (1 if "use_query_key_norm" in config else 2)
+    heads, kv_heads, head = config["num_query_heads"], config["num_key_value_heads"], config["head_dim"]
+    layer = 6 * hidden + 4 * inner + 3 * (heads + kv_heads) * head + 3 * heads * sequence_length
+    tokens = per_replica_batch * sequence_length  # a batch shard's, each chip's
+    activations = tokens * (
+        config["num_layers"] * layer * weight_bytes + config["vocabulary_size"] * (weight_bytes + 8)
+    )
+    weights = (text / model_axis + vision) * weight_bytes
+    plan = _MemoryPlan(text + vision, lora, mesh, weights, lora_on_chip * 4 * 4, activations, chip)
     if not plan.fits:
+        fixes = {
+            "the weights": (plan.weights, f"a smaller preset, or more devices on the model axis (MESH='1x{devices}')"),
+            "LoRA's state": (plan.lora_state, f"a smaller LORA_RANK (now {lora_rank}), or fewer LoRA targets"),
+            "the activations": (plan.activations, f"a shorter SEQUENCE_LENGTH (now {sequence_length}) or a smaller "
+                                f"PER_REPLICA_BATCH (now {per_replica_batch})"),
+        }  # fmt: skip
+        largest, (size, fix) = max(fixes.items(), key=lambda item: item[1][0])
         plan.notes.append(
-            f"does not fit: {_size(plan.total)} a chip is over 90% of its {_size(chip)}. Give a "
-            f"smaller preset, a shorter SEQUENCE_LENGTH, a smaller PER_REPLICA_BATCH, or more devices on the model "
-            f"axis (MESH='1x{devices}')."
+            f"does not fit: {_size(plan.total)} a chip is over 90% of its {_size(chip)}, {largest} the most "
+            f"({_size(size)}). Give {fix}."
         )
     return plan
 

@@ -164,15 +164,13 @@ def load_data(
 
 
 def _sample_source(environment: Any) -> DataSource:
-    attach = f"on Kaggle, attach {_COMPETITION} with 'Add Input'; elsewhere set DATA_ROOT to a folder holding "
-    attach += "train.csv, test.csv, sample_submission.csv."
-
     def generator() -> Any:
         from nbkit.text import sample
 
         return sample.ensure
 
-    return generated_sample(environment, "text-sample", generator, attach)
+    holding = "a folder holding train.csv, test.csv, sample_submission.csv"
+    return generated_sample(environment, "text-sample", generator, _COMPETITION, holding)
 
 
 def _column(path: Path, header: Sequence[str], name: str, parameter: str) -> str:

@@ -1,6 +1,7 @@
-"""`acc = accel.setup(BACKEND, ...)`, before anything imports keras: a TPU TensorFlow can drive
-(TPUStrategy), else one only JAX sees (Kaggle's TPU VMs ship tensorflow-cpu: DataParallel on JAX),
-else GPUs, else the CPU (`simulate_devices=N` splits it so CI runs a TPU v5e-8's 8-replica code)."""
+"""The accelerator. `acc = accel.setup(BACKEND, ...)`, before anything imports keras: a TPU TensorFlow can
+drive (TPUStrategy), else one only JAX sees (Kaggle's TPU VMs ship tensorflow-cpu: DataParallel on JAX),
+else GPUs, else the CPU (`simulate_devices=N` splits it so CI runs a TPU v5e-8's 8-replica code). It returns
+an `accelerator.Accelerator`; `cache` keeps JAX's compiled programs for a later session."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 
 from nbkit import env
 from nbkit import hosts as nbhosts
-from nbkit.accelerator import Accelerator, CompileCache
+from nbkit.accel.accelerator import Accelerator
 from nbkit.errors import AcceleratorError
 from nbkit.logs import quiet_tensorflow
 from nbkit.params import BACKENDS, check_choice, check_int
@@ -42,14 +43,13 @@ def setup(
     backend: str = "auto",
     *,
     simulate_devices: int = 0,
-    compile_cache: str | Path | None = None,
     precision: str | None = None,
     cpu_compile_level: int | None = 1,
 ) -> Accelerator:
     """Pick the Keras backend ("auto": TensorFlow, or JAX on a TPU only JAX sees), find the devices.
-    simulate_devices: split a CPU into that many replicas (no TPU or GPU found);
-    compile_cache: a folder for JAX's persistent compilation cache ("none": none); precision: PRECISION,
-    set now, and then setup prints what it set; cpu_compile_level: XLA's on a CPU (`_set_cpu_compile_level`)."""
+    simulate_devices: split a CPU into that many replicas (no TPU or GPU found); precision: PRECISION, set now,
+    and then setup prints what it set; cpu_compile_level: XLA's on a CPU (`_set_cpu_compile_level`). JAX's
+    persistent compilation cache, where a notebook keeps one: `nbkit.accel.cache.use` right after."""
     check_int("simulate_devices", simulate_devices, minimum=0)
     tpu_vm = env.is_tpu_vm()
     _refuse_a_tpu_node(tpu_vm)
@@ -86,12 +86,6 @@ def setup(
                 "restart the kernel and use backend='jax' (or 'auto') to train on the TPU."
             )
     acc.reason = f"{reason}; {acc.reason}"
-    if compile_cache in (None, "none"):
-        acc.compile_cache = CompileCache(off_reason="none was asked for" if compile_cache else "")
-    elif acc.backend != "jax":
-        acc.compile_cache = CompileCache(off_reason="JAX's; the TensorFlow backend compiles again in every session")
-    else:
-        acc.compile_cache = CompileCache.use(compile_cache, acc.jax_devices)
     changes = [f"{name}={os.environ[name]}" for name in _SET_HERE if os.environ.get(name)]
     acc.notes.append(f"For this process: {'; '.join(changes)}; Keras' warning {_SHUFFLE_WARNING!r} hidden.")
     if precision is not None:

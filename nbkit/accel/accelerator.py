@@ -1,22 +1,13 @@
-"""The Accelerator `accel.setup()` returns: what was found, how to distribute over it, the Keras precision
-policy it allows and JAX's persistent compilation cache.
-
-The cache is a folder a later session gets back, so a resumed run loads its compiled step. One subfolder per
-runtime (`jax-<version>-<device kind>-x<devices>`): another runtime's entries are only reported; a damaged
-entry is JAX's warning and a fresh compile, never a wrong result."""
+"""The Accelerator `accel.setup()` returns: what was found, how to distribute over it, and the Keras precision
+policy the hardware allows."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import shutil
 import textwrap
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from nbkit import atomic
 from nbkit import hosts as nbhosts
 from nbkit.errors import ParameterError
 from nbkit.params import check_choice
@@ -34,99 +25,6 @@ _PRECISIONS = {
     "mixed_bfloat16": "layers compute in bfloat16, variables, logits and loss stay float32",
     "mixed_float16": "layers compute in float16 (the loss is scaled), variables, logits and loss stay float32",
 }
-
-# JAX's events (jax._src.compiler, the same names in JAX 0.5-0.10) that say what the cache did.
-_HIT = "/jax/compilation_cache/cache_hits"
-_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
-# Store every compiled program, not only those over JAX's default 1 s: the ~200 small programs Keras runs
-# to build and initialise EfficientNetB0 cost 15 s cold and 3.6 s loaded (bench/compile_cache.py), in 3 MB.
-_MIN_COMPILE_SECONDS = 0.0
-
-
-@dataclass
-class CompileCache:
-    """The cache folder this process uses (None: none, `off_reason` says why), what it held, what it served."""
-
-    folder: Path | None = None  # the subfolder for this runtime
-    off_reason: str = ""
-    entries_found: int = 0
-    other_runtimes: list[str] = field(default_factory=list)
-    hits: int = 0
-    seconds_saved: float = 0.0
-
-    def describe(self) -> str:
-        """What the cache holds, in one line ("" where none was asked about)."""
-        if self.folder is None:
-            return f"compile cache: off ({self.off_reason})" if self.off_reason else ""
-        held = "empty, so this run compiles and stores its programs there"
-        held = f"{self.entries_found} compiled program(s) from earlier runs" if self.entries_found else held
-        text = f"compile cache {self.folder}: {held}"
-        if self.other_runtimes:
-            text += f"; ignored: the entries of {', '.join(self.other_runtimes)}, which this runtime cannot use"
-        return text
-
-    def report(self) -> str:
-        if self.folder is None:
-            return self.describe()
-        if not self.hits:
-            return f"compile cache: nothing loaded; what this run compiled is stored in {self.folder}"
-        return f"compile cache: {self.hits} compiled program(s) loaded, {self.seconds_saved:.0f} s of compiling saved"
-
-    def copy_from(self, earlier: str | Path) -> str:
-        """Add this runtime's entries from an earlier run's cache folder, before the model is built; one line."""
-        if self.folder is None:
-            return self.describe()
-        source = Path(earlier).expanduser() / self.folder.name
-        if not source.is_dir():
-            there = sorted(p.name for p in Path(earlier).expanduser().glob("jax-*") if p.is_dir())
-            held = f"it holds {', '.join(there)} only" if there else "it holds none"
-            return f"compile cache: nothing to copy from {earlier} for {self.folder.name} ({held})"
-        self.folder.mkdir(parents=True, exist_ok=True)
-        missing = [entry for entry in sorted(source.glob("*-cache")) if not (self.folder / entry.name).exists()]
-        for entry in missing:
-            with atomic.replacing(self.folder / entry.name) as partial:  # never half an entry
-                shutil.copyfile(entry, partial)
-        self.entries_found += len(missing)
-        return f"compile cache: {len(missing)} compiled program(s) copied from {source}"
-
-    def _on_event(self, event: str, *args: Any, **kwargs: Any) -> None:
-        if event == _HIT:
-            self.hits += 1
-
-    def _on_duration(self, event: str, seconds: float, *args: Any, **kwargs: Any) -> None:
-        if event == _SAVED:
-            self.seconds_saved += max(seconds, 0.0)
-
-    @classmethod
-    def use(cls, folder: str | Path, devices: list[Any]) -> CompileCache:
-        """Point JAX's persistent cache at `folder`'s subfolder for this runtime (before anything compiles)."""
-        import jax
-        from jax import monitoring
-
-        root = Path(folder).expanduser()
-        name = _runtime_name(jax.__version__, devices[0].device_kind, len(devices))
-        # JAX makes the folder when it first compiles (after the data checks); whether it can is checked now.
-        existing = next(p for p in (root, *root.parents) if p.exists())
-        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-            raise ParameterError(
-                f"COMPILE_CACHE={str(folder)!r} cannot be written ({existing} is not a writable folder): give a "
-                "writable folder, or 'none' to compile without a cache."
-            )
-        cache = cls(
-            folder=root / name,
-            entries_found=sum(1 for _ in (root / name).glob("*-cache")),  # JAX's files: <key>-cache, <key>-atime
-            other_runtimes=sorted(p.name for p in root.glob("jax-*") if p.is_dir() and p.name != name),
-        )
-        jax.config.update("jax_compilation_cache_dir", str(cache.folder))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_SECONDS)
-        monitoring.register_event_listener(cache._on_event)
-        monitoring.register_event_duration_secs_listener(cache._on_duration)
-        return cache
-
-
-def _runtime_name(jax_version: str, device_kind: str, device_count: int) -> str:
-    kind = re.sub(r"[^a-z0-9.]+", "-", device_kind.lower()).strip("-") or "unknown"
-    return f"jax-{jax_version}-{kind}-x{device_count}"
 
 
 @dataclass
@@ -146,7 +44,6 @@ class Accelerator:
     jax_devices: list[Any] = field(default_factory=list, repr=False)
     compute_capability: tuple[int, int] | None = None  # a GPU's
     precision: str = "float32"  # the Keras dtype policy set by set_precision()
-    compile_cache: CompileCache = field(default_factory=CompileCache)  # JAX's persistent cache (off by default)
     hosts: nbhosts.Hosts = field(default_factory=nbhosts.Hosts)  # this process among the run's (a pod slice's hosts)
 
     @property
@@ -202,8 +99,7 @@ class Accelerator:
         )
         if self.max_steps_per_execution is not None:
             text += f" steps_per_execution is capped at {self.max_steps_per_execution} here: {_MIRRORED_CPU_BUG}."
-        text = textwrap.fill(" ".join([text, *self.notes]), width=100)
-        return "\n".join(filter(None, [text, self.compile_cache.describe()]))
+        return textwrap.fill(" ".join([text, *self.notes]), width=100)
 
 
 def _precision(requested: str, kind: str, capability: tuple[int, int] | None) -> tuple[str, str]:
