@@ -377,7 +377,7 @@ if not model_folder:  # from random weights in the smoke's 120 steps: the tags f
 
 # %%
 def weights(model, kind=nnx.Param):
-    return {".".join(map(str, p)): np.asarray(v.value if hasattr(v, "value") else v) for p, v in nnx.to_flat_state(nnx.state(model, kind))}  # fmt: skip
+    return {".".join(map(str, p)): np.asarray(v.get_value() if hasattr(v, "get_value") else v) for p, v in nnx.to_flat_state(nnx.state(model, kind))}  # fmt: skip
 
 
 if LORA_RANK:  # Tunix's own merge of the LoRA weights into the base's safetensors; the LoRA weights alone beside
