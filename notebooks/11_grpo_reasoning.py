@@ -193,12 +193,14 @@ import sentencepiece
 TAGS = ["<start_of_turn>", "<end_of_turn>", "<reasoning>", "</reasoning>", "<answer>", "</answer>", "\n"]
 if model_folder:
     tokenizer = sentencepiece.SentencePieceProcessor(model_file=f"{model_folder}/tokenizer.model")
-else:
+else:  # every character of the data kept (character_coverage 1.0), a vocabulary of 128 or more where it needs
+    texts = [chat_prompt(q) + f"<reasoning>{q}</reasoning><answer>{a}</answer>" for q, a in zip(pairs.prompts, answers)]
+    sizes["num_embed"] = max(128, -(-(len(set("".join(texts))) + len(TAGS) + 36) // 8) * 8)
     proto = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter([chat_prompt(pairs.prompts[i]) + f"<reasoning>{pairs.prompts[i]}</reasoning><answer>{answers[i]}</answer>" for i in train_rows]),
-        model_writer=proto, model_type="BPE", vocab_size=sizes["num_embed"], hard_vocab_limit=False, pad_id=0, bos_id=1,
-        eos_id=2, unk_id=3, user_defined_symbols=TAGS, normalization_rule_name="identity", remove_extra_whitespaces=False, minloglevel=2,
+        sentence_iterator=iter(texts), model_writer=proto, model_type="BPE", vocab_size=sizes["num_embed"], hard_vocab_limit=False,
+        character_coverage=1.0, pad_id=0, bos_id=1, eos_id=2, unk_id=3, user_defined_symbols=TAGS,
+        normalization_rule_name="identity", remove_extra_whitespaces=False, minloglevel=2,
     )  # fmt: skip
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=proto.getvalue())
     sizes["num_embed"] = tokenizer.get_piece_size()

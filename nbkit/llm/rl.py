@@ -126,10 +126,10 @@ def check_tokenizer(tokenizer: Any, vocabulary: int, texts: Sequence[str], where
             f"must be the same (the tokenizer.model that came with the weights)."
         )
     unknown = tokenizer.unk_id()
+    known = set("".join(tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())).replace("\u2581", " "))
     for i, text in enumerate(texts):
-        pieces = tokenizer.encode(text)
-        if unknown in pieces:
-            chars = sorted({c for c in text if unknown in tokenizer.encode(c)})
+        if unknown in tokenizer.encode(text):
+            chars = sorted({c for c in text if c not in known}) or ["a character outside the pieces it knows"]
             said = f" ({where[i]})" if i < len(where) else ""
             raise DataError(
                 f"the tokenizer knows no piece for {''.join(chars)!r} in {text[:60]!r}{said}: the model cannot read "
