@@ -301,7 +301,8 @@ settings = {"model": str(model_folder or "tiny"), "data": source, "rows": len(an
 checkpoints = (outputs.folder / "checkpoints").resolve()  # orbax wants an absolute path
 resumed_at = rl.checkpoint_run(checkpoints, settings, restart=RESUME == "restart")
 rows = [{"prompts": chat_prompt(pairs.prompts[i]), "answer": answers[i]} for i in train_rows]
-dataset = grain.MapDataset.source(rows).shuffle(seed=SEED).repeat().batch(BATCH_SIZE)
+epochs = MAX_STEPS * BATCH_SIZE // len(rows) + 1  # enough for MAX_STEPS (grain cannot batch 1 of an endless repeat)
+dataset = grain.MapDataset.source(rows).shuffle(seed=SEED).repeat(epochs).batch(BATCH_SIZE)
 Role = rl_cluster_lib.Role
 cluster_config = rl_cluster_lib.ClusterConfig(
     role_to_mesh={Role.ACTOR: mesh, Role.REFERENCE: mesh, Role.ROLLOUT: mesh}, rollout_engine="vanilla",
