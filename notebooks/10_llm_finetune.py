@@ -264,8 +264,11 @@ def build_model():
     if preset_folder:
         return keras_hub.models.CausalLM.from_preset(preset_folder, dtype=DTYPE, preprocessor=None)
     sizes = {name: config[name] for name in (*TINY, "vocabulary_size")}
-    if GEMMA3:
-        backbone = keras_hub.models.Gemma3Backbone(**sizes, image_size=896, vision_encoder=None, dtype=DTYPE)
+    if GEMMA3:  # with Gemma 3's post-attention and post-MLP norms and sliding windows: as Tunix's Gemma 3 (notebook 11)
+        backbone = keras_hub.models.Gemma3Backbone(
+            **sizes, image_size=896, vision_encoder=None, dtype=DTYPE, use_post_ffw_norm=True,
+            use_post_attention_norm=True, use_sliding_window_attention=True, sliding_window_size=512,
+        )  # fmt: skip
         return keras_hub.models.Gemma3CausalLM(backbone=backbone, preprocessor=None)
     return keras_hub.models.GemmaCausalLM(
         backbone=keras_hub.models.GemmaBackbone(**sizes, dtype=DTYPE), preprocessor=None
@@ -385,7 +388,9 @@ causal_lm.save_to_preset(str(outputs.staging / "merged-preset"))
 exported = "not asked (EXPORT_TRANSFORMERS=False)"
 if EXPORT_TRANSFORMERS:
     try:
-        causal_lm.export_to_transformers(str(outputs.staging / "transformers"))
+        # From the merged preset: KerasHub's exporter writes a LoRA model's frozen kernels without the LoRA update.
+        merged = keras_hub.models.CausalLM.from_preset(str(outputs.staging / "merged-preset"))
+        merged.export_to_transformers(str(outputs.staging / "transformers"))
         exported = "transformers/"
     except Exception as error:  # KerasHub exports some architectures only, and needs safetensors
         shutil.rmtree(outputs.staging / "transformers", ignore_errors=True)  # no half-written folder

@@ -37,15 +37,19 @@ class _Pairs:
         return f"data: {self.source}; {len(self.prompts)} prompt/response pairs{again}"
 
 
-def load_pairs(data_root: str, prompt_column: str, response_column: str, environment: Any = None) -> _Pairs:
+def load_pairs(
+    data_root: str, prompt_column: str, response_column: str, environment: Any = None,
+    names: tuple[str, str] = ("PROMPT_COLUMN", "RESPONSE_COLUMN"),
+) -> _Pairs:  # fmt: skip
     """The pairs of a CSV or JSONL file, or of every such file in a folder (sorted by name); "auto": the
     generated sample (in the working folder's llm-sample/). Every row is checked: both columns there and
     neither empty, both text. A CSV is `,` separated with a header; a JSONL file holds one JSON object a line.
-    Hidden files (a name starting with ".", such as macOS' `._pairs.csv`) are skipped."""
+    Hidden files (a name starting with ".", such as macOS' `._pairs.csv`) are skipped. `names`: the parameters
+    the errors name (notebook 11: QUESTION_COLUMN, ANSWER_COLUMN)."""
     if prompt_column == response_column:
         raise ParameterError(
-            f"PROMPT_COLUMN and RESPONSE_COLUMN are both {prompt_column!r}: every pair would answer a prompt with "
-            "itself. Give the column of the answers as RESPONSE_COLUMN."
+            f"{names[0]} and {names[1]} are both {prompt_column!r}: every pair would answer a prompt with "
+            f"itself. Give the column of the answers as {names[1]}."
         )
     source = ""
     if data_root == "auto":
@@ -72,7 +76,7 @@ def load_pairs(data_root: str, prompt_column: str, response_column: str, environ
     for path in files:
         rows = _jsonl_rows(path) if path.suffix.lower() == ".jsonl" else _csv_rows(path)
         for line, row in rows:
-            for name, parameter in ((prompt_column, "PROMPT_COLUMN"), (response_column, "RESPONSE_COLUMN")):
+            for name, parameter in zip((prompt_column, response_column), names):
                 if name not in row:
                     close = difflib.get_close_matches(name, list(row), n=1)
                     hint = f" Did you mean {close[0]!r}?" if close else ""

@@ -1,0 +1,245 @@
+"""The Gemma 3 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached or
+fetched), its Hugging Face config.json read and checked (no weights read), the mesh checked against how Tunix shards
+a Gemma, the memory plan of a GRPO run, and the trained model written back as Hugging Face safetensors. No Tunix or
+JAX import: the notebook builds, trains and saves."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nbkit import atomic
+from nbkit import env as nbenv
+from nbkit.errors import ParameterError
+
+# ---- the model's sizes, the mesh and the memory plan ----
+
+
+def gemma_config(folder: str | Path) -> dict[str, Any]:
+    """The sizes Tunix's Gemma code needs, from a Hugging Face folder's config.json (no weights read); the
+    folder is checked: config.json, tokenizer.model and *.safetensors there, and (Gemma 3) each layer's
+    post-attention and post-feed-forward norms, which Tunix's Gemma 3 always has."""
+    folder = Path(folder)
+    missing = [n for n in ("config.json", "tokenizer.model") if not (folder / n).is_file()]
+    files = sorted(folder.glob("*.safetensors"))
+    if missing or not files:
+        raise ParameterError(
+            f"MODEL={str(folder)!r} lacks {', '.join(missing or ['*.safetensors'])}: give a folder of Hugging Face "
+            f"safetensors with config.json and tokenizer.model (notebook 10 writes one with EXPORT_TRANSFORMERS=True)."
+        )
+    config = json.loads((folder / "config.json").read_text())
+    config = config.get("text_config", config) if config.get("model_type") == "gemma3" else config
+    if config.get("model_type") not in ("gemma3_text", "gemma3"):
+        raise ParameterError(
+            f"{folder}/config.json: model_type {config.get('model_type')!r}: this notebook trains Gemma 3 (Tunix's "
+            f"tunix.models.gemma3); Gemma 2 is tunix.models.gemma, not wired here yet."
+        )
+    rope = config.get("rope_parameters") or {}
+    sizes = {
+        "num_layers": config["num_hidden_layers"], "num_embed": config["vocab_size"],
+        "embed_dim": config["hidden_size"], "hidden_dim": config["intermediate_size"],
+        "num_heads": config["num_attention_heads"], "head_dim": config["head_dim"],
+        "num_kv_heads": config["num_key_value_heads"], "sliding_window_size": config.get("sliding_window"),
+        "local_base_frequency": int(config.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta", 10_000)),  # fmt: skip
+        "global_base_frequency": int(rope.get("full_attention", {}).get("rope_theta") or config.get("rope_theta", 10_000)),  # fmt: skip
+        "global_scale_factor": float((config.get("rope_scaling") or rope.get("full_attention") or {}).get("factor", 1.0)),  # fmt: skip
+    }  # fmt: skip
+    _check_post_norms(files)
+    return sizes
+
+
+def _check_post_norms(files: Sequence[Path]) -> None:
+    from safetensors import safe_open
+
+    keys = set()
+    for path in files:
+        with safe_open(str(path), "np") as f:
+            keys.update(f.keys())
+    lacking = [n for n in ("post_attention_layernorm", "post_feedforward_layernorm") if not any(n in k for k in keys)]
+    if lacking:
+        raise ParameterError(
+            f"{files[0].parent}: this Gemma 3 has no {' and no '.join(lacking)} weights, which Tunix's Gemma 3 needs "
+            f"(a KerasHub Gemma3Backbone built without use_post_attention_norm / use_post_ffw_norm). Re-export it "
+            f"with notebook 10 of this kit (its tiny Gemma 3 has them), or give a Gemma 3 checkpoint."
+        )
+
+
+def mesh_problems(sizes: dict[str, Any], fsdp: int, tp: int, rows: int) -> list[str]:
+    """What does not divide as Tunix shards a Gemma: the vocabulary, heads, feed-forward width and (above
+    one) key/value heads over tp; the width over fsdp and tp; the rows of a step (batch x generations) over
+    fsdp. Empty: the mesh fits."""
+    needs = [
+        ("vocabulary", sizes["num_embed"], tp), ("query heads", sizes["num_heads"], tp),
+        ("feed-forward width", sizes["hidden_dim"], tp), ("width", sizes["embed_dim"], fsdp * tp),
+        ("rows a step (BATCH_SIZE x NUM_GENERATIONS)", rows, fsdp),
+    ]  # fmt: skip
+    if sizes["num_kv_heads"] > 1:
+        needs.append(("key/value heads", sizes["num_kv_heads"], tp))
+    return [f"the {what} ({size}) does not divide by {by}" for what, size, by in needs if size % by]
+
+
+def pick_mesh(sizes: dict[str, Any], devices: int, rows: int, mesh: str | tuple[int, int]) -> tuple[int, int]:
+    """(fsdp, tp) of MESH: "data" (every device on fsdp), "FxT" (checked: F x T devices), or "auto": the first
+    of tp = 4, 2, 1, 8 whose mesh fits."""
+    if isinstance(mesh, str) and mesh != "auto":
+        found = re.fullmatch(r"(\d+)x(\d+)", mesh) if mesh != "data" else re.match("", "")
+        if not found or (mesh != "data" and int(found[1]) * int(found[2]) != devices):
+            raise ParameterError(f"MESH={mesh!r}: 'auto', 'data', or fsdp x tp devices multiplying to the {devices} here (such as '2x{devices // 2}').")  # fmt: skip
+        mesh = (devices, 1) if mesh == "data" else (int(found[1]), int(found[2]))
+    candidates = [mesh] if mesh != "auto" else [(devices // tp, tp) for tp in (4, 2, 1, 8) if devices % tp == 0]
+    for fsdp, tp in candidates:
+        if not mesh_problems(sizes, fsdp, tp, rows):
+            return fsdp, tp
+    fsdp, tp = candidates[0]
+    raise ParameterError(
+        f"MESH {fsdp}x{tp} (fsdp x tp) cannot shard this model: {'; '.join(mesh_problems(sizes, fsdp, tp, rows))}. "
+        f"Give another MESH (fsdp x tp devices, or 'data': every device on fsdp), or another BATCH_SIZE."
+    )
+
+
+@dataclass
+class _Plan:
+    """Bytes per chip of a GRPO run on an (fsdp, tp) mesh; each array is split over all the mesh's devices."""
+
+    parameters: int
+    trained: int
+    parts: dict[str, float]
+    chip: float | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.chip is None or sum(self.parts.values()) <= 0.9 * self.chip
+
+    def describe(self) -> str:
+        chip = f"of {_gib(self.chip)}" if self.chip else "(the chip's memory is unknown here: not checked)"
+        parts = " + ".join(f"{name} {_gib(size)}" for name, size in self.parts.items())
+        return "\n".join([
+            f"memory plan: {self.parameters / 1e6:,.1f}M parameters, {self.trained / 1e6:,.2f}M of them trained",
+            f"per chip: {parts} = {_gib(sum(self.parts.values()))} {chip}", *self.notes,
+        ])  # fmt: skip
+
+
+# What XLA leaves a program of a chip's memory (GiB), by JAX's device_kind.
+CHIP_GIB = {"TPU v5 lite": 15.75, "TPU v6 lite": 31.25, "TPU v4": 31.25, "TPU v3": 15.75}
+
+
+def _gib(count: float) -> str:
+    return f"{count / 2**30:.2f} GiB" if count >= 2**29 else f"{count / 2**20:.1f} MiB"
+
+
+def memory_plan(
+    sizes: dict[str, Any], devices: int, lora_rank: int, rows: int, tokens: int, weight_bytes: int = 2,
+    chip_gib: float | None = None,
+) -> _Plan:  # fmt: skip
+    """The plan (no weights read): the actor's weights; what trains (LoRA on attention and MLP, or every
+    weight) with its gradient and AdamW's two moments in float32; the reference model (shared with the actor
+    under LoRA, a copy otherwise); the rollout's KV cache, `rows` (batch x generations) x `tokens` (prompt +
+    new) x layers x 2 x kv heads x head dim; the step's activations (an estimate: 16 widths and the logits a
+    token and layer, as notebook 10's). A plan over 90% of `chip_gib` names what to lower."""
+    embed, hidden, layers = sizes["embed_dim"], sizes["hidden_dim"], sizes["num_layers"]
+    attention = embed * sizes["head_dim"] * (2 * sizes["num_heads"] + 2 * sizes["num_kv_heads"])
+    per_layer = attention + 3 * embed * hidden + 4 * embed
+    parameters = sizes["num_embed"] * embed + layers * per_layer + embed
+    lora = layers * lora_rank * (2 * embed + sizes["head_dim"] * (2 * sizes["num_heads"] + 2 * sizes["num_kv_heads"]) + 3 * (embed + hidden))  # fmt: skip
+    trained = lora if lora_rank else parameters
+    weights = parameters * weight_bytes
+    parts = {
+        "actor": weights / devices,
+        "trained state": trained * 4 * 4 / devices,
+        "reference": 0.0 if lora_rank else weights / devices,
+        "KV cache": rows * tokens * layers * 2 * sizes["num_kv_heads"] * sizes["head_dim"] * weight_bytes / devices,
+        "activations": rows * tokens * (layers * 16 * embed * weight_bytes + sizes["num_embed"] * 4) / devices,
+    }
+    plan = _Plan(parameters, trained, parts, chip_gib * 2**30 if chip_gib else None)
+    if not plan.fits:
+        plan.notes.append(
+            f"does not fit: over 90% of {_gib(plan.chip)}. Lower BATCH_SIZE, NUM_GENERATIONS, MAX_PROMPT_LENGTH or "
+            f"MAX_NEW_TOKENS, or train LoRA (LORA_RANK above 0)."
+        )
+    return plan
+
+
+# ---- the model, the tokenizer, the prompts ----
+
+
+def find_model(model: str, environment: Any = None) -> tuple[str, str]:
+    """(folder, why) of MODEL: a folder as given; a Kaggle Models handle (owner/model/framework/variation[/n])
+    attached to the notebook, else fetched by kagglehub (internet on)."""
+    if Path(model).is_dir() or model.startswith(("/", ".")) or model.count("/") < 3:
+        if not Path(model).is_dir():
+            raise ParameterError(f"MODEL={model!r} is not a folder, nor a Kaggle Models handle owner/model/framework/variation.")  # fmt: skip
+        return model, "MODEL is a folder"
+    from nbkit.inputs import datasets
+
+    environment = environment or nbenv.detect()
+    owner, name, framework, variation = model.split("/")[:4]
+    versions = sorted((environment.input_dir / name / framework / variation).glob("*"), key=lambda p: (len(p.name), p.name))  # fmt: skip
+    if versions:
+        return str(versions[-1]), f"{model} is attached as a Kaggle Model"
+    found, why_not = datasets.through_kagglehub(model, environment.platform, "model")
+    if not found:
+        raise ParameterError(
+            f"MODEL={model!r}: not attached and {why_not}. Attach it ('Add Input' -> Models, after accepting its "
+            f"license) or turn the internet on."
+        )
+    return found, f"kagglehub fetched {model}"
+
+
+# ---- the trained model, as Hugging Face safetensors ----
+
+_NORMS = {"pre_attention_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
+          "pre_ffw_norm": "pre_feedforward_layernorm", "post_ffw_norm": "post_feedforward_layernorm",
+          "attn._query_norm": "self_attn.q_norm", "attn._key_norm": "self_attn.k_norm"}  # fmt: skip
+
+
+def hf_weights(params: dict[str, Any], sizes: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Tunix Gemma 3 parameters ("layers.0.attn.q_einsum.w" -> array) as Hugging Face's Gemma3ForCausalLM
+    names and layouts: the inverse of Tunix's `params_safetensors` mapping."""
+    embed, head = sizes["embed_dim"], sizes["head_dim"]
+
+    def heads_out(w: np.ndarray) -> np.ndarray:  # (N, D, H) -> (N*H, D)
+        return np.ascontiguousarray(w.transpose(0, 2, 1).reshape(-1, embed))
+
+    out = {"model.embed_tokens.weight": params["embedder.input_embedding"], "model.norm.weight": params["final_norm.scale"]}  # fmt: skip
+    for i in range(sizes["num_layers"]):
+        at, to = f"layers.{i}.", f"model.layers.{i}."
+        if f"{at}attn.qkv_einsum.w" in params:
+            q, k, v = params[f"{at}attn.qkv_einsum.w"]
+        else:
+            q, (k, v) = params[f"{at}attn.q_einsum.w"], params[f"{at}attn.kv_einsum.w"]
+        out.update({f"{to}self_attn.{n}_proj.weight": heads_out(w) for n, w in (("q", q), ("k", k), ("v", v))})
+        out[f"{to}self_attn.o_proj.weight"] = np.ascontiguousarray(params[f"{at}attn.attn_vec_einsum.w"].reshape(-1, embed).T)  # fmt: skip
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            out[f"{to}mlp.{name}.weight"] = np.ascontiguousarray(params[f"{at}mlp.{name}.kernel"].T)
+        out.update({f"{to}{hf}.weight": params[f"{at}{ours}.scale"] for ours, hf in _NORMS.items()})
+    assert all(w.ndim == 2 for n, w in out.items() if "proj" in n) and head  # layouts as Hugging Face's
+    return out
+
+
+def save_gemma3(params: dict[str, Any], sizes: dict[str, Any], tokenizer_proto: bytes, folder: str | Path) -> Path:
+    """`folder` (replaced whole) with model.safetensors, config.json (gemma3_text) and tokenizer.model: what
+    Tunix's `params_safetensors.create_model_from_safe_tensors` and Hugging Face's Gemma 3 read."""
+    from safetensors.numpy import save_file
+
+    weights = {n: np.asarray(w) for n, w in hf_weights(params, sizes).items()}
+    config = {
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": sizes["num_embed"],
+        "hidden_size": sizes["embed_dim"], "intermediate_size": sizes["hidden_dim"], "num_hidden_layers": sizes["num_layers"],
+        "num_attention_heads": sizes["num_heads"], "num_key_value_heads": sizes["num_kv_heads"], "head_dim": sizes["head_dim"],
+        "sliding_window": sizes.get("sliding_window_size"), "rope_local_base_freq": sizes.get("local_base_frequency", 10_000),
+        "rope_theta": sizes.get("global_base_frequency", 10_000), "query_pre_attn_scalar": sizes["head_dim"],
+        "rope_scaling": {"rope_type": "linear", "factor": sizes.get("global_scale_factor", 1.0)},
+        "torch_dtype": str(next(iter(weights.values())).dtype), "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+    }  # fmt: skip
+    with atomic.staged_dir(folder) as staging:
+        save_file(weights, str(staging / "model.safetensors"))
+        (staging / "config.json").write_text(json.dumps(config, indent=1))
+        (staging / "tokenizer.model").write_bytes(tokenizer_proto)
+    return Path(folder)

@@ -1,0 +1,175 @@
+"""RL post-training (notebook 11: GRPO through Tunix), the plumbing around the notebook's own task: the
+question/answer data found ("auto": GSM8K attached, else the generated sample), the tokenizer and the prompts'
+lengths checked, the reward functions checked and named, a run's settings kept beside its checkpoints, and the
+time budget. The model's side is `gemma`. No Tunix or JAX import: the notebook builds, trains and saves."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import math
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nbkit import atomic
+from nbkit import env as nbenv
+from nbkit.errors import DataError, ParameterError, RunError
+
+# GSM8K as Kaggle datasets attach it (the official Tunix demos' source): main_train.csv, question/answer.
+_GSM8K = ("main_train.csv",)
+_WORDS = "apple river stone cloud green fast old tree house light dark blue".split()
+
+
+def find_questions(data_root: str, environment: Any = None) -> tuple[str, str]:
+    """(path, what it is) of the question/answer data: `data_root` itself, or for "auto" GSM8K's
+    main_train.csv where a dataset holding it is attached, else the generated sample (written once into
+    the working folder's rl-sample/)."""
+    if data_root != "auto":
+        return data_root, data_root
+    environment = environment or nbenv.detect()
+    attached = sorted(environment.input_dir.glob(f"*/{_GSM8K[0]}"))
+    if attached:
+        return str(attached[0]), f"GSM8K attached ({attached[0]})"
+    folder = environment.working_dir / "rl-sample"
+    if not (folder / "questions.csv").is_file():
+        make_sample(folder)
+    return str(folder / "questions.csv"), "the generated sample (answer: how many words the question lists)"
+
+
+def make_sample(folder: str | Path, count: int = 320, seed: int = 0) -> Path:
+    """Write questions.csv (question, answer, reasoning) into `folder`: the question lists 2 to 4 words, the
+    answer is how many; the reasoning numbers them ("tree 1 blue 2"), for a warm start by SFT (notebook 10)."""
+    rng = np.random.default_rng(seed)
+    with atomic.staged_dir(folder) as staging, open(staging / "questions.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["question", "answer", "reasoning"])
+        for _ in range(count):
+            words = list(rng.choice(_WORDS, int(rng.integers(2, 5))))
+            numbered = " ".join(f"{w} {i}" for i, w in enumerate(words, 1))
+            writer.writerow([f"how many words: {' '.join(words)}", str(len(words)), numbered])
+    return Path(folder)
+
+
+# ---- rewards ----
+
+
+def named_rewards(functions: Sequence[Callable[..., Any]]) -> list[Callable[..., list[float]]]:
+    """Each reward function wrapped so that one that raises, or returns other than one number a completion,
+    stops the run naming itself and the first prompt of the batch (Tunix's own error names neither)."""
+    return [_named(f) for f in functions]
+
+
+def _named(function: Callable[..., Any]) -> Callable[..., list[float]]:
+    @functools.wraps(function)
+    def checked(prompts: list[str], completions: list[str], **columns: Any) -> list[float]:
+        try:
+            rewards = [float(r) for r in function(prompts, completions, **columns)]
+        except Exception as error:
+            raise RunError(
+                f"reward function {function.__name__} failed ({type(error).__name__}: {error}) on the prompt "
+                f"{prompts[0]!r} and completion {completions[0]!r}: fix it in the notebook's rewards cell."
+            ) from error
+        if len(rewards) != len(completions) or not all(math.isfinite(r) for r in rewards):
+            raise RunError(
+                f"reward function {function.__name__} returned {len(rewards)} rewards for {len(completions)} "
+                f"completions (each a finite number), on the prompt {prompts[0]!r}: one float a completion."
+            )
+        return rewards
+
+    return checked
+
+
+def check_rewards(functions: Sequence[Callable[..., Any]], prompts: list[str], completions: list[str], **columns: Any) -> dict[str, list[float]]:  # fmt: skip
+    """Each reward function called once on hand-made `completions` before anything loads; its rewards by name."""
+    return {f.__name__: f(prompts, completions, **columns) for f in named_rewards(functions)}
+
+
+# ---- a run's checkpoints ----
+
+
+def checkpoint_run(folder: str | Path, settings: dict[str, Any], restart: bool) -> int:
+    """The step the checkpoints in `folder` (Tunix's actor/<step>/) reached, 0 when none (or `restart`: they
+    are deleted); settings.json there must hold the same `settings`, else a ParameterError names them."""
+    folder = Path(folder)
+    if restart:
+        shutil.rmtree(folder, ignore_errors=True)
+    steps = [int(p.name) for p in (folder / "actor").glob("*") if p.name.isdigit()]
+    path = folder / "settings.json"
+    if steps and path.is_file():
+        kept = json.loads(path.read_text())
+        changed = sorted(k for k in {*kept, *settings} if kept.get(k) != settings.get(k))
+        if changed:
+            raise ParameterError(
+                f"the checkpoint in {folder} (step {max(steps)}) was trained with other settings: "
+                + ", ".join(f"{k} {kept.get(k)!r} -> {settings.get(k)!r}" for k in changed)
+                + ". Run with RESUME='restart' (it is deleted), another OUTPUT_DIR, or the same settings."
+            )
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(settings, path)
+    return max(steps, default=0)
+
+
+# ---- the tokenizer and the prompts ----
+
+
+def check_tokenizer(tokenizer: Any, vocabulary: int, texts: Sequence[str], where: Sequence[str]) -> None:
+    """A SentencePiece processor whose pieces are the model's vocabulary, and that maps every character of
+    `texts` (prompts, tags, answers; `where[i]` says where text i came from, when there) to a known piece."""
+    if tokenizer.get_piece_size() != vocabulary:
+        raise DataError(
+            f"the tokenizer has {tokenizer.get_piece_size()} pieces, the model a vocabulary of {vocabulary}: they "
+            f"must be the same (the tokenizer.model that came with the weights)."
+        )
+    unknown = tokenizer.unk_id()
+    known = set("".join(tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())).replace("\u2581", " "))
+    for i, text in enumerate(texts):
+        if unknown in tokenizer.encode(text):
+            chars = sorted({c for c in text if c not in known}) or ["a character outside the pieces it knows"]
+            said = f" ({where[i]})" if i < len(where) else ""
+            raise DataError(
+                f"the tokenizer knows no piece for {''.join(chars)!r} in {text[:60]!r}{said}: the model cannot read "
+                f"or write it. Remove those characters, or use a tokenizer that has them."
+            )
+
+
+def check_prompt_lengths(lengths: Sequence[int], limit: int, where: Sequence[str]) -> None:
+    """Stop when prompts are longer than MAX_PROMPT_LENGTH tokens (Tunix would cut their beginnings, the
+    question among them), saying how many and the longest."""
+    lengths = np.asarray(lengths)
+    over = int((lengths > limit).sum())
+    if over:
+        longest = int(lengths.argmax())
+        raise DataError(
+            f"{over} of {len(lengths)} prompts are longer than MAX_PROMPT_LENGTH={limit} tokens (the longest: "
+            f"{lengths[longest]} tokens, {where[longest]}): raise MAX_PROMPT_LENGTH or shorten them."
+        )
+
+
+class time_budget:  # noqa: N801 (used like a function)
+    """The batches of `iterator`, until the next training step would end past `seconds` (the mean time of the
+    steps so far as the measure); `stopped` then says when. Tunix skips the first `done` steps' batches of a
+    resumed run itself: those are passed on at once and not timed."""
+
+    def __init__(self, iterator: Any, seconds: float, done: int = 0) -> None:
+        import time
+
+        self.iterator, self.seconds, self.done, self.clock = iterator, seconds, done, time.perf_counter
+        self.start, self.given, self.stopped = self.clock(), 0, ""
+
+    def __iter__(self) -> time_budget:
+        return self
+
+    def __next__(self) -> Any:
+        elapsed, timed = self.clock() - self.start, self.given - self.done
+        if timed > 1 and elapsed + elapsed / (timed - 1) > self.seconds:  # the first timed one carries the compiles
+            self.stopped = f"{elapsed / 60:.1f} of {self.seconds / 60:g} minutes after {timed} steps"
+            raise StopIteration
+        if timed < 1:
+            self.start = self.clock()
+        self.given += 1
+        return next(self.iterator)

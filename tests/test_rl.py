@@ -1,0 +1,341 @@
+"""Notebook 11 (GRPO through Tunix) and its plumbing, nbkit.llm.rl: in this process, Tunix's group-normalised
+advantage and KL term against cases worked by hand, the notebook's reward functions on hand-made completions, the
+loss computed from the completion's tokens only, and the bad inputs that stop a run before anything loads; in one
+fresh process on 8 simulated JAX devices, the notebook's own cells on the tiny Gemma 3: the same first-step loss on
+two meshes, a run resumed at its checkpoint with the same batches, the saved model loaded back by Tunix's Gemma
+code giving the same greedy completions; and notebook 10 -> 11 (SFT, then GRPO) on the generated sample."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import jupytext
+import numpy as np
+import pytest
+from conftest import REPO, clean_env
+
+from nbkit.errors import DataError, ParameterError, RunError
+from nbkit.llm import data, gemma, rl
+
+NOTEBOOK = REPO / "notebooks" / "11_grpo_reasoning.py"
+TINY = dict(num_layers=2, num_embed=128, embed_dim=64, hidden_dim=128, num_heads=4, head_dim=16, num_kv_heads=1)
+
+
+def cells_until(heading: str) -> list[str]:
+    """The notebook's code cells before the markdown cell that starts with `heading`."""
+    found = []
+    for cell in jupytext.read(NOTEBOOK).cells:
+        if cell.cell_type == "markdown" and cell.source.startswith(heading):
+            return found
+        if cell.cell_type == "code":
+            found.append(cell.source)
+    raise AssertionError(f"no heading {heading!r} in {NOTEBOOK.name}")
+
+
+@pytest.fixture(scope="module")
+def task():
+    """The notebook's task cell (prompt, format, reward functions) run alone, with the parameters' defaults."""
+    cells = cells_until("## Model, mesh")
+    namespace = {"__annotations__": {}}
+    exec(cells[0], namespace)
+    source = cells[-1].split("REWARDS = [")[0]  # the functions, not the check that needs the data
+    exec(source, namespace)
+    return namespace
+
+
+def test_each_reward_function_on_hand_made_completions(task):
+    completions = [
+        "<reasoning>a 1 b 2</reasoning><answer>2</answer>",  # right, in the format
+        " <reasoning>x</reasoning>\n<answer>3</answer> ",  # wrong by one, in the format (spaces allowed)
+        "<reasoning>x</reasoning><answer>2</answer> and more",  # right, text after the answer
+        "<answer>2</answer>",  # right, no reasoning
+        "<reasoning></reasoning><answer>20</answer>",  # empty reasoning; 20 is 10x 2
+        "no tags at all: 2",
+    ]
+    answers = ["2", "2", "2", "2", "2", "2"]
+    prompts = ["p"] * len(completions)
+    functions = [task[n] for n in ("format_exact", "format_partial", "answer_exact", "number_close")]
+    rewards = {f.__name__: f(prompts, completions, answer=answers) for f in functions}
+    assert rewards["format_exact"] == [1, 1, 0, 0, 0, 0]
+    assert rewards["format_partial"] == [1, 1, 1, 0.5, 1, 0]
+    assert rewards["answer_exact"] == [2, 0, 2, 2, 0, 0]
+    assert rewards["number_close"] == [0.5, 0, 0.5, 0.5, 0, 0]  # 3 is 50% off 2
+    assert task["number_close"](["p"], ["<answer>101</answer>"], answer=["100"]) == [0.5]  # within 10%
+    assert task["number_close"](["p"], ["<answer>1,000 apples</answer>"], answer=["1000"]) == [0.5]
+
+
+def test_group_normalised_advantage_and_kl_as_worked_by_hand():
+    from tunix.rl import algo_core, common
+
+    # Two groups of 4 answers: rewards 1 0 0 1 (mean 0.5, sample std sqrt(1/3)) and 2 2 2 2 (all alike: no signal).
+    advantages = algo_core.compute_advantages(np.array([1.0, 0, 0, 1, 2, 2, 2, 2]), num_generations=4)
+    by_hand = 0.5 / math.sqrt(1 / 3)
+    assert np.allclose(advantages, [by_hand, -by_hand, -by_hand, by_hand, 0, 0, 0, 0], atol=1e-5)
+    # The KL term the notebook asks for (low_var_kl, the GRPO paper's): r - log r - 1, r = p_ref / p.
+    logp, ref = np.log([[0.5, 0.2]]), np.log([[0.25, 0.2]])
+    kl = np.asarray(common.compute_kl_divergence(logp, ref, "low_var_kl"))
+    assert np.allclose(kl, [[0.5 - math.log(0.5) - 1, 0.0]], atol=1e-6)
+
+
+def test_the_loss_comes_from_the_completion_tokens_only():
+    """Tunix's GRPO loss on a tiny Gemma 3 equals the loss worked from the completion tokens' log-probabilities
+    alone (a plain forward pass): the prompt's tokens carry none, and neither do padded completion tokens."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+    from tunix.models.gemma3 import model as gemma3
+    from tunix.rl import algo_core
+    from tunix.rl.grpo import grpo_learner
+
+    config = gemma3.ModelConfig(**TINY, sliding_window_size=64, param_dtype=jnp.float32)
+    model = gemma3.Gemma3(config, rngs=nnx.Rngs(params=0))
+    prompt = jnp.array([[0, 5, 9, 17, 4], [1, 7, 7, 30, 4]])  # the first left-padded (pad 0)
+    completion = jnp.array([[11, 12, 2, 0], [21, 22, 23, 24]])  # eos 2 then padding; a full one
+    mask = completion != 0
+    advantages = jnp.array([1.5, -0.5])
+    ref = jnp.full(completion.shape, -5.0)
+    tokens = jnp.concatenate([prompt, completion], axis=1)
+    valid = tokens != 0
+    positions = jnp.maximum(jnp.cumsum(valid, axis=1) - 1, 0)
+    attention = valid[:, None, :] & jnp.tril(jnp.ones((9, 9), bool))[None]
+    logits, _ = model(tokens, positions, None, attention)
+    logps = jax.nn.log_softmax(logits[:, 4:-1], axis=-1)  # the logits that predict each completion token
+    own = jnp.take_along_axis(logps, completion[..., None], axis=-1)[..., 0]
+    diff = ref - own
+    per_token = -advantages[:, None] + 0.04 * (jnp.exp(diff) - diff - 1)  # ratio 1 at the first iteration
+    by_hand = float(jnp.mean(jnp.sum(per_token * mask, 1) / jnp.sum(mask, 1)))
+    example = grpo_learner.TrainExample(
+        prompt_ids=prompt, prompt_mask=prompt != 0, completion_ids=completion, completion_mask=mask,
+        advantages=advantages, ref_per_token_logps=ref, old_per_token_logps=None,
+    )  # fmt: skip
+    algo = grpo_learner.GRPOConfig(num_generations=2, beta=0.04, epsilon=0.2, kl_loss_mode="low_var_kl")
+    algo.temperature = 1.0
+    loss, _ = algo_core.grpo_loss_fn(model, example, algo, pad_id=0, eos_id=2)
+    assert abs(float(loss) - by_hand) < 1e-5 * max(1.0, abs(by_hand)), (float(loss), by_hand)
+
+
+# ---- bad inputs stop before anything loads ----
+
+
+def test_a_missing_column_is_named_with_the_parameter(tmp_path):
+    (tmp_path / "q.csv").write_text("question,solution\nhow many,2\n")
+    with pytest.raises(
+        DataError, match=r"line 2: no column 'answer' \(ANSWER_COLUMN\); it has question, solution. Set ANSWER_COLUMN"
+    ):
+        data.load_pairs(str(tmp_path / "q.csv"), "question", "answer", names=("QUESTION_COLUMN", "ANSWER_COLUMN"))
+
+
+def test_prompts_longer_than_max_prompt_length_are_counted():
+    with pytest.raises(DataError, match=r"2 of 3 prompts are longer than MAX_PROMPT_LENGTH=10 tokens \(the longest: 30 tokens, b.csv, line 3\)"):  # fmt: skip
+        rl.check_prompt_lengths([12, 5, 30], 10, ["a.csv, line 2", "a.csv, line 3", "b.csv, line 3"])
+    rl.check_prompt_lengths([10, 5], 10, ["x", "y"])
+
+
+def test_a_mesh_that_does_not_divide_the_model_is_refused():
+    sizes = dict(TINY, num_embed=130)
+    with pytest.raises(ParameterError, match=r"MESH 2x4 .* the vocabulary \(130\) does not divide by 4"):
+        gemma.pick_mesh(sizes, 8, 16, (2, 4))
+    with pytest.raises(ParameterError, match=r"query heads \(4\) does not divide by 8"):
+        gemma.pick_mesh(TINY, 8, 16, (1, 8))
+    with pytest.raises(ParameterError, match=r"rows a step \(BATCH_SIZE x NUM_GENERATIONS\) \(6\) does not divide by 4"):  # fmt: skip
+        gemma.pick_mesh(TINY, 8, 6, (4, 2))
+    assert gemma.pick_mesh(TINY, 8, 16, "auto") == (2, 4) and gemma.pick_mesh(sizes, 8, 16, "auto") == (4, 2)
+
+
+def test_a_tokenizer_other_than_the_models_vocabulary_is_refused():
+    import io
+
+    import sentencepiece
+
+    proto = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(["how many words: apple river stone"] * 20), model_writer=proto, model_type="BPE",
+        vocab_size=24, hard_vocab_limit=False, minloglevel=2,
+    )  # fmt: skip
+    tokenizer = sentencepiece.SentencePieceProcessor(model_proto=proto.getvalue())
+    with pytest.raises(DataError, match=rf"the tokenizer has {tokenizer.get_piece_size()} pieces, the model a vocabulary of 256"):  # fmt: skip
+        rl.check_tokenizer(tokenizer, 256, ["apple"], [])
+    with pytest.raises(DataError, match=r"no piece for 'Z' in 'apple Z' \(q.csv, line 2\)"):
+        rl.check_tokenizer(tokenizer, tokenizer.get_piece_size(), ["apple Z"], ["q.csv, line 2"])
+
+
+def test_a_reward_function_that_fails_is_named_with_its_prompt():
+    def broken(prompts, completions, **columns):
+        return [1.0 / len(c) for c in completions]  # an empty completion divides by zero
+
+    def short(prompts, completions, **columns):
+        return [1.0]
+
+    with pytest.raises(RunError, match=r"reward function broken failed \(ZeroDivisionError: .*\) on the prompt 'p1'"):
+        rl.check_rewards([broken], ["p1", "p2"], ["", "x"])
+    wrapped = rl.named_rewards([short])[0]
+    assert wrapped.__name__ == "short"  # Tunix logs each reward under its function's name
+    with pytest.raises(RunError, match=r"reward function short returned 1 rewards for 2 completions"):
+        wrapped(["p1", "p2"], ["a", "b"])
+
+
+def test_a_checkpoint_of_other_settings_is_refused(tmp_path):
+    folder = tmp_path / "checkpoints"
+    assert rl.checkpoint_run(folder, {"data": "a.csv", "beta": 0.04}, restart=False) == 0
+    (folder / "actor" / "20").mkdir(parents=True)
+    assert rl.checkpoint_run(folder, {"data": "a.csv", "beta": 0.04}, restart=False) == 20
+    with pytest.raises(ParameterError, match=r"\(step 20\) was trained with other settings: data 'a.csv' -> 'b.csv'"):
+        rl.checkpoint_run(folder, {"data": "b.csv", "beta": 0.04}, restart=False)
+    assert rl.checkpoint_run(folder, {"data": "b.csv", "beta": 0.04}, restart=True) == 0
+
+
+def test_the_memory_plan_of_gemma_3_1b_and_gemma_2_2b_on_a_v5e_8():
+    gemma3_1b = dict(num_layers=26, num_embed=262144, embed_dim=1152, hidden_dim=6912, num_heads=4, head_dim=256, num_kv_heads=1)  # fmt: skip
+    gemma2_2b = dict(num_layers=26, num_embed=256128, embed_dim=2304, hidden_dim=9216, num_heads=8, head_dim=256, num_kv_heads=4)  # fmt: skip
+    one = gemma.memory_plan(gemma3_1b, 8, 64, 4 * 4, 256 + 768, chip_gib=15.75)
+    assert 0.95e9 < one.parameters < 1.05e9 and one.fits and one.parts["reference"] == 0
+    two = gemma.memory_plan(gemma2_2b, 8, 0, 8 * 4, 256 + 768, chip_gib=15.75)
+    assert 2.5e9 < two.parameters < 2.7e9 and two.parts["reference"] == two.parts["actor"]
+    assert two.parts["trained state"] == pytest.approx(two.parameters * 16 / 8)
+    huge = gemma.memory_plan(gemma2_2b, 8, 0, 64 * 16, 4096, chip_gib=15.75)
+    assert not huge.fits and "Lower BATCH_SIZE, NUM_GENERATIONS" in huge.describe()
+
+
+# ---- the notebook's own cells on 8 simulated devices, in one fresh process ----
+
+SCRIPT = r"""
+import json, sys, jupytext, numpy as np
+from nbkit.llm import rl
+code = [c.source.replace("plt.show()", "") for c in jupytext.read("notebooks/11_grpo_reasoning.py").cells if c.cell_type == "code"]
+out, found = sys.argv[1], {}
+given = []  # (run, batch index, prompts) of every batch the learner took
+
+
+class Recorded(rl.time_budget):
+    def __next__(self):
+        batch = super().__next__()
+        given.append((RUN, self.given, [str(p) for p in batch["prompts"]]))
+        return batch
+
+
+rl.time_budget = Recorded
+
+
+def run(upto=None, **overrides):
+    ns = {"__annotations__": {}}
+    exec(code[0], ns)
+    ns.update(SIMULATE_DEVICES=8, **overrides)
+    for source in code[1:upto]:
+        exec(source, ns)
+    return ns
+
+
+# The same first GRPO loss on two meshes: the tiny model, a batch of hand-made completions.
+import jax, jax.numpy as jnp
+from tunix.rl import algo_core
+from tunix.rl.grpo import grpo_learner
+losses = {}
+for mesh in ("data", "2x4"):
+    ns = run(upto=7, MESH=mesh, OUTPUT_DIR=f"{out}/mesh-{mesh}")  # through "Model and LoRA"
+    tok = ns["tokenizer"]
+    prompts = [[1] + tok.encode(ns["chat_prompt"](ns["pairs"].prompts[i]))[-15:] for i in ns["train_rows"][:8]]
+    completions = [tok.encode(f"<reasoning>x</reasoning><answer>{a}</answer>")[:8] for a in "23432342"]
+    pad = lambda rows, left: jnp.array([[0] * (16 - len(r)) + r if left else r + [0] * (8 - len(r)) for r in rows])
+    p, c = pad(prompts, True), pad(completions, False)
+    example = grpo_learner.TrainExample(prompt_ids=p, prompt_mask=p != 0, completion_ids=c, completion_mask=c != 0,
+        advantages=jnp.linspace(-1, 1, 8), ref_per_token_logps=jnp.full(c.shape, -4.0), old_per_token_logps=None)
+    algo = grpo_learner.GRPOConfig(num_generations=4, beta=0.04, epsilon=0.2, kl_loss_mode="low_var_kl")
+    algo.temperature = 1.0
+    with jax.set_mesh(ns["mesh"]):
+        losses[mesh] = float(algo_core.grpo_loss_fn(ns["actor"], example, algo, pad_id=0, eos_id=2)[0])
+    found["mesh " + mesh] = [ns["FSDP"], ns["TP"]]
+found["losses"] = losses
+
+# A run stopped by TIME_BUDGET (a last checkpoint), then resumed to 4 steps; the saved model loaded back.
+RUN = 1
+first = run(MAX_STEPS=50, TIME_BUDGET=1e-3, OUTPUT_DIR=f"{out}/resume")
+RUN = 2
+second = run(MAX_STEPS=4, OUTPUT_DIR=f"{out}/resume")
+found["first"] = {"steps": first["steps"], "stopped": first["batches"].stopped}
+found["second"] = {"steps": second["steps"], "resumed_at": second["resumed_at"]}
+found["given"] = given
+found["dataset"] = [[str(p) for p in second["dataset"][i]["prompts"]] for i in range(4)]
+found["history"] = len(second["history"])
+from tunix.models.gemma3 import params_safetensors
+loaded = params_safetensors.create_model_from_safe_tensors(f"{out}/resume/model", second["config"], second["mesh"], dtype=second["DTYPE"])
+found["completions"] = [second["after"]["completions"], second["evaluate"](loaded, second["held_out_rows"])["completions"]]
+found["metrics"] = json.loads(open(f"{out}/resume/metrics.json").read())
+print("RESULT " + json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rl")
+    run = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(out)], cwd=REPO, env=clean_env(NBKIT_WORKING_DIR=str(out / "work"), MPLBACKEND="Agg"),
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    return json.loads(run.stdout.split("RESULT ", 1)[1])
+
+
+def test_the_same_batch_gives_the_same_first_loss_on_every_mesh(runs):
+    assert runs["mesh data"] == [8, 1] and runs["mesh 2x4"] == [2, 4]
+    losses = list(runs["losses"].values())
+    assert losses[0] != 0 and np.allclose(losses, losses[0], rtol=1e-5), losses
+
+
+def test_time_budget_stops_with_a_checkpoint_and_a_resumed_run_continues_with_the_same_batches(runs):
+    assert runs["first"]["steps"] == 2 and "after 2 steps" in runs["first"]["stopped"]
+    assert runs["second"] == {"steps": 4, "resumed_at": 2} and runs["metrics"]["steps"] == 4
+    first = [prompts for run, _, prompts in runs["given"] if run == 1][:2]
+    second = [prompts for run, _, prompts in runs["given"] if run == 2]
+    assert second[:2] == first == runs["dataset"][:2]  # the learner skips the batches trained on
+    assert second[2:4] == runs["dataset"][2:4]  # and goes on in the same order
+    assert runs["history"] == 2  # the resumed run's own steps
+
+
+def test_the_saved_model_loads_with_tunix_and_gives_the_same_greedy_completions(runs):
+    trained, loaded = runs["completions"]
+    assert trained == loaded and len(trained) == 16
+    assert runs["metrics"]["model"] == "tiny" and runs["metrics"]["mesh"] == [2, 4]
+
+
+CHAIN = r"""
+import csv, json, subprocess, sys, jupytext
+from nbkit.llm import rl
+out = sys.argv[1]
+code = [c.source.replace("plt.show()", "") for c in jupytext.read("notebooks/11_grpo_reasoning.py").cells if c.cell_type == "code"]
+ns = {"__annotations__": {}}
+exec(code[0], ns)
+exec(code[3].split("def chat_prompt")[0], ns)  # the task cell's SYSTEM_PROMPT
+# Notebook 10 learns the answer format by SFT from the sample's reasoning, a few epochs (it answers some right).
+folder = rl.make_sample(f"{out}/data")
+with open(folder / "questions.csv") as f, open(folder / "sft.csv", "w", newline="") as g:
+    writer = csv.writer(g)
+    writer.writerow(["prompt", "response"])
+    for row in csv.DictReader(f):
+        writer.writerow([f"{ns['SYSTEM_PROMPT']}\n\n{row['question']}", f"<reasoning>{row['reasoning']}</reasoning><answer>{row['answer']}</answer>"])
+ten = {"PRESET": "tiny", "PROFILE": "full", "SEQUENCE_LENGTH": 64, "EPOCHS": 8, "EXPORT_TRANSFORMERS": True,
+       "SIMULATE_DEVICES": 8, "DATA_ROOT": str(folder / "sft.csv"), "OUTPUT_DIR": f"{out}/sft"}
+subprocess.run([sys.executable, "-m", "nbkit.publish.engine", "notebooks/10_llm_finetune.ipynb", f"{out}/10.ipynb", "--cwd", out,
+                "--no-progress-bar", *[a for k, v in ten.items() for a in ("-p", k, str(v))]], check=True, capture_output=True)
+# Notebook 11 starts from 10's export and improves the answer reward by GRPO (LoRA beside the SFT weights).
+ns.update(MODEL=f"{out}/sft/transformers", DATA_ROOT=str(folder / "questions.csv"), LORA_RANK=8, LEARNING_RATE=1e-3,
+          TEMPERATURE=0.4, MAX_STEPS=40, SIMULATE_DEVICES=8, OUTPUT_DIR=f"{out}/grpo")
+for source in code[1:]:
+    exec(source, ns)
+print("RESULT " + json.dumps({"rewards": ns["reward_change"], "before": ns["before"]["accuracy"], "files": sorted(p.name for p in ns["outputs"].folder.iterdir())}))
+"""
+
+
+def test_sft_by_notebook_10_then_grpo_by_notebook_11_raises_the_answer_reward(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-c", CHAIN, str(tmp_path)], cwd=REPO, env=clean_env(NBKIT_WORKING_DIR=str(tmp_path / "work"), MPLBACKEND="Agg"),
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    found = json.loads(run.stdout.split("RESULT ", 1)[1])
+    assert found["before"] > 0.2  # 10's SFT reached 11 through the export: it answers in the format, some right
+    first, last = found["rewards"]["answer_exact"]
+    assert last > first, found["rewards"]
+    assert {"model", "lora.safetensors", "metrics.json", "training.png", "checkpoints"} <= set(found["files"])
