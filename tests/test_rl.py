@@ -309,7 +309,7 @@ ns = {"__annotations__": {}}
 exec(code[0], ns)
 exec(code[3].split("def chat_prompt")[0], ns)  # the task cell's SYSTEM_PROMPT
 # Notebook 10 learns the answer format by SFT from the sample's reasoning, a few epochs (it answers some right).
-folder = rl.make_sample(f"{out}/data")
+folder = rl._make_sample(f"{out}/data")
 with open(folder / "questions.csv") as f, open(folder / "sft.csv", "w", newline="") as g:
     writer = csv.writer(g)
     writer.writerow(["prompt", "response"])

@@ -70,7 +70,7 @@ def _check_post_norms(files: Sequence[Path]) -> None:
         )
 
 
-def mesh_problems(sizes: dict[str, Any], fsdp: int, tp: int, rows: int) -> list[str]:
+def _mesh_problems(sizes: dict[str, Any], fsdp: int, tp: int, rows: int) -> list[str]:
     """What does not divide as Tunix shards a Gemma: the vocabulary, heads, feed-forward width and (above
     one) key/value heads over tp; the width over fsdp and tp; the rows of a step (batch x generations) over
     fsdp. Empty: the mesh fits."""
@@ -94,11 +94,11 @@ def pick_mesh(sizes: dict[str, Any], devices: int, rows: int, mesh: str | tuple[
         mesh = (devices, 1) if mesh == "data" else (int(found[1]), int(found[2]))
     candidates = [mesh] if mesh != "auto" else [(devices // tp, tp) for tp in (4, 2, 1, 8) if devices % tp == 0]
     for fsdp, tp in candidates:
-        if not mesh_problems(sizes, fsdp, tp, rows):
+        if not _mesh_problems(sizes, fsdp, tp, rows):
             return fsdp, tp
     fsdp, tp = candidates[0]
     raise ParameterError(
-        f"MESH {fsdp}x{tp} (fsdp x tp) cannot shard this model: {'; '.join(mesh_problems(sizes, fsdp, tp, rows))}. "
+        f"MESH {fsdp}x{tp} (fsdp x tp) cannot shard this model: {'; '.join(_mesh_problems(sizes, fsdp, tp, rows))}. "
         f"Give another MESH (fsdp x tp devices, or 'data': every device on fsdp), or another BATCH_SIZE."
     )
 
@@ -199,7 +199,7 @@ _NORMS = {"pre_attention_norm": "input_layernorm", "post_attention_norm": "post_
           "attn._query_norm": "self_attn.q_norm", "attn._key_norm": "self_attn.k_norm"}  # fmt: skip
 
 
-def hf_weights(params: dict[str, Any], sizes: dict[str, Any]) -> dict[str, np.ndarray]:
+def _hf_weights(params: dict[str, Any], sizes: dict[str, Any]) -> dict[str, np.ndarray]:
     """Tunix Gemma 3 parameters ("layers.0.attn.q_einsum.w" -> array) as Hugging Face's Gemma3ForCausalLM
     names and layouts: the inverse of Tunix's `params_safetensors` mapping."""
     embed, head = sizes["embed_dim"], sizes["head_dim"]
@@ -228,7 +228,7 @@ def save_gemma3(params: dict[str, Any], sizes: dict[str, Any], tokenizer_proto: 
     Tunix's `params_safetensors.create_model_from_safe_tensors` and Hugging Face's Gemma 3 read."""
     from safetensors.numpy import save_file
 
-    weights = {n: np.asarray(w) for n, w in hf_weights(params, sizes).items()}
+    weights = {n: np.asarray(w) for n, w in _hf_weights(params, sizes).items()}
     config = {
         "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": sizes["num_embed"],
         "hidden_size": sizes["embed_dim"], "intermediate_size": sizes["hidden_dim"], "num_hidden_layers": sizes["num_layers"],

@@ -37,11 +37,11 @@ def find_questions(data_root: str, environment: Any = None) -> tuple[str, str]:
         return str(attached[0]), f"GSM8K attached ({attached[0]})"
     folder = environment.working_dir / "rl-sample"
     if not (folder / "questions.csv").is_file():
-        make_sample(folder)
+        _make_sample(folder)
     return str(folder / "questions.csv"), "the generated sample (answer: how many words the question lists)"
 
 
-def make_sample(folder: str | Path, count: int = 320, seed: int = 0) -> Path:
+def _make_sample(folder: str | Path, count: int = 320, seed: int = 0) -> Path:
     """Write questions.csv (question, answer, reasoning) into `folder`: the question lists 2 to 4 words, the
     answer is how many; the reasoning numbers them ("tree 1 blue 2"), for a warm start by SFT (notebook 10)."""
     rng = np.random.default_rng(seed)
