@@ -4,6 +4,7 @@ previous run's outputs exactly as they were."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -188,8 +189,12 @@ def test_an_output_dir_that_is_a_file_is_refused(made, tmp_path):
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    """The folder's files, but the lock file a killed run leaves (not an output; its lock died with the run)."""
-    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".run.lock"}
+    """The folder's files, but nbkit's own records: the lock file a killed run leaves (its lock died with the
+    run) and .published-run.json (which names the files there that nbkit did not write)."""
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name not in NBKIT_RECORDS}
+
+
+NBKIT_RECORDS = (".run.lock", ".published-run.json")
 
 
 def test_a_run_killed_late_leaves_the_previous_outputs_as_they_were(made, tmp_path):
@@ -211,6 +216,8 @@ def test_a_run_killed_late_leaves_the_previous_outputs_as_they_were(made, tmp_pa
         EPOCHS=30,
     )
     assert snapshot(output_dir) == before  # not one byte of the earlier run's outputs changed
+    theirs = json.loads((output_dir / ".published-run.json").read_text())["theirs"]
+    assert theirs == sorted(before)  # written by hand here, so not nbkit's: a finished run would keep them in .kept/
     # The killed run's own files stay aside; the next run moves them to .failed-run/ and says so
     # (test_atomic, and the resumed 05 in test_handoff).
     assert staged.exists()
