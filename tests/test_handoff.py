@@ -285,7 +285,7 @@ def test_05_on_two_hosts_killed_stops_whole_and_resumes_as_if_never_stopped(two_
     state_file = output_dir / "checkpoints" / resume._STATE_FILE
     process = launch(tmp_path, "05_train_on_tpu.ipynb", "killed", **params)
     deadline = time.monotonic() + 600
-    # Killed after its first epoch: at 48 px an epoch takes about a second, and three are left to come.
+    # Killed after its first epoch: at 48 px the epochs are short, and three are left to come.
     while not (state_file.exists() and state(output_dir)["epochs_done"] >= 1):
         assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "killed.log").read_text()[-3000:]
         time.sleep(0.1)
