@@ -20,6 +20,7 @@ _MIRRORED_CPU_BUG = (
     "'InvalidArgumentError: You must feed a value for placeholder tensor' when "
     "steps_per_execution > 1 (TensorFlow 2.18-2.21 / Keras 3.10-3.15)"
 )
+CHIP_GIB = {"TPU v5 lite": 15.75, "TPU v6 lite": 31.25, "TPU v4": 31.25, "TPU v3": 15.75}  # GiB XLA leaves a program
 _PRECISIONS = {
     "float32": "everything in float32",
     "mixed_bfloat16": "layers compute in bfloat16, variables, logits and loss stay float32",

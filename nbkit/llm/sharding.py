@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbkit.accel.accelerator import CHIP_GIB  # noqa: F401 (notebook 10 reads it here)
 from nbkit.errors import DataError, ParameterError
 
 # The layers holding the hidden axis, in Gemma and Gemma 3 alike -> (the kernel's layout, the LoRA kernel that
@@ -40,8 +41,6 @@ GEMMA3_CONFIGS = {
         "12B": (48, 16, 8, 3840, 15360),
     }.items()  # fmt: skip
 }
-# v5e: 16 GB of HBM a chip, of which XLA leaves a program 15.75 GiB.
-CHIP_GIB = {"TPU v5 lite": 15.75, "TPU v6 lite": 31.25, "TPU v4": 31.25, "TPU v3": 15.75}
 
 
 # ---- the memory plan ----
@@ -157,16 +156,15 @@ def memory_plan(
     float32 gradient. mesh None ("auto"): all devices on the batch axis when that fits a chip, else as many on
     the model axis as divide the hidden size."""
     chip, hidden = (chip_gib * 2**30 if chip_gib else None), config["hidden_dim"]
+    split = max(d for d in range(1, devices + 1) if devices % d == 0 and hidden % d == 0)  # the widest model axis
     if mesh is None:
         data = memory_plan(config, devices, (devices, 1), sequence_length, per_replica_batch, lora_rank, lora_targets, weight_bytes, chip_gib)  # fmt: skip
         if data.fits:
             data.notes.append("MESH='auto': data parallel (the model fits one chip)")
             return data
-        split = max(d for d in range(1, devices + 1) if devices % d == 0 and hidden % d == 0)
         mesh = (devices // split, split)
     batch_axis, model_axis = mesh
     if hidden % model_axis:
-        split = max(d for d in range(1, devices + 1) if devices % d == 0 and hidden % d == 0)
         raise ParameterError(
             f"MESH={batch_axis}x{model_axis}: the layout splits the model's hidden axis ({hidden}) over the model "
             f"axis, and {model_axis} devices do not divide {hidden}. Give a model axis that divides it, such as "
