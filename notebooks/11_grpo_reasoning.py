@@ -97,7 +97,9 @@ held_out_rows, train_rows = order[:HELD_OUT], order[HELD_OUT:]
 # ## The task: prompt, answer format and rewards
 # Gemma's chat turn with the system prompt before the question. Each reward function takes the prompts, the
 # completions and the data's columns (here `answer`) and returns one number a completion; GRPO adds them up.
-# A format reward alone is soon gamed (tags around nothing): the answer rewards carry the task. Edit freely:
+# A format reward alone is soon gamed (tags around nothing): the answer rewards carry the task. Tunix's loss
+# never sees the end token (a completion stops before it): an empty answer costs nothing, and from random weights
+# the end token can climb until greedy answers are empty; `not_empty` scores them below any other. Edit freely:
 # each function is called once below on hand-made answers, and a function that raises or returns the wrong
 # count stops the run naming itself and the prompt.
 
@@ -121,8 +123,16 @@ def format_exact(prompts, completions, **columns):
     return [1.0 if FORMAT.match(c) else 0.0 for c in completions]
 
 
-def format_partial(prompts, completions, **columns):  # each tag once: a quarter point
-    return [sum(0.25 for tag in ("<reasoning>", "</reasoning>", "<answer>", "</answer>") if c.count(tag) == 1) for c in completions]  # fmt: skip
+PARTS = [re.compile(p, re.DOTALL) for p in (r"\s*<reasoning>", r"[^<]+</reasoning>", r"\s*<answer>", r"[^<]+</answer>", r"\s*$")]
+
+
+def format_partial(prompts, completions, **columns):  # the format's parts in order, a fifth of a point each
+    def parts(c, n=0, at=0):
+        while n < len(PARTS) and (found := PARTS[n].match(c, at)):
+            n, at = n + 1, found.end()
+        return n / len(PARTS)
+
+    return [parts(c) for c in completions]
 
 
 def answer_exact(prompts, completions, answer, **columns):
@@ -140,7 +150,11 @@ def number_close(prompts, completions, answer, **columns):  # within 10%: half a
     return [0.5 if g is not None and t is not None and abs(g - t) <= 0.1 * abs(t) else 0.0 for g, t in found]
 
 
-REWARDS = [format_exact, format_partial, answer_exact, number_close]
+def not_empty(prompts, completions, **columns):  # the end token first: below any answer (see the next cell)
+    return [0.0 if c.strip() else -1.0 for c in completions]
+
+
+REWARDS = [format_exact, format_partial, answer_exact, number_close, not_empty]
 ideal = [f"<reasoning>...</reasoning><answer>{answers[i]}</answer>" for i in train_rows[:4]]
 for name, values in rl.check_rewards(REWARDS, [chat_prompt(pairs.prompts[i]) for i in train_rows[:4]], ideal, answer=[answers[i] for i in train_rows[:4]]).items():  # fmt: skip
     print(f"{name} on correct answers: {values}")
@@ -251,7 +265,8 @@ print(f"{sum(x.size for x in jax.tree.leaves(nnx.state(reference, nnx.Param))):,
 # %% [markdown]
 # ## Evaluate (before)
 # Greedy answers to the held-out questions: answer accuracy (exactly the reference), the share in the format, the
-# mean completion length in tokens, and a few completions.
+# mean share of the format's parts written in order, the share of empty answers (a warning when any), the mean
+# completion length in tokens, and a few completions.
 
 # %% tags=["nbval-ignore-output"]
 from tunix.generate import sampler as sampler_lib
@@ -265,13 +280,15 @@ def evaluate(model, rows, show=0):
     with jax.set_mesh(mesh):
         out = sampler(prompts, max_generation_steps=MAX_NEW_TOKENS, max_prompt_length=MAX_PROMPT_LENGTH, temperature=0.0, eos_tokens=EOS)  # fmt: skip
     texts = [t.split("<end_of_turn>")[0] for t in out.text]
-    lengths = [len(t) for t in out.tokens]  # the tokens written, up to and with the first end token
+    lengths = [len(t) for t in out.tokens]  # the tokens written before the first end token
     truth = [answers[i] for i in rows]
     for i, text in zip(rows[:show], texts):
         print(f"  {pairs.prompts[i]!r} -> {text!r} (answer {answers[i]!r})")
+    if not all(lengths):
+        print(f"WARNING: {lengths.count(0)} of {len(lengths)} greedy completions are empty (an end token first): the scores below are of nothing. Keep not_empty among the rewards, lower LEARNING_RATE, or start from a model that answers (SFT).")  # fmt: skip
     return {"accuracy": float(np.mean([answer_of(t) == a for t, a in zip(texts, truth)])),
-            "format_share": float(np.mean(format_exact(prompts, texts))),
-            "mean_length": float(np.mean(lengths)), "completions": texts}  # fmt: skip
+            "format_share": float(np.mean(format_exact(prompts, texts))), "format_parts": float(np.mean(format_partial(prompts, texts))),
+            "empty_share": lengths.count(0) / len(lengths), "mean_length": float(np.mean(lengths)), "completions": texts}  # fmt: skip
 
 
 before = evaluate(actor, held_out_rows, show=3)
@@ -369,8 +386,9 @@ reward_change = {n.split("/")[1]: [float(np.mean([h[n] for h in part if n in h])
 print("rewards, first fifth of the steps -> last fifth:", {k: f"{a:.2f} -> {b:.2f}" for k, (a, b) in reward_change.items()})
 
 # %%
-if not model_folder:  # from random weights in the smoke's 120 steps: the tags first
+if not model_folder:  # from random weights in the smoke's 120 steps: the tags first, in the rollouts and greedy
     print(f"learning the format (the partial format reward up by 0.1 or more): {reward_change['format_partial'][1] - reward_change['format_partial'][0] >= 0.1}")  # fmt: skip
+    print(f"greedy answers after GRPO: more of the format's parts than before, none empty: {after['format_parts'] > before['format_parts'] and not after['empty_share']}")  # fmt: skip
 
 # %% [markdown]
 # ## Save
