@@ -3,7 +3,8 @@ advantage and KL term against cases worked by hand, the notebook's reward functi
 loss computed from the completion's tokens only, and the bad inputs that stop a run before anything loads; in one
 fresh process on 8 simulated JAX devices, the notebook's own cells on the tiny Gemma 3: the same first-step loss on
 two meshes, a run resumed at its checkpoint with the same batches, the saved model loaded back by Tunix's Gemma
-code giving the same greedy completions; and notebook 10 -> 11 (SFT, then GRPO) on the generated sample."""
+code giving the same greedy completions; and notebook 10 -> 11 (SFT, then GRPO with LoRA) on the generated sample,
+its LoRA-merged model loaded back the same way."""
 
 from __future__ import annotations
 
@@ -306,7 +307,7 @@ def test_the_saved_model_loads_with_tunix_and_gives_the_same_greedy_completions(
 
 
 CHAIN = r"""
-import csv, json, subprocess, sys, jupytext
+import csv, json, subprocess, sys, jupytext, numpy as np
 from nbkit.llm import rl
 out = sys.argv[1]
 code = [c.source.replace("plt.show()", "") for c in jupytext.read("notebooks/11_grpo_reasoning.py").cells if c.cell_type == "code"]
@@ -329,7 +330,16 @@ ns.update(MODEL=f"{out}/sft/transformers", DATA_ROOT=str(folder / "questions.csv
           TEMPERATURE=0.4, MAX_STEPS=40, SIMULATE_DEVICES=8, OUTPUT_DIR=f"{out}/grpo")
 for source in code[1:]:
     exec(source, ns)
-print("RESULT " + json.dumps({"rewards": ns["reward_change"], "before": ns["before"]["accuracy"], "files": sorted(p.name for p in ns["outputs"].folder.iterdir())}))
+# The LoRA-merged save loaded by Tunix's Gemma code: the trained model's greedy completions; lora.safetensors: the
+# trained LoRA weights alone.
+from safetensors.numpy import load_file
+from tunix.models.gemma3 import params_safetensors
+folder = ns["outputs"].folder
+merged = params_safetensors.create_model_from_safe_tensors(str(folder / "model"), ns["config"], ns["mesh"], dtype=ns["DTYPE"])
+lora, trained = load_file(str(folder / "lora.safetensors")), ns["weights"](ns["actor"], ns["nnx"].LoRAParam)
+print("RESULT " + json.dumps({"rewards": ns["reward_change"], "before": ns["before"]["accuracy"], "files": sorted(p.name for p in folder.iterdir()),
+      "completions": [ns["before"]["completions"], ns["after"]["completions"], ns["evaluate"](merged, ns["held_out_rows"])["completions"]],
+      "lora": [len(trained), sorted(lora) == sorted(trained) and all(np.array_equal(lora[k], v) for k, v in trained.items())]}))
 """
 
 
@@ -344,3 +354,6 @@ def test_sft_by_notebook_10_then_grpo_by_notebook_11_raises_the_answer_reward(tm
     first, last = found["rewards"]["answer_exact"]
     assert last > first, found["rewards"]
     assert {"model", "lora.safetensors", "metrics.json", "training.png", "checkpoints"} <= set(found["files"])
+    before, after, merged = found["completions"]
+    assert after != before and merged == after  # the LoRA was merged into the saved weights
+    assert found["lora"][0] > 0 and found["lora"][1], found["lora"]  # the same names and values as trained
