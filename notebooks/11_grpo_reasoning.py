@@ -384,6 +384,8 @@ plt.show()
 first, last = history[: max(1, len(history) // 5)], history[-max(1, len(history) // 5) :]
 reward_change = {n.split("/")[1]: [float(np.mean([h[n] for h in part if n in h])) for part in (first, last)] for n in names}
 print("rewards, first fifth of the steps -> last fifth:", {k: f"{a:.2f} -> {b:.2f}" for k, (a, b) in reward_change.items()})
+if sum(b - a for a, b in reward_change.values()) <= 0:  # GRPO learns only where a group's answers score apart
+    print("WARNING: the rewards did not rise: few answers earned any. Start from a model that writes the format (SFT, notebook 10), raise TEMPERATURE or MAX_STEPS, or add a reward that some answers already earn.")  # fmt: skip
 
 # %%
 if not model_folder:  # from random weights in the smoke's 120 steps: the tags first, in the rollouts and greedy
