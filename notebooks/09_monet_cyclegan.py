@@ -340,7 +340,6 @@ import time
 
 import matplotlib.pyplot as plt
 
-from nbkit import plots
 from nbkit.handoff import resume
 
 settings = {
@@ -390,7 +389,12 @@ if run.epochs_done < EPOCHS:
         verbose=2,
     )
 print(f"epochs done: {run.epochs_done}; Adam steps: " + ", ".join(f"{n} {int(a.iterations)}" for n, a in model.adams.items()))
-figure = plots.training_curves(run.history, path=outputs.staging / "losses.png")
+figure, axes = plt.subplots(1, len(run.history), figsize=(4 * len(run.history), 3.5), squeeze=False)
+for axis, (name, losses) in zip(axes.flat, run.history.items()):
+    axis.plot(range(1, len(losses) + 1), losses, marker="o")  # markers: one epoch is a point
+    axis.set(title=name, xlabel="epoch")
+figure.tight_layout()
+figure.savefig(outputs.staging / "losses.png", dpi=90)
 
 # %% [markdown]
 # ## Paint and score

@@ -102,6 +102,13 @@ BAD_DATA_CASES = [
 ]
 
 
+# The notebooks that keep JAX's compiled programs in COMPILE_CACHE ("auto": OUTPUT_DIR/compile-cache). Their runs
+# here share the one cache tools/matrix.py gives every process instead (each fold, rerun and edit of 02 and 05 on
+# the same shapes loads what the first compiled), unless a test names COMPILE_CACHE: those testing the cache do.
+KEEPS_A_COMPILE_CACHE = ("02_flowers_classifier.ipynb", "05_train_on_tpu.ipynb", "08_text_classifier.ipynb")
+SHARED_CACHE = "JAX_COMPILATION_CACHE_DIR"
+
+
 def execute(tmp_path: Path, notebook: str | Path, output: str = "out.ipynb", **params: object) -> Path:
     """Run a notebook (a name in notebooks/, or a path) with papermill into tmp_path/output, with tmp_path/work as its working folder
     (NBKIT_WORKING_DIR: the generated sample, default outputs), from the repository root.
@@ -109,6 +116,8 @@ def execute(tmp_path: Path, notebook: str | Path, output: str = "out.ipynb", **p
     that dies fails the test)."""
     output_path = tmp_path / output
     kernel_env = {"PYTHONFAULTHANDLER": "1", "NBKIT_WORKING_DIR": str(tmp_path / "work")}
+    if notebook in KEEPS_A_COMPILE_CACHE and "COMPILE_CACHE" not in params and os.environ.get(SHARED_CACHE):
+        params["COMPILE_CACHE"] = os.environ[SHARED_CACHE]  # "a folder several runs share" (its comment)
     with mock.patch.dict(os.environ, kernel_env):  # the kernel inherits this process's environment
         papermill.execute_notebook(
             str(REPO / "notebooks" / notebook),

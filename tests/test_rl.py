@@ -63,10 +63,8 @@ def test_each_reward_function_on_hand_made_completions(task):
     assert rewards["format_exact"] == [1, 1, 0, 0, 0, 0]
     assert rewards["format_partial"] == [1, 1, 0.8, 0, 0.2, 0]  # the parts in order; the fifth: nothing after
     assert task["format_partial"](["p"] * 2, ["</answer><answer></reasoning><reasoning>", "<reasoning>x"], answer=["2"] * 2) == [0, 0.2]  # fmt: skip
-    assert rewards["not_empty"] == [0] * 6 and task["not_empty"](["p"] * 2, ["", " \n"]) == [
-        -1,
-        -1,
-    ]  # an end token first
+    assert rewards["not_empty"] == [0] * 6
+    assert task["not_empty"](["p"] * 2, ["", " \n"]) == [-1, -1]  # an end token first
     assert rewards["answer_exact"] == [2, 0, 2, 2, 0, 0]
     assert rewards["number_close"] == [0.5, 0, 0.5, 0.5, 0, 0]  # 3 is 50% off 2
     assert task["number_close"](["p"], ["<answer>101</answer>"], answer=["100"]) == [0.5]  # within 10%

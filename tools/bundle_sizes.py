@@ -22,13 +22,13 @@ from nbkit.publish import bundle
 
 REPO = Path(__file__).resolve().parents[1]
 # notebook stem prefix -> (most code lines, most non-blank lines beyond its own); None: no ceiling. Issue 52 asked
-# for 02 under 2,450 and 05 under 2,950 lines beyond their own, 09 at most 1,500 code lines: those three are held
-# where the rooms left them (docs/architecture.md says what they carry and why) until their plumbing shrinks.
+# for 02 under 2,450 and 05 under 2,950 lines beyond their own: those two are held where the rooms left them
+# (docs/architecture.md says what they carry and why) until their plumbing shrinks.
 CEILINGS = {
     "01": (700, None),
     "02": (None, 2575),
     "05": (None, 2989),
-    "09": (1554, None),
+    "09": (1500, None),
     "10": (1500, None),
     "11": (1500, None),
 }

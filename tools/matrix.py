@@ -94,9 +94,11 @@ def run(name: str, jax_cache: str) -> tuple[str, int, int, float]:
     versions = subprocess.run([python, "-c", VERSIONS], capture_output=True, text=True, check=True).stdout.strip()
     report = Path(tempfile.mkdtemp(prefix=f"nbkit-{name}-")) / "junit.xml"
     env = {**os.environ, **extra, "NBKIT_WORKING_DIR": tempfile.mkdtemp(prefix=f"nbkit-{name}-work-")}
-    # One JAX compilation cache for the processes of a virtual environment, as ccache for a build: a notebook run
-    # again by another test (nbval's run, a test's) loads its programs instead of compiling them. A notebook's own
-    # COMPILE_CACHE, set before anything compiles, takes its place there; a fresh folder each time.
+    # One JAX compilation cache for every process of the run, as ccache for a build: a notebook run again by another
+    # test or environment (nbval's run, a test's, Kaggle's bundled run on the same jaxlib) loads its programs instead
+    # of compiling them. JAX keys an entry by the program, jaxlib's version, the XLA flags and the devices, so
+    # environments with another JAX never load each other's. A notebook's own COMPILE_CACHE, set before anything
+    # compiles, takes its place there; a fresh folder each time.
     env["JAX_COMPILATION_CACHE_DIR"] = jax_cache
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # Keras' ~200 small programs to build a model too
     log = LOGS / f"{name}.log"
@@ -123,10 +125,9 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     LOGS.mkdir(parents=True, exist_ok=True)
     longest_first = sorted(args.names, key=lambda n: -MINUTES[n])
-    venvs = {ENVIRONMENTS[name][0] for name in args.names}
-    jax_caches = {venv: tempfile.mkdtemp(prefix=f"nbkit-jax-cache-{venv.strip('.')}-") for venv in venvs}
+    jax_cache = tempfile.mkdtemp(prefix="nbkit-jax-cache-")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {name: pool.submit(run, name, jax_caches[ENVIRONMENTS[name][0]]) for name in longest_first}
+        futures = {name: pool.submit(run, name, jax_cache) for name in longest_first}
     results = {name: futures[name].result() for name in args.names}
     print("\n| environment | versions | tests | failed | minutes |\n|---|---|---|---|---|")
     for name, (versions, tests, failed, seconds) in results.items():
