@@ -239,5 +239,5 @@ def test_11_grpo_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_me
     assert "nbkit 0.2.0 from this notebook's bundle: " in said and "mesh 2 (fsdp) x 4 (tp)" in said
     assert "48 question/answer pairs" in said and "a tiny Gemma 3 from scratch" in said and "steps 0 -> 3" in said
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["mesh"] == [2, 4] and metrics["steps"] == 3 and set(metrics["after"]) == {"accuracy", "format_share", "mean_length"}  # fmt: skip
+    assert metrics["mesh"] == [2, 4] and metrics["steps"] == 3 and set(metrics["after"]) == {"accuracy", "format_share", "format_parts", "empty_share", "mean_length"}  # fmt: skip
     assert {p.name for p in (out / "model").iterdir()} == {"model.safetensors", "config.json", "tokenizer.model"}
