@@ -19,7 +19,7 @@
 # which Kaggle's TPU image ships) runs the rollouts, the reference model and the updates, sharded over the chips.
 #
 # On Kaggle: attach Gemma 3 1B for Tunix (`google/gemma-3/transformers/gemma-3-1b-it`, after accepting Gemma's
-# license) or the model notebook 10 fine-tuned and exported (`EXPORT_TRANSFORMERS=True`): SFT first, then GRPO.
+# license), Gemma 2 2B (`google/gemma-2/transformers/gemma-2-2b-it`), or the model notebook 10 fine-tuned and exported (`EXPORT_TRANSFORMERS=True`): SFT first, then GRPO.
 # Attach GSM8K (or your own question/answer CSV or JSONL), pick a TPU v5e-8. On a CPU with no model the same code
 # trains a tiny Gemma 3 from scratch on a generated sample (count the words): it proves the pipeline.
 #
@@ -30,7 +30,7 @@
 # `papermill notebooks/11_grpo_reasoning.ipynb out/11.ipynb -p MESH 2x4 -p MAX_STEPS 60`
 
 # %% tags=["parameters"]
-MODEL: str = "auto"  # a folder of Hugging Face Gemma 3 safetensors (notebook 10's transformers/, or Gemma 3 1B for Tunix attached), a Kaggle Models handle of one (kagglehub), "tiny" (a tiny Gemma 3 from scratch); "auto": tiny on a CPU, else Gemma 3 1B
+MODEL: str = "auto"  # a folder of Hugging Face Gemma 3 or Gemma 2 safetensors (notebook 10's transformers/, or Gemma 3 1B / Gemma 2 2B for Tunix attached), a Kaggle Models handle of one (kagglehub), "tiny" (a tiny Gemma 3 from scratch); "auto": tiny on a CPU, else Gemma 3 1B
 DATA_ROOT: str = "auto"  # a CSV or JSONL file of questions and answers, or a folder of them; "auto": GSM8K where attached, else the generated sample
 QUESTION_COLUMN: str = "question"  # the column (CSV) or key (JSONL) of the questions
 ANSWER_COLUMN: str = "answer"  # the column or key of the reference answers (GSM8K's: the number after "####" is used)
@@ -161,7 +161,7 @@ for name, values in rl.check_rewards(REWARDS, [chat_prompt(pairs.prompts[i]) for
 
 # %% [markdown]
 # ## Model, mesh and memory plan
-# A Gemma 3 folder's `config.json` says how large the model is before any weight is read. Tunix shards the
+# A Gemma folder's `config.json` says how large the model is before any weight is read. Tunix shards the
 # vocabulary, the heads and the feed-forward width over `tp` and the width and the batch over `fsdp`: a mesh that
 # does not divide them is refused here. The plan adds up each chip's bytes: the actor, what trains and AdamW's
 # state, the reference model (the same weights under LoRA), the rollouts' KV cache and the step's activations.
@@ -174,6 +174,7 @@ model_folder, model_reason = None, f"MODEL={MODEL!r}"
 if MODEL not in ("tiny", "auto") or (MODEL == "auto" and not SMOKE):
     model_folder, model_reason = gemma.find_model("google/gemma-3/transformers/gemma-3-1b-it" if MODEL == "auto" else MODEL)
 sizes = gemma.gemma_config(model_folder) if model_folder else dict(TINY)
+FAMILY = sizes.pop("family", "gemma3")  # Tunix's tunix.models.gemma3, or tunix.models.gemma for Gemma 2
 defaults = {"LEARNING_RATE": 3e-6 if model_folder else 3e-3, "MAX_STEPS": 500 if model_folder else 120}
 chosen = [f"{n}=0: {v:g}" for n, v in defaults.items() if not globals()[n]]
 LEARNING_RATE, MAX_STEPS = LEARNING_RATE or defaults["LEARNING_RATE"], MAX_STEPS or defaults["MAX_STEPS"]
@@ -234,18 +235,24 @@ print(f"vocabulary of {tokenizer.get_piece_size()} pieces; prompts of {min(promp
 import jax.numpy as jnp
 import qwix
 from flax import nnx
+from tunix.models.gemma import model as gemma2
+from tunix.models.gemma import params_safetensors as gemma2_safetensors
 from tunix.models.gemma3 import model as gemma3
 from tunix.models.gemma3 import params_safetensors
 from tunix.rl import reshard
 
 DTYPE = jnp.bfloat16 if acc.kind == "tpu" else jnp.float32
 mesh = jax.make_mesh((FSDP, TP), ("fsdp", "tp"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
-config = gemma3.ModelConfig(**sizes, param_dtype=DTYPE)
+if FAMILY == "gemma2":  # Tunix's Gemma 2 config has no param_dtype: the loader casts to DTYPE
+    config = gemma2.ModelConfig(**{**sizes, "attention_types": [gemma2.AttentionType[t] for t in sizes["attention_types"]]})
+    loader = gemma2_safetensors
+else:
+    config, loader = gemma3.ModelConfig(**sizes, param_dtype=DTYPE), params_safetensors
 
 
 def build_model():
     if model_folder:
-        return params_safetensors.create_model_from_safe_tensors(model_folder, config, mesh, dtype=DTYPE)
+        return loader.create_model_from_safe_tensors(model_folder, config, mesh, dtype=DTYPE)
     with jax.set_mesh(mesh):
         return reshard.reshard_model_to_mesh(gemma3.Gemma3(config, rngs=nnx.Rngs(params=SEED)), mesh)
 
@@ -403,14 +410,16 @@ def weights(model, kind=nnx.Param):
     return {".".join(map(str, p)): np.asarray(v.get_value() if hasattr(v, "get_value") else v) for p, v in nnx.to_flat_state(nnx.state(model, kind))}  # fmt: skip
 
 
-if LORA_RANK:  # Tunix's own merge of the LoRA weights into the base's safetensors; the LoRA weights alone beside
-    from safetensors.numpy import save_file
+if LORA_RANK and FAMILY == "gemma3":  # Tunix's own merge of the LoRA weights into the base's safetensors
     from tunix.models.gemma3 import params as gemma3_params
 
     gemma3_params.save_lora_merged_model_as_safetensors(model_folder, str(outputs.staging / "model"), actor, LORA_RANK, float(LORA_RANK))  # fmt: skip
+else:  # every weight, any LoRA merged in (alpha / rank = 1): Tunix has no Gemma 2 LoRA merge
+    gemma.save_gemma(FAMILY, weights(actor), sizes, tokenizer.serialized_model_proto(), outputs.staging / "model")
+if LORA_RANK:  # the LoRA weights alone beside
+    from safetensors.numpy import save_file
+
     save_file(weights(actor, nnx.LoRAParam), str(outputs.staging / "lora.safetensors"))
-else:
-    gemma.save_gemma3(weights(actor), sizes, tokenizer.serialized_model_proto(), outputs.staging / "model")
 atomic.write_json(
     {"model": str(model_folder or "tiny"), "model_reason": model_reason, "tokenizer": f"{model_folder}/tokenizer.model" if model_folder else "learned from the data (SentencePiece BPE)",
      "data": source, "steps": steps, "resumed_at": resumed_at, "seconds": seconds, "mesh": [FSDP, TP],

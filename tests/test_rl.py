@@ -271,15 +271,19 @@ print("RESULT " + json.dumps(found))
 """
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("rl")
+def run_fresh(script: str, out) -> dict:
+    """`script` run in a fresh Python with `out` as its argument: the JSON it printed after "RESULT "."""
     run = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(out)], cwd=REPO, env=clean_env(NBKIT_WORKING_DIR=str(out / "work"), MPLBACKEND="Agg"),
+        [sys.executable, "-c", script, str(out)], cwd=REPO, env=clean_env(NBKIT_WORKING_DIR=str(out / "work"), MPLBACKEND="Agg"),
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     return json.loads(run.stdout.split("RESULT ", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return run_fresh(SCRIPT, tmp_path_factory.mktemp("rl"))
 
 
 def test_the_same_batch_gives_the_same_first_loss_on_every_mesh(runs):
@@ -342,12 +346,7 @@ print("RESULT " + json.dumps({"rewards": ns["reward_change"], "before": ns["befo
 
 
 def test_sft_by_notebook_10_then_grpo_by_notebook_11_raises_the_answer_reward(tmp_path):
-    run = subprocess.run(
-        [sys.executable, "-c", CHAIN, str(tmp_path)], cwd=REPO, env=clean_env(NBKIT_WORKING_DIR=str(tmp_path / "work"), MPLBACKEND="Agg"),
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
-    found = json.loads(run.stdout.split("RESULT ", 1)[1])
+    found = run_fresh(CHAIN, tmp_path)
     assert found["before"] > 0.2  # 10's SFT reached 11 through the export: it answers in the format, some right
     first, last = found["rewards"]["answer_exact"]
     assert last > first, found["rewards"]
@@ -355,3 +354,104 @@ def test_sft_by_notebook_10_then_grpo_by_notebook_11_raises_the_answer_reward(tm
     before, after, merged = found["completions"]
     assert after != before and merged == after  # the LoRA was merged into the saved weights
     assert found["lora"][0] > 0 and found["lora"][1], found["lora"]  # the same names and values as trained
+
+
+# ---- Gemma 2 (Tunix's tunix.models.gemma) from a folder of Hugging Face safetensors ----
+
+GEMMA2 = dict(num_layers=2, embed_dim=64, hidden_dim=128, num_heads=8, head_dim=8, num_kv_heads=4)
+
+
+def write_gemma2(folder, vocab: int, tokenizer_proto: bytes, seed: int = 0, **config) -> None:
+    """A tiny Gemma 2 as Hugging Face writes one (Gemma2ForCausalLM's key names, those Tunix's gemma
+    params_safetensors maps), random weights."""
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    L, D, F, N, K, H = (GEMMA2[k] for k in ("num_layers", "embed_dim", "hidden_dim", "num_heads", "num_kv_heads", "head_dim"))  # fmt: skip
+
+    def r(*shape):
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+    weights = {"model.embed_tokens.weight": r(vocab, D), "model.norm.weight": r(D)}
+    for i in range(L):
+        at = f"model.layers.{i}."
+        weights.update({f"{at}self_attn.q_proj.weight": r(N * H, D), f"{at}self_attn.k_proj.weight": r(K * H, D),
+                        f"{at}self_attn.v_proj.weight": r(K * H, D), f"{at}self_attn.o_proj.weight": r(D, N * H),
+                        f"{at}mlp.gate_proj.weight": r(F, D), f"{at}mlp.up_proj.weight": r(F, D), f"{at}mlp.down_proj.weight": r(D, F)})  # fmt: skip
+        weights.update({f"{at}{n}.weight": r(D) for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")})  # fmt: skip
+    save_file(weights, str(folder / "model.safetensors"))
+    (folder / "tokenizer.model").write_bytes(tokenizer_proto)
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": vocab, "hidden_size": D,
+        "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": N, "num_key_value_heads": K, "head_dim": H,
+        "sliding_window": 16, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "query_pre_attn_scalar": H,
+        "rope_theta": 10000.0, "hidden_activation": "gelu_pytorch_tanh", **config,
+    }))  # fmt: skip
+
+
+def test_a_gemma_2_config_gives_tunix_gemma_sizes_and_other_models_are_refused(tmp_path):
+    write_gemma2(tmp_path / "g2", 64, b"not read here")
+    sizes = gemma.gemma_config(tmp_path / "g2")
+    assert sizes == {
+        "family": "gemma2", "num_layers": 2, "num_embed": 64, "embed_dim": 64, "hidden_dim": 128, "num_heads": 8,
+        "head_dim": 8, "num_kv_heads": 4, "sliding_window_size": 16, "final_logit_softcap": 30.0,
+        "attn_logits_soft_cap": 50.0, "use_post_attn_norm": True, "use_post_ffw_norm": True,
+        "attention_types": ["LOCAL_SLIDING", "GLOBAL"],
+    }  # fmt: skip
+    assert gemma.pick_mesh(sizes, 8, 16, "auto") == (2, 4)  # kv heads 4 over tp 4
+    assert gemma.memory_plan(sizes, 8, 8, 16, 64).parameters > 0
+    write_gemma2(tmp_path / "g2", 64, b"", layer_types=["full_attention", "sliding_attention"])
+    assert gemma.gemma_config(tmp_path / "g2")["attention_types"] == ["GLOBAL", "LOCAL_SLIDING"]
+    write_gemma2(tmp_path / "g2", 64, b"", query_pre_attn_scalar=144)  # Gemma 2 27B's: not head_dim
+    with pytest.raises(ParameterError, match=r"query_pre_attn_scalar 144 \(Tunix's Gemma 2 has 8\)"):
+        gemma.gemma_config(tmp_path / "g2")
+    write_gemma2(tmp_path / "g2", 64, b"", model_type="llama")
+    with pytest.raises(ParameterError, match=r"model_type 'llama': notebook 11 trains Gemma 3 .* or Gemma 2 \(gemma2"):
+        gemma.gemma_config(tmp_path / "g2")
+
+
+GEMMA2_RUN = r"""
+import json, sys, jupytext, numpy as np
+from pathlib import Path
+sys.path.insert(0, "tests")
+from test_rl import write_gemma2
+out = Path(sys.argv[1])
+code = [c.source.replace("plt.show()", "") for c in jupytext.read("notebooks/11_grpo_reasoning.py").cells if c.cell_type == "code"]
+
+
+def run(upto=None, **overrides):
+    ns = {"__annotations__": {}}
+    exec(code[0], ns)
+    ns.update(SIMULATE_DEVICES=8, MESH="2x4", **overrides)
+    for source in code[1:upto]:
+        exec(source, ns)
+    return ns
+
+
+# The tiny path's tokenizer (learned from the sample, the tags whole), in a Gemma 2 folder of random weights.
+tiny = run(upto=6, MODEL="tiny", OUTPUT_DIR=str(out / "tiny"))
+write_gemma2(out / "gemma2", tiny["sizes"]["num_embed"], tiny["tokenizer"].serialized_model_proto())
+ns = run(MODEL=str(out / "gemma2"), LORA_RANK=8, MAX_STEPS=2, LEARNING_RATE=1e-2, OUTPUT_DIR=str(out / "grpo"))
+from safetensors.numpy import load_file
+from tunix.models.gemma import params_safetensors
+saved = out / "grpo" / "model"
+loaded = params_safetensors.create_model_from_safe_tensors(str(saved), ns["config"], ns["mesh"], dtype=ns["DTYPE"])
+base, merged = load_file(str(out / "gemma2" / "model.safetensors")), load_file(str(saved / "model.safetensors"))
+print("RESULT " + json.dumps({"family": ns["FAMILY"], "steps": ns["steps"], "config": type(ns["config"]).__module__,
+      "completions": [ns["after"]["completions"], ns["evaluate"](loaded, ns["held_out_rows"])["completions"]],
+      "changed": sorted(k.split(".", 3)[-1] for k in base if not np.array_equal(base[k], merged[k])), "keys": sorted(base) == sorted(merged),
+      "saved_config": json.loads((saved / "config.json").read_text()), "files": sorted(p.name for p in (out / "grpo").iterdir())}))
+"""
+
+
+def test_a_gemma_2_folder_trains_with_lora_and_its_merged_save_loads_back_with_tunix(tmp_path):
+    found = run_fresh(GEMMA2_RUN, tmp_path)
+    assert found["family"] == "gemma2" and found["config"] == "tunix.models.gemma.model" and found["steps"] == 2
+    trained, loaded = found["completions"]
+    assert trained == loaded and len(trained) == 16  # the merged save is the trained model
+    assert found["keys"]  # Hugging Face's Gemma 2 names, as given
+    lora = {f"{p}.weight" for p in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}  # fmt: skip
+    assert set(found["changed"]) == lora, found["changed"]  # LoRA merged into those, the norms and embedding as given
+    assert found["saved_config"]["model_type"] == "gemma2" and found["saved_config"]["layer_types"] == ["sliding_attention", "full_attention"]  # fmt: skip
+    assert {"model", "lora.safetensors", "metrics.json"} <= set(found["files"])

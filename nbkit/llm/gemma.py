@@ -1,4 +1,4 @@
-"""The Gemma 3 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached or
+"""The Gemma 3 or Gemma 2 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached or
 fetched), its Hugging Face config.json read and checked (no weights read), the mesh checked against how Tunix shards
 a Gemma, the memory plan of a GRPO run, and the trained model written back as Hugging Face safetensors. No Tunix or
 JAX import: the notebook builds, trains and saves."""
@@ -17,15 +17,16 @@ import numpy as np
 from nbkit import atomic
 from nbkit import env as nbenv
 from nbkit.accel.accelerator import CHIP_GIB  # noqa: F401 (notebook 11 reads it here)
-from nbkit.errors import ParameterError
+from nbkit.errors import ParameterError, RunError
 
 # ---- the model's sizes, the mesh and the memory plan ----
 
 
 def gemma_config(folder: str | Path) -> dict[str, Any]:
-    """The sizes Tunix's Gemma code needs, from a Hugging Face folder's config.json (no weights read); the
-    folder is checked: config.json, tokenizer.model and *.safetensors there, and (Gemma 3) each layer's
-    post-attention and post-feed-forward norms, which Tunix's Gemma 3 always has."""
+    """The sizes Tunix's Gemma code needs, from a Hugging Face folder's config.json (no weights read), with
+    "family": "gemma3" (tunix.models.gemma3's ModelConfig) or "gemma2" (tunix.models.gemma's; "attention_types"
+    as its AttentionType names). The folder is checked: config.json, tokenizer.model and *.safetensors there,
+    and each layer's post-attention and post-feed-forward norms, which Tunix's Gemma 3 and Gemma 2 have."""
     folder = Path(folder)
     missing = [n for n in ("config.json", "tokenizer.model") if not (folder / n).is_file()]
     files = sorted(folder.glob("*.safetensors"))
@@ -36,23 +37,48 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
         )
     config = json.loads((folder / "config.json").read_text())
     config = config.get("text_config", config) if config.get("model_type") == "gemma3" else config
-    if config.get("model_type") not in ("gemma3_text", "gemma3"):
+    kind = config.get("model_type")
+    if kind not in ("gemma3_text", "gemma3", "gemma2"):
         raise ParameterError(
-            f"{folder}/config.json: model_type {config.get('model_type')!r}: this notebook trains Gemma 3 (Tunix's "
-            f"tunix.models.gemma3); Gemma 2 is tunix.models.gemma, not wired here yet."
+            f"{folder}/config.json: model_type {kind!r}: notebook 11 trains Gemma 3 (model_type gemma3_text or gemma3, "
+            f"Tunix's tunix.models.gemma3) or Gemma 2 (gemma2, tunix.models.gemma). Give such a folder."
         )
-    rope = config.get("rope_parameters") or {}
     sizes = {
         "num_layers": config["num_hidden_layers"], "num_embed": config["vocab_size"],
         "embed_dim": config["hidden_size"], "hidden_dim": config["intermediate_size"],
         "num_heads": config["num_attention_heads"], "head_dim": config["head_dim"],
         "num_kv_heads": config["num_key_value_heads"], "sliding_window_size": config.get("sliding_window"),
-        "local_base_frequency": int(config.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta", 10_000)),  # fmt: skip
-        "global_base_frequency": int(rope.get("full_attention", {}).get("rope_theta") or config.get("rope_theta", 10_000)),  # fmt: skip
-        "global_scale_factor": float((config.get("rope_scaling") or rope.get("full_attention") or {}).get("factor", 1.0)),  # fmt: skip
     }  # fmt: skip
+    if kind == "gemma2":
+        sizes = {"family": "gemma2", **sizes, **_gemma2_sizes(config, folder)}
+    else:
+        rope = config.get("rope_parameters") or {}
+        sizes.update({
+            "family": "gemma3",
+            "local_base_frequency": int(config.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta", 10_000)),
+            "global_base_frequency": int(rope.get("full_attention", {}).get("rope_theta") or config.get("rope_theta", 10_000)),
+            "global_scale_factor": float((config.get("rope_scaling") or rope.get("full_attention") or {}).get("factor", 1.0)),
+        })  # fmt: skip
     _check_post_norms(files)
     return sizes
+
+
+def _gemma2_sizes(config: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """What tunix.models.gemma's ModelConfig adds for Gemma 2; what it cannot express is refused: it scales
+    queries by head_dim ** -0.5 (Gemma 2 2B's and 9B's query_pre_attn_scalar, not 27B's), RoPE base 10,000."""
+    head, rope = config["head_dim"], (config.get("rope_parameters") or {}).get("rope_theta", config.get("rope_theta", 10_000))  # fmt: skip
+    wrong = [f"{name} {value!r} (Tunix's Gemma 2 has {want})" for name, value, want in (
+        ("query_pre_attn_scalar", config.get("query_pre_attn_scalar", head), head), ("rope_theta", rope, 10_000),
+        ("hidden_activation", config.get("hidden_activation") or config.get("hidden_act", "gelu_pytorch_tanh"), "gelu_pytorch_tanh"),
+    ) if value != want]  # fmt: skip
+    if wrong:
+        raise ParameterError(f"{folder}/config.json: {'; '.join(wrong)}: Tunix's Gemma 2 code would compute another model. Give Gemma 2 2B or 9B.")  # fmt: skip
+    types = config.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(config["num_hidden_layers"])]  # fmt: skip
+    return {
+        "final_logit_softcap": config.get("final_logit_softcapping"), "attn_logits_soft_cap": config.get("attn_logit_softcapping"),
+        "use_post_attn_norm": True, "use_post_ffw_norm": True,
+        "attention_types": ["LOCAL_SLIDING" if t == "sliding_attention" else "GLOBAL" for t in types],
+    }  # fmt: skip
 
 
 def _check_post_norms(files: Sequence[Path]) -> None:
@@ -65,7 +91,7 @@ def _check_post_norms(files: Sequence[Path]) -> None:
     lacking = [n for n in ("post_attention_layernorm", "post_feedforward_layernorm") if not any(n in k for k in keys)]
     if lacking:
         raise ParameterError(
-            f"{files[0].parent}: this Gemma 3 has no {' and no '.join(lacking)} weights, which Tunix's Gemma 3 needs "
+            f"{files[0].parent}: this Gemma has no {' and no '.join(lacking)} weights, which Tunix's Gemma 3 and 2 need "
             f"(a KerasHub Gemma3Backbone built without use_post_attention_norm / use_post_ffw_norm). Re-export it "
             f"with notebook 10 of this kit (its tiny Gemma 3 has them), or give a Gemma 3 checkpoint."
         )
@@ -191,14 +217,31 @@ def find_model(model: str, environment: Any = None) -> tuple[str, str]:
 
 # ---- the trained model, as Hugging Face safetensors ----
 
+# Gemma 2's post_attn_norm, Gemma 3's post_attention_norm and query/key norms
 _NORMS = {"pre_attention_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
-          "pre_ffw_norm": "pre_feedforward_layernorm", "post_ffw_norm": "post_feedforward_layernorm",
-          "attn._query_norm": "self_attn.q_norm", "attn._key_norm": "self_attn.k_norm"}  # fmt: skip
+          "post_attn_norm": "post_attention_layernorm", "pre_ffw_norm": "pre_feedforward_layernorm",
+          "post_ffw_norm": "post_feedforward_layernorm", "attn._query_norm": "self_attn.q_norm",
+          "attn._key_norm": "self_attn.k_norm"}  # fmt: skip
+
+
+def merge_lora(params: dict[str, Any], scale: float) -> dict[str, Any]:
+    """`params` with each qwix LoRA pair ("<weight>_lora_a", "<weight>_lora_b") added into its weight, times
+    `scale` (alpha / rank), and dropped. a holds the weight's contracted axes then the rank, b the rank then the
+    others (qwix's layout): Tunix's Gemma query and key/value einsums contract their second-last axis (the width)."""
+    merged = {n: w for n, w in params.items() if not n.endswith(("_lora_a", "_lora_b"))}
+    for name in [n[: -len("_lora_a")] for n in params if n.endswith("_lora_a")]:
+        weight = merged[name]
+        delta = np.tensordot(params[f"{name}_lora_a"], params[f"{name}_lora_b"], 1) * scale
+        delta = delta if delta.shape == weight.shape else np.moveaxis(delta, 0, -2)
+        if delta.shape != weight.shape:
+            raise RunError(f"LoRA of {name}: a x b is {delta.shape}, the weight {weight.shape}: not merged, not written.")  # fmt: skip
+        merged[name] = (weight + delta).astype(weight.dtype)
+    return merged
 
 
 def _hf_weights(params: dict[str, Any], sizes: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Tunix Gemma 3 parameters ("layers.0.attn.q_einsum.w" -> array) as Hugging Face's Gemma3ForCausalLM
-    names and layouts: the inverse of Tunix's `params_safetensors` mapping."""
+    """Tunix Gemma 3 or Gemma 2 parameters ("layers.0.attn.q_einsum.w" -> array) as Hugging Face's
+    Gemma3ForCausalLM / Gemma2ForCausalLM names and layouts: the inverse of Tunix's `params_safetensors` mappings."""
     embed, head = sizes["embed_dim"], sizes["head_dim"]
 
     def heads_out(w: np.ndarray) -> np.ndarray:  # (N, D, H) -> (N*H, D)
@@ -215,26 +258,42 @@ def _hf_weights(params: dict[str, Any], sizes: dict[str, Any]) -> dict[str, np.n
         out[f"{to}self_attn.o_proj.weight"] = np.ascontiguousarray(params[f"{at}attn.attn_vec_einsum.w"].reshape(-1, embed).T)  # fmt: skip
         for name in ("gate_proj", "up_proj", "down_proj"):
             out[f"{to}mlp.{name}.weight"] = np.ascontiguousarray(params[f"{at}mlp.{name}.kernel"].T)
-        out.update({f"{to}{hf}.weight": params[f"{at}{ours}.scale"] for ours, hf in _NORMS.items()})
+        out.update({f"{to}{hf}.weight": params[f"{at}{ours}.scale"] for ours, hf in _NORMS.items() if f"{at}{ours}.scale" in params})  # fmt: skip
     assert all(w.ndim == 2 for n, w in out.items() if "proj" in n) and head  # layouts as Hugging Face's
     return out
 
 
-def save_gemma3(params: dict[str, Any], sizes: dict[str, Any], tokenizer_proto: bytes, folder: str | Path) -> Path:
-    """`folder` (replaced whole) with model.safetensors, config.json (gemma3_text) and tokenizer.model: what
-    Tunix's `params_safetensors.create_model_from_safe_tensors` and Hugging Face's Gemma 3 read."""
+def save_gemma(
+    family: str, params: dict[str, Any], sizes: dict[str, Any], tokenizer_proto: bytes, folder: str | Path,
+    lora_scale: float = 1.0,
+) -> Path:  # fmt: skip
+    """`folder` (replaced whole) with model.safetensors (any LoRA merged in, times `lora_scale`), config.json
+    (gemma3_text or gemma2) and tokenizer.model: what Tunix's gemma3 / gemma `params_safetensors.
+    create_model_from_safe_tensors` and Hugging Face's Gemma 3 / Gemma 2 read."""
+    import sentencepiece
     from safetensors.numpy import save_file
 
-    weights = {n: np.asarray(w) for n, w in _hf_weights(params, sizes).items()}
+    weights = {n: np.asarray(w) for n, w in _hf_weights(merge_lora(params, lora_scale), sizes).items()}
+    tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
     config = {
-        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": sizes["num_embed"],
-        "hidden_size": sizes["embed_dim"], "intermediate_size": sizes["hidden_dim"], "num_hidden_layers": sizes["num_layers"],
-        "num_attention_heads": sizes["num_heads"], "num_key_value_heads": sizes["num_kv_heads"], "head_dim": sizes["head_dim"],
-        "sliding_window": sizes.get("sliding_window_size"), "rope_local_base_freq": sizes.get("local_base_frequency", 10_000),
-        "rope_theta": sizes.get("global_base_frequency", 10_000), "query_pre_attn_scalar": sizes["head_dim"],
-        "rope_scaling": {"rope_type": "linear", "factor": sizes.get("global_scale_factor", 1.0)},
-        "torch_dtype": str(next(iter(weights.values())).dtype), "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+        "vocab_size": sizes["num_embed"], "hidden_size": sizes["embed_dim"], "intermediate_size": sizes["hidden_dim"],
+        "num_hidden_layers": sizes["num_layers"], "num_attention_heads": sizes["num_heads"],
+        "num_key_value_heads": sizes["num_kv_heads"], "head_dim": sizes["head_dim"], "sliding_window": sizes.get("sliding_window_size"),
+        "query_pre_attn_scalar": sizes["head_dim"], "torch_dtype": str(next(iter(weights.values())).dtype),
+        "pad_token_id": tokenizer.pad_id(), "bos_token_id": tokenizer.bos_id(), "eos_token_id": tokenizer.eos_id(),
     }  # fmt: skip
+    if family == "gemma2":
+        config.update({
+            "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "rope_theta": 10_000, "hidden_activation": "gelu_pytorch_tanh",
+            "attn_logit_softcapping": sizes["attn_logits_soft_cap"], "final_logit_softcapping": sizes["final_logit_softcap"],
+            "layer_types": ["sliding_attention" if t == "LOCAL_SLIDING" else "full_attention" for t in sizes["attention_types"]],
+        })  # fmt: skip
+    else:
+        config.update({
+            "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "rope_local_base_freq": sizes.get("local_base_frequency", 10_000),
+            "rope_theta": sizes.get("global_base_frequency", 10_000),
+            "rope_scaling": {"rope_type": "linear", "factor": sizes.get("global_scale_factor", 1.0)},
+        })  # fmt: skip
     with atomic.staged_dir(folder) as staging:
         save_file(weights, str(staging / "model.safetensors"))
         (staging / "config.json").write_text(json.dumps(config, indent=1))
