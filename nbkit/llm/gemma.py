@@ -224,7 +224,7 @@ _NORMS = {"pre_attention_norm": "input_layernorm", "post_attention_norm": "post_
           "attn._key_norm": "self_attn.k_norm"}  # fmt: skip
 
 
-def merge_lora(params: dict[str, Any], scale: float) -> dict[str, Any]:
+def _merge_lora(params: dict[str, Any], scale: float) -> dict[str, Any]:
     """`params` with each qwix LoRA pair ("<weight>_lora_a", "<weight>_lora_b") added into its weight, times
     `scale` (alpha / rank), and dropped. a holds the weight's contracted axes then the rank, b the rank then the
     others (qwix's layout): Tunix's Gemma query and key/value einsums contract their second-last axis (the width)."""
@@ -273,7 +273,7 @@ def save_gemma(
     import sentencepiece
     from safetensors.numpy import save_file
 
-    weights = {n: np.asarray(w) for n, w in _hf_weights(merge_lora(params, lora_scale), sizes).items()}
+    weights = {n: np.asarray(w) for n, w in _hf_weights(_merge_lora(params, lora_scale), sizes).items()}
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
     config = {
         "vocab_size": sizes["num_embed"], "hidden_size": sizes["embed_dim"], "intermediate_size": sizes["hidden_dim"],
