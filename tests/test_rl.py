@@ -267,6 +267,24 @@ from tunix.models.gemma3 import params_safetensors
 loaded = params_safetensors.create_model_from_safe_tensors(f"{out}/resume/model", second["config"], second["mesh"], dtype=second["DTYPE"])
 found["completions"] = [second["after"]["completions"], second["evaluate"](loaded, second["held_out_rows"])["completions"]]
 found["metrics"] = json.loads(open(f"{out}/resume/metrics.json").read())
+
+# Gemma 2 (Tunix's tunix.models.gemma) from a folder of Hugging Face safetensors: random weights with the tiny path's
+# tokenizer, LoRA on 2x4, 2 steps; the merged save loaded back by Tunix's Gemma 2 loader.
+from pathlib import Path
+from safetensors.numpy import load_file
+from tunix.models.gemma import params_safetensors as gemma2_safetensors
+sys.path.insert(0, "tests")
+from test_rl import write_gemma2
+write_gemma2(Path(out) / "gemma2", second["sizes"]["num_embed"], second["tokenizer"].serialized_model_proto())
+RUN = 3
+g2 = run(MODEL=f"{out}/gemma2", MESH="2x4", LORA_RANK=8, MAX_STEPS=2, LEARNING_RATE=1e-2, OUTPUT_DIR=f"{out}/gemma2-grpo")
+saved = Path(out) / "gemma2-grpo" / "model"
+loaded = gemma2_safetensors.create_model_from_safe_tensors(str(saved), g2["config"], g2["mesh"], dtype=g2["DTYPE"])
+base, merged = load_file(f"{out}/gemma2/model.safetensors"), load_file(str(saved / "model.safetensors"))
+found["gemma2"] = {"family": g2["FAMILY"], "steps": g2["steps"], "config": type(g2["config"]).__module__,
+    "completions": [g2["after"]["completions"], g2["evaluate"](loaded, g2["held_out_rows"])["completions"]],
+    "changed": sorted(k.split(".", 3)[-1] for k in base if not np.array_equal(base[k], merged[k])), "keys": sorted(base) == sorted(merged),
+    "saved_config": json.loads((saved / "config.json").read_text()), "files": sorted(p.name for p in (Path(out) / "gemma2-grpo").iterdir())}
 print("RESULT " + json.dumps(found))
 """
 
@@ -411,42 +429,8 @@ def test_a_gemma_2_config_gives_tunix_gemma_sizes_and_other_models_are_refused(t
         gemma.gemma_config(tmp_path / "g2")
 
 
-GEMMA2_RUN = r"""
-import json, sys, jupytext, numpy as np
-from pathlib import Path
-sys.path.insert(0, "tests")
-from test_rl import write_gemma2
-out = Path(sys.argv[1])
-code = [c.source.replace("plt.show()", "") for c in jupytext.read("notebooks/11_grpo_reasoning.py").cells if c.cell_type == "code"]
-
-
-def run(upto=None, **overrides):
-    ns = {"__annotations__": {}}
-    exec(code[0], ns)
-    ns.update(SIMULATE_DEVICES=8, MESH="2x4", **overrides)
-    for source in code[1:upto]:
-        exec(source, ns)
-    return ns
-
-
-# The tiny path's tokenizer (learned from the sample, the tags whole), in a Gemma 2 folder of random weights.
-tiny = run(upto=6, MODEL="tiny", OUTPUT_DIR=str(out / "tiny"))
-write_gemma2(out / "gemma2", tiny["sizes"]["num_embed"], tiny["tokenizer"].serialized_model_proto())
-ns = run(MODEL=str(out / "gemma2"), LORA_RANK=8, MAX_STEPS=2, LEARNING_RATE=1e-2, OUTPUT_DIR=str(out / "grpo"))
-from safetensors.numpy import load_file
-from tunix.models.gemma import params_safetensors
-saved = out / "grpo" / "model"
-loaded = params_safetensors.create_model_from_safe_tensors(str(saved), ns["config"], ns["mesh"], dtype=ns["DTYPE"])
-base, merged = load_file(str(out / "gemma2" / "model.safetensors")), load_file(str(saved / "model.safetensors"))
-print("RESULT " + json.dumps({"family": ns["FAMILY"], "steps": ns["steps"], "config": type(ns["config"]).__module__,
-      "completions": [ns["after"]["completions"], ns["evaluate"](loaded, ns["held_out_rows"])["completions"]],
-      "changed": sorted(k.split(".", 3)[-1] for k in base if not np.array_equal(base[k], merged[k])), "keys": sorted(base) == sorted(merged),
-      "saved_config": json.loads((saved / "config.json").read_text()), "files": sorted(p.name for p in (out / "grpo").iterdir())}))
-"""
-
-
-def test_a_gemma_2_folder_trains_with_lora_and_its_merged_save_loads_back_with_tunix(tmp_path):
-    found = run_fresh(GEMMA2_RUN, tmp_path)
+def test_a_gemma_2_folder_trains_with_lora_and_its_merged_save_loads_back_with_tunix(runs):
+    found = runs["gemma2"]
     assert found["family"] == "gemma2" and found["config"] == "tunix.models.gemma.model" and found["steps"] == 2
     trained, loaded = found["completions"]
     assert trained == loaded and len(trained) == 16  # the merged save is the trained model
