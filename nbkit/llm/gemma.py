@@ -217,11 +217,15 @@ def find_model(model: str, environment: Any = None) -> tuple[str, str]:
 
 # ---- the trained model, as Hugging Face safetensors ----
 
-# Gemma 2's post_attn_norm, Gemma 3's post_attention_norm and query/key norms
-_NORMS = {"pre_attention_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
-          "post_attn_norm": "post_attention_layernorm", "pre_ffw_norm": "pre_feedforward_layernorm",
-          "post_ffw_norm": "post_feedforward_layernorm", "attn._query_norm": "self_attn.q_norm",
-          "attn._key_norm": "self_attn.k_norm"}  # fmt: skip
+# Each family's norms, every one written (a missing one is a KeyError, never a model without it): Gemma 2's
+# post-attention norm is post_attn_norm, Gemma 3's post_attention_norm, and Gemma 3 has query/key norms.
+_SHARED_NORMS = {"pre_attention_norm": "input_layernorm", "pre_ffw_norm": "pre_feedforward_layernorm",
+                 "post_ffw_norm": "post_feedforward_layernorm"}  # fmt: skip
+_NORMS = {
+    "gemma3": {**_SHARED_NORMS, "post_attention_norm": "post_attention_layernorm", "attn._query_norm": "self_attn.q_norm",
+               "attn._key_norm": "self_attn.k_norm"},
+    "gemma2": {**_SHARED_NORMS, "post_attn_norm": "post_attention_layernorm"},
+}  # fmt: skip
 
 
 def _merge_lora(params: dict[str, Any], scale: float) -> dict[str, Any]:
@@ -239,7 +243,7 @@ def _merge_lora(params: dict[str, Any], scale: float) -> dict[str, Any]:
     return merged
 
 
-def _hf_weights(params: dict[str, Any], sizes: dict[str, Any]) -> dict[str, np.ndarray]:
+def _hf_weights(family: str, params: dict[str, Any], sizes: dict[str, Any]) -> dict[str, np.ndarray]:
     """Tunix Gemma 3 or Gemma 2 parameters ("layers.0.attn.q_einsum.w" -> array) as Hugging Face's
     Gemma3ForCausalLM / Gemma2ForCausalLM names and layouts: the inverse of Tunix's `params_safetensors` mappings."""
     embed, head = sizes["embed_dim"], sizes["head_dim"]
@@ -258,7 +262,7 @@ def _hf_weights(params: dict[str, Any], sizes: dict[str, Any]) -> dict[str, np.n
         out[f"{to}self_attn.o_proj.weight"] = np.ascontiguousarray(params[f"{at}attn.attn_vec_einsum.w"].reshape(-1, embed).T)  # fmt: skip
         for name in ("gate_proj", "up_proj", "down_proj"):
             out[f"{to}mlp.{name}.weight"] = np.ascontiguousarray(params[f"{at}mlp.{name}.kernel"].T)
-        out.update({f"{to}{hf}.weight": params[f"{at}{ours}.scale"] for ours, hf in _NORMS.items() if f"{at}{ours}.scale" in params})  # fmt: skip
+        out.update({f"{to}{hf}.weight": params[f"{at}{ours}.scale"] for ours, hf in _NORMS[family].items()})
     assert all(w.ndim == 2 for n, w in out.items() if "proj" in n) and head  # layouts as Hugging Face's
     return out
 
@@ -273,7 +277,7 @@ def save_gemma(
     import sentencepiece
     from safetensors.numpy import save_file
 
-    weights = {n: np.asarray(w) for n, w in _hf_weights(_merge_lora(params, lora_scale), sizes).items()}
+    weights = {n: np.asarray(w) for n, w in _hf_weights(family, _merge_lora(params, lora_scale), sizes).items()}
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
     config = {
         "vocab_size": sizes["num_embed"], "hidden_size": sizes["embed_dim"], "intermediate_size": sizes["hidden_dim"],
