@@ -27,6 +27,12 @@ LOCK_FLAGS := --python-platform x86_64-manylinux_2_28 --override envs/overrides.
 # Kaggle's TPU image has tensorflow-cpu; tensorflow-text asks for tensorflow, the same code built for GPUs too.
 LOCK_FLAGS_kaggle-tpu := --no-emit-package tensorflow
 
+# Python writes the bytecode of what a process imports, once, for every later kernel and subprocess: where
+# PYTHONDONTWRITEBYTECODE is set (as on our 2-core machines) each would compile TensorFlow's sources again on
+# import (accel.setup 12.8 s against 5.2 s). Compiling every installed file instead (uv's --compile-bytecode)
+# took 83 s of the 85 s it takes to install Kaggle's TPU image, for files no notebook imports.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: venv venv-xla demo test notebooks bench clean bundle push run bundle-sizes lock matrix
 
 $(UV):
@@ -35,13 +41,11 @@ $(UV):
 
 # $(call make_venv,FOLDER,LOCK,PYTHON VERSION): a fresh venv with exactly what LOCK pins, plus nbkit;
 # with this machine's Python of that version (tools/find_python.py), else $(PYTHON), and it says which.
-# Compiled to bytecode once here: where PYTHONDONTWRITEBYTECODE is set (as on our 2-core machines) every kernel
-# and subprocess otherwise compiles TensorFlow's sources again on import (measured: accel.setup 12.8 s -> 5.2 s).
 define make_venv
 	rm -rf $(1)
 	interpreter=$$($(PYTHON) tools/find_python.py $(3)) || { interpreter=$(PYTHON); echo "$(1): no Python $(3) here, using $(PYTHON)"; }; \
 		UV_PYTHON_DOWNLOADS=never $(UV) venv -q --python $$interpreter $(1)
-	$(UV) pip install -q --no-deps --compile-bytecode --python $(1)/bin/python -r $(2)  # a lock names every package: nothing to resolve
+	$(UV) pip install -q --no-deps --python $(1)/bin/python -r $(2)  # a lock names every package: nothing to resolve
 	$(UV) pip install -q --python $(1)/bin/python --no-deps -e .
 	@echo "$(1): $$($(1)/bin/python --version), $(2)"
 	touch $(1)/.installed
