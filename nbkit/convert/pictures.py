@@ -180,7 +180,7 @@ def _write_files(
         for count in group:
             kept = [record for record in islice(records, count) if record is not None]  # one file: ~100 MB
             if kept:  # else every picture of this file was skipped
-                name = layout.file_name(sum(map(len, names)), image_size, len(kept))
+                name = writer.file_name(sum(map(len, names)), image_size, len(kept))
                 writer.write_records(folder / name, kept)
                 names[-1].append(name)
     return names

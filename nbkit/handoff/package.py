@@ -28,6 +28,7 @@ from nbkit.env import installed_versions
 from nbkit.errors import DataError
 from nbkit.images.description import Description
 from nbkit.inputs import account, datasets
+from nbkit.params import check_handle
 
 _FORMAT = "nbkit-model-package"
 _FORMAT_VERSION = 2  # 2: the dataset's description (classes, label values, submission columns, metric)
@@ -35,6 +36,7 @@ _MODEL_FILE = "model.keras"
 _MANIFEST_FILE = "manifest.json"
 _METADATA_FILE = "dataset-metadata.json"
 _INPUT_FORMAT = "uint8 RGB, 0-255, shape [image_size, image_size, 3]; the model rescales inside"
+_MODEL_LICENSE = "Apache 2.0"  # of a model nbkit publishes; change it on the model's Kaggle page
 _DATASET_FIELDS = ("title", "competition", "classes", "label_values", "id_column", "label_column", "metric")
 
 # What a package must hold, key by key (nested dicts are checked the same way); other keys are free.
@@ -308,10 +310,17 @@ def _folder_or_model(location: str) -> Path:
 
 
 def publish_model(folder: str | Path, handle: str) -> str:
-    """Publish the package in `folder` to Kaggle Models as `handle` (owner/model/keras/variation) with
-    kagglehub, a new version when the variation exists; the model's URL. Notebook 06 reads it by handle."""
+    """Publish the package in `folder` to Kaggle Models as `handle` (owner/model/keras/variation) with kagglehub:
+    a new version when the variation exists, else a private model. Its URL; notebook 06 reads it by handle."""
     notes = describe(read_manifest(folder))  # only a complete package goes out
-    return datasets.upload_model(handle, folder, notes, ignore=[_METADATA_FILE])  # the dataset route's file
+    check_handle("model", handle, "owner/model/framework/variation", "alice/flowers-model/keras/default")
+    import kagglehub
+
+    try:  # without the dataset route's file
+        kagglehub.model_upload(handle, str(folder), _MODEL_LICENSE, notes, ignore_patterns=[_METADATA_FILE])
+    except Exception as error:  # kagglehub raises requests' errors, its own, and ValueError
+        raise DataError(datasets.kagglehub_failure("model", handle, error, "publish") + ".") from None
+    return f"https://www.kaggle.com/models/{handle}"
 
 
 def _is_package(folder: Path) -> bool:

@@ -4,7 +4,7 @@ NN-<s>x<s>-<count>.tfrec`, the item count of each file written in its name."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from nbkit.errors import DataError, ParameterError
@@ -25,11 +25,6 @@ def _visible_files(folder: str | Path, pattern: str = "*") -> list[str]:
     """The files in `folder` matching `pattern`, sorted, but not the hidden partial files of an interrupted
     write; none when the folder is not there."""
     return sorted(str(p) for p in Path(folder).glob(pattern) if not p.name.startswith("."))
-
-
-def file_name(index: int, image_size: int, count: int) -> str:
-    """`00-192x192-798.tfrec`: the competitions' naming, the item count last."""
-    return f"{index:02d}-{image_size}x{image_size}-{count}.tfrec"
 
 
 def _sizes_present(data_root: str | Path) -> list[int]:
@@ -139,8 +134,3 @@ def count_in_name(name: str) -> int:
     if match is None:
         raise DataError(f"{name}: the file name does not end in -<count>.tfrec, so its item count is unknown.")
     return int(match.group(1))
-
-
-def count_items(files: Iterable[str]) -> int:
-    """Total items, read from the `-<count>.tfrec` ending of each file name."""
-    return sum(count_in_name(name) for name in files)
