@@ -90,10 +90,9 @@ def split_files(
     names: Sequence[str] = SPLITS,
     optional: Sequence[str] = (),
 ) -> dict[str, list[str]]:
-    """The files of each split in `names`; a split in `optional` without files is left out (the test
-    split of data converted without --test). With `fold` k of a dataset converted into `folds` (the
-    file names of each fold, from its description): val is fold k's files and train the others';
-    with fold -1, the data's own train/val split."""
+    """The files of each split in `names`; a split in `optional` without files is left out (the test split of data
+    converted without --test). With `fold` k of data converted into `folds` (each fold's file names, from its
+    description), val is fold k's files and train the others'; with fold -1, the data's own train/val split."""
 
     def has_files(split: str) -> bool:
         return bool(_visible_files(split_folder(data_root, image_size, split), "*.tfrec"))
