@@ -59,7 +59,7 @@ accel.setup("jax")
 import notebook
 size, root = int(sys.argv[1]), sys.argv[2]
 files = layout.find_files(root, size, "train")
-nb = notebook.load(image_size=size, GLOBAL_BATCH=128, steps_per_epoch=layout.count_items(files) // 128)
+nb = notebook.load(image_size=size, GLOBAL_BATCH=128, steps_per_epoch=sum(map(layout.count_in_name, files)) // 128)
 start = time.perf_counter()
 iterator = iter(nb["get_dataset"](notebook.split(files), training=True))
 next(iterator)

@@ -127,11 +127,11 @@ def contenders(files: list[str], stored: int, size: int, batch: int) -> dict[str
     """Each pipeline of the comparison, made anew for every timed round."""
     import notebook
 
-    from nbkit.images import checks, layout
+    from nbkit.images import checks
 
     split = checks.check_splits({"train": files}, stored, 104, keep_items=True)["train"]
     jpegs = [jpeg for jpeg, _ in split.items]
-    steps = layout.count_items(files) // batch
+    steps = split.count // batch
     config = {"image_size": stored, "GLOBAL_BATCH": batch, "steps_per_epoch": steps, "EPOCHS": 10**6}
     flips, standard, uncached = (
         notebook.load(**config, AUGMENT=augment, CACHE=cache)["get_dataset"]

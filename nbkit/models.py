@@ -1,6 +1,6 @@
 """Keras plumbing around the notebook's model: its logits checked against the classes, the input monitor, and
 predictions in the dataset's order, checked against one-device predictions (keras 3.8 + jax 0.4.35 on 8
-devices returned rows of other images: docs/limits.md). Backbones and their weights: `nbkit.backbones`."""
+devices returned rows of other images: docs/limits.md)."""
 
 from __future__ import annotations
 
@@ -167,13 +167,19 @@ def _gathered(model: Any, local: Any) -> np.ndarray:
         shape = (rows.shape[0] * _process_count(), *rows.shape[1:])
         return keras.distribution.distribution().get_data_layout(shape).backend_layout
 
-    forward = jax.jit(
-        lambda t, n, x: model.stateless_call(t, n, x, training=False)[0],
-        out_shardings=NamedSharding(layout(jax.tree.leaves(local)[0]).mesh, PartitionSpec()),
-    )
-    variables = [[v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables]]
+    replicated = NamedSharding(layout(jax.tree.leaves(local)[0]).mesh, PartitionSpec())
     arrays = jax.tree.map(lambda rows: jax.make_array_from_process_local_data(layout(rows), rows), local)
-    return np.asarray(forward(*variables, arrays), np.float64)
+    return np.asarray(_compiled_forward(model, arrays, out_shardings=replicated), np.float64)
+
+
+def _compiled_forward(model: Any, inputs: Any, **jit: Any) -> Any:
+    """The model's logits for `inputs` as one compiled JAX program: an eager call on JAX compiles every op apart
+    (EfficientNetB0: ~600 programs, 34 s on the 2-core machine against 8 s)."""
+    import jax
+
+    forward = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0], **jit)
+    variables = [[v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables]]
+    return forward(*variables, inputs)
 
 
 def _length(batch: Any) -> int:
@@ -190,28 +196,16 @@ def _process_count() -> int:
     return jax.process_count()
 
 
-def _undistributed_logits(model: Any, rows: Any) -> Any:
-    """The model's logits for `rows` in one call that does not split them over the replicas."""
-    import keras
-
-    if keras.backend.backend() != "jax":
-        return model(rows, training=False)
-    import jax
-
-    # One compiled program: an eager call on JAX compiles every op apart (EfficientNetB0: ~600 programs,
-    # 34 s on the 2-core machine against 8 s).
-    forward = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
-    variables = [[v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables]]
-    return forward(*variables, rows)
-
-
 def check_rows(model: Any, first_batch: Any, logits: np.ndarray) -> None:
     """An AcceleratorError if _CHECKED_ROWS rows of the first batch (images, or a dict of named inputs),
     predicted undistributed, differ from their distributed `logits` (which start at the batch's first row)."""
+    import keras
+
     count = min(len(logits), _length(first_batch))
     picks = sorted({int(i) for i in np.linspace(0, count - 1, min(_CHECKED_ROWS, count))})
     picked = {k: v[picks] for k, v in first_batch.items()} if isinstance(first_batch, dict) else first_batch[picks]
-    alone = np.asarray(_undistributed_logits(model, picked), np.float64)
+    on_jax = keras.backend.backend() == "jax"  # either way one call that does not split the rows over the replicas
+    alone = np.asarray(_compiled_forward(model, picked) if on_jax else model(picked, training=False), np.float64)
     distributed = np.asarray(logits[picks], np.float64)
     # Measured between distributed and undistributed predictions of the same model: < 3e-7 in float32,
     # ~1e-5 in bfloat16. Rows of other images differ by far more (0.058 on an untrained CNN in keras 3.8).

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from nbkit import metrics
+
 
 def new_figure(rows: int, cols: int, size: tuple[float, float]) -> tuple[Any, Any]:
     import matplotlib.pyplot as plt  # headless, matplotlib falls back to Agg by itself
@@ -36,9 +38,9 @@ def save(figure: Any, path: str | Path | None) -> Any:
 
 def training_curves(history: dict[str, list[float]], path: str | Path | None = None) -> Any:
     """Loss and each metric per epoch, training against validation."""
-    metrics = [k for k in history if not k.startswith("val_") and k not in ("learning_rate", "lr")]
-    figure, axes = new_figure(1, len(metrics), (5 * len(metrics), 3.5))
-    for axis, name in zip(axes.flat, metrics):
+    names = [k for k in history if not k.startswith("val_") and k not in ("learning_rate", "lr")]
+    figure, axes = new_figure(1, len(names), (5 * len(names), 3.5))
+    for axis, name in zip(axes.flat, names):
         epochs = range(1, len(history[name]) + 1)
         axis.plot(epochs, history[name], marker="o", label="training")  # markers: one epoch is a point
         if f"val_{name}" in history:
@@ -74,11 +76,8 @@ def confusion(
     axis.set_yticks(ticks, class_names, fontsize=fontsize)
     axis.set_xlabel("predicted")
     axis.set_ylabel("true")
-    metric = scores["metric"]  # as `metrics.describe` says it
-    first = f"validation {metric} {scores[metric]:.3f} (the competition's metric)"
-    first += "" if metric == "accuracy" else f"; accuracy {scores['accuracy']:.3f}"
     second = f"macro F1 {scores['f1_macro']:.3f}   precision {scores['precision_macro']:.3f}   recall {scores['recall_macro']:.3f}"
-    figure.suptitle(f"{first}\n{second}", fontsize=10)  # over the figure: long class names narrow the axes
+    figure.suptitle(f"{metrics.describe(scores)}\n{second}", fontsize=10)  # long class names narrow the axes
     return save(figure, path)
 
 

@@ -46,8 +46,7 @@ class _RunOutputs:
         self.theirs: list[str] = []  # what the folder held when nbkit first took it, still there
 
     def describe(self) -> str:
-        """One line: where this run's outputs go, and what happened to an unfinished earlier run's (and
-        what becomes of the previous run's outputs)."""
+        """One line: where this run's outputs go, and what becomes of an unfinished run's and the previous run's."""
         if not self.writes:
             return f"This is {hosts.from_environment().describe()}: its outputs are not kept ({self.folder} is process 0's)."
         earlier = _published(self.folder)

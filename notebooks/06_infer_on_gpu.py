@@ -53,12 +53,12 @@ print(acc.describe())
 
 # %% tags=["nbval-ignore-output"]
 from nbkit.errors import ParameterError
-from nbkit.handoff import package
+from nbkit.handoff import ensemble, package
 
 kaggle_input = environment.input_dir if environment.platform == "kaggle" else None
-folders = package.find_packages(PACKAGES, environment.working_dir / "train-on-tpu" / "model-package", kaggle_input)
+folders = ensemble.find_packages(PACKAGES, environment.working_dir / "train-on-tpu" / "model-package", kaggle_input)
 manifests = [package.read_manifest(folder) for folder in folders]
-package.check_same(manifests, [str(folder) for folder in folders])
+ensemble.check_same(manifests, [str(folder) for folder in folders])
 for folder, manifest in zip(folders, manifests):
     print(f"{folder}: {package.describe(manifest)}")
 unmirrored = [str(f) for f, m in zip(folders, manifests) if m["training"].get("augment") == "none"]
@@ -80,7 +80,7 @@ print(f"data: {found.reason}")
 dataset = flowers.load_description(found.path)
 image_size = IMAGE_SIZE or manifests[0]["image_size"]
 for folder, manifest in zip(folders, manifests):
-    package.check_compatible(manifest, image_size, dataset, folder.name)
+    ensemble.check_compatible(manifest, image_size, dataset, folder.name)
 test = flowers.load_data(found.path, image_size, names=["test"]).test
 print(f"{test.count} test images in {len(test.files)} files, {len(folders)} model(s) to average")
 
@@ -130,7 +130,7 @@ def predict_tta(model, split):
 
 loaded = []  # every model loaded and checked before any predicts: a damaged last package stops here
 for folder in folders:
-    model, _ = package.load_package(folder, acc)
+    model, _ = ensemble.load_package(folder, acc)
     loaded.append(model)
     print(f"loaded {model.name} from {folder}, checked its outputs against the manifest")
 members = []

@@ -66,15 +66,14 @@ print(environment.describe())
 # %%
 from pathlib import Path
 
-from nbkit.convert import example
-from nbkit.images import grids
+from nbkit.convert import example, pictures
 from nbkit.inputs import datasets
 
 data = datasets.locate(DATA_ROOT, COMPETITION, fallback=example.stand_in, environment=environment)
 print(f"data: {data.reason}")
 where = Path(data.path)
 shown = sorted(p for p in (where / PICTURES).rglob("*") if p.is_file() and not p.name.startswith("."))[:12]
-figure = grids.pictures(shown)
+figure = pictures.preview(shown)
 
 # %% [markdown]
 # ## Convert
@@ -120,7 +119,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from nbkit.images import checks, description, layout
+from nbkit.images import checks, description, grids, layout
 
 dataset = description.load(converted)
 print(f"dataset: {dataset.describe()}")

@@ -157,8 +157,8 @@ def test_06_reads_and_checks_every_package_and_the_data_before_any_model_predict
     size, members that disagree) come from these calls, which 06 makes in this order: before loading any
     model, and every model loaded before the first predicts (the damaged-last case above, run whole)."""
     source = (REPO / "notebooks" / "06_infer_on_gpu.py").read_text()
-    calls = ["package.find_packages(", "package.read_manifest(", "package.check_same(", "package.check_compatible("]
-    calls += ["flowers.load_data(", "package.load_package(", "predict_tta(model, test)", "metrics.write_submission("]
+    calls = ["ensemble.find_packages(", "package.read_manifest(", "ensemble.check_same(", "ensemble.check_compatible("]
+    calls += ["flowers.load_data(", "ensemble.load_package(", "predict_tta(model, test)", "metrics.write_submission("]
     positions = [source.find(call) for call in calls]
     assert -1 not in positions and positions == sorted(positions), dict(zip(calls, positions))
 

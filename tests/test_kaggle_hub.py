@@ -16,7 +16,7 @@ from kaggle_stub import StubServer
 from test_datasets import kaggle_env, local_env
 
 from nbkit.errors import DataError, ParameterError
-from nbkit.handoff import package
+from nbkit.handoff import ensemble, package
 from nbkit.images import flowers
 from nbkit.inputs import datasets
 
@@ -166,7 +166,7 @@ def write_package(folder: Path) -> Path:
     from nbkit.images import flowers
 
     manifest = {
-        "format": package._FORMAT,
+        "format": package.FORMAT,
         "format_version": package._FORMAT_VERSION,
         "model_name": "small_cnn",
         "image_size": 192,
@@ -178,8 +178,8 @@ def write_package(folder: Path) -> Path:
         "check": {"logits": []},
     }
     folder.mkdir(parents=True)
-    (folder / package._MANIFEST_FILE).write_text(json.dumps(manifest))
-    (folder / package._MODEL_FILE).write_bytes(b"keras zip")
+    (folder / package.MANIFEST_FILE).write_text(json.dumps(manifest))
+    (folder / package.MODEL_FILE).write_bytes(b"keras zip")
     (folder / package._METADATA_FILE).write_text("{}")
     return folder
 
@@ -187,7 +187,7 @@ def write_package(folder: Path) -> Path:
 def package_files(folder: Path) -> dict[str, bytes]:
     """What Kaggle Models holds of a published package: manifest and model."""
     written = write_package(folder)
-    return {name: (written / name).read_bytes() for name in (package._MANIFEST_FILE, package._MODEL_FILE)}
+    return {name: (written / name).read_bytes() for name in (package.MANIFEST_FILE, package.MODEL_FILE)}
 
 
 def test_a_package_is_published_to_kaggle_models(credentials, tmp_path):
@@ -204,7 +204,7 @@ def test_a_package_is_published_to_kaggle_models(credentials, tmp_path):
     folder = write_package(tmp_path / "model-package")
     assert package.publish_model(folder, MODEL) == f"https://www.kaggle.com/models/{MODEL}"
     uploaded = {r.path.rsplit("/", 1)[1]: r.raw for r in stub.requests if r.method == "PUT"}
-    assert uploaded == {name: (folder / name).read_bytes() for name in (package._MODEL_FILE, package._MANIFEST_FILE)}
+    assert uploaded == {name: (folder / name).read_bytes() for name in (package.MODEL_FILE, package.MANIFEST_FILE)}
     created = next(r for r in stub.requests if r.path.endswith("/CreateModelInstance"))
     assert created.headers["Authorization"] == authorization
     assert (created.body["ownerSlug"], created.body["modelSlug"]) == ("alice", "flowers-model")
@@ -243,24 +243,24 @@ def test_notebook_06_reads_a_package_by_its_kaggle_models_handle(credentials, tm
     )
     for name, data in files.items():
         stub.routes[f"GET /model/{name}"] = served(data)
-    (folder,) = package.find_packages(MODEL, tmp_path / "unused")
+    (folder,) = ensemble.find_packages(MODEL, tmp_path / "unused")
     assert folder == tmp_path / "cache" / "models" / "alice" / "flowers-model" / "keras" / "default" / "2"
     assert package.read_manifest(folder)["model_name"] == "small_cnn"
     stub.routes[f"{models}/GetModelInstance"] = lambda body, headers: (404, {"code": 404})
     with pytest.raises(DataError, match="PACKAGES: 'alice/gone/keras/default' is no folder here.*404"):
-        package.find_packages("alice/gone/keras/default", tmp_path / "unused")
+        ensemble.find_packages("alice/gone/keras/default", tmp_path / "unused")
 
 
 def test_on_kaggle_a_package_is_attached_by_handle_or_found_attached(in_kaggle_notebook, tmp_path):
     stub, mount = in_kaggle_notebook
     files = package_files(tmp_path / "p")
     mount("flowers-model/keras/default/2", files)
-    (folder,) = package.find_packages(MODEL, tmp_path / "unused", tmp_path / "input")
+    (folder,) = ensemble.find_packages(MODEL, tmp_path / "unused", tmp_path / "input")
     assert folder == tmp_path / "input" / "flowers-model" / "keras" / "default" / "2"
     assert stub.requests[0].body["modelRef"]["Framework"] == "keras"
     nested = tmp_path / "input2" / "models" / "alice" / "flowers-model" / "keras" / "default" / "1"
     write_package(nested)
-    assert package.find_packages("auto", tmp_path / "unused", tmp_path / "input2") == [nested]
+    assert ensemble.find_packages("auto", tmp_path / "unused", tmp_path / "input2") == [nested]
 
 
 def test_resume_from_a_kaggle_notebook_output(credentials, tmp_path):

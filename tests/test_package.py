@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nbkit.errors import DataError, ParameterError
-from nbkit.handoff import package
+from nbkit.handoff import ensemble, package
 from nbkit.images.description import Description
 from nbkit.inputs import account
 
@@ -61,7 +61,7 @@ def test_package_holds_model_manifest_and_kaggle_metadata(written):
 
 
 def test_loaded_package_predicts_like_the_saved_model(written):
-    model, manifest = package.load_package(written)
+    model, manifest = ensemble.load_package(written)
     images = np.random.default_rng(1).integers(0, 256, (3, SIZE, SIZE, 3), dtype=np.uint8)
     assert np.allclose(model.predict(images, verbose=0), tiny_model().predict(images, verbose=0), atol=1e-5)
 
@@ -69,7 +69,7 @@ def test_loaded_package_predicts_like_the_saved_model(written):
 def test_rewriting_replaces_the_package_whole(written):
     write(written, tiny_model(seed=1))
     assert not list(written.parent.glob("*.partial")) and not list(written.parent.glob("*.old"))
-    package.load_package(written)  # model and manifest belong together
+    ensemble.load_package(written)  # model and manifest belong together
 
 
 def test_bad_dataset_id_writes_nothing_and_keeps_the_old_package(written):
@@ -148,59 +148,59 @@ def edit_manifest(folder, **changes):
 def test_damaged_package_names_what_is_wrong(written, damage, message):
     damage(written)
     with pytest.raises(DataError, match=message):
-        package.load_package(written)
+        ensemble.load_package(written)
 
 
 def test_model_that_is_not_the_one_recorded_is_caught(written):
     tiny_model(seed=7).save(written / "model.keras")
     with pytest.raises(DataError, match="outputs differ from those recorded"):
-        package.load_package(written)
+        ensemble.load_package(written)
 
 
 def test_model_of_another_class_count_is_caught(written):
     edit_manifest(written, dataset__classes=[*CLASSES, "lily"], dataset__label_values=[0, 1, 2, 3])
     with pytest.raises(DataError, match="do not belong together"):
-        package.load_package(written)
+        ensemble.load_package(written)
 
 
 def test_corrupt_model_file_is_reported(written):
     (written / "model.keras").write_bytes(b"not a zip")
     with pytest.raises(DataError, match="Could not load .*model.keras"):
-        package.load_package(written)
+        ensemble.load_package(written)
 
 
 def test_compatibility_with_the_data(written):
     from dataclasses import replace
 
     manifest = package.read_manifest(written)
-    package.check_compatible(manifest, SIZE, DATASET)
+    ensemble.check_compatible(manifest, SIZE, DATASET)
     with pytest.raises(DataError, match=f"takes {SIZE}x{SIZE} images but the data given is 32x32.*IMAGE_SIZE={SIZE}"):
-        package.check_compatible(manifest, 32, DATASET)
+        ensemble.check_compatible(manifest, 32, DATASET)
     flowers = replace(DATASET, classes=tuple(map(str, range(104))), label_values=tuple(range(104)))
     with pytest.raises(DataError, match="knows 3 classes but this data has 104"):
-        package.check_compatible(manifest, SIZE, flowers)
+        ensemble.check_compatible(manifest, SIZE, flowers)
     with pytest.raises(DataError, match="classes or label values differ"):
-        package.check_compatible(manifest, SIZE, replace(DATASET, classes=tuple(reversed(CLASSES))))
+        ensemble.check_compatible(manifest, SIZE, replace(DATASET, classes=tuple(reversed(CLASSES))))
     with pytest.raises(DataError, match="classes or label values differ"):
-        package.check_compatible(manifest, SIZE, replace(DATASET, label_values=("a", "b", "c")))
+        ensemble.check_compatible(manifest, SIZE, replace(DATASET, label_values=("a", "b", "c")))
     with pytest.raises(DataError, match="writes submissions as id,label but this data's are image_id,label"):
-        package.check_compatible(manifest, SIZE, replace(DATASET, id_column="image_id"))
+        ensemble.check_compatible(manifest, SIZE, replace(DATASET, id_column="image_id"))
 
 
 def test_find_packages_on_kaggle_input_and_by_name(tmp_path, written):
     kaggle_input = tmp_path / "input"
     (kaggle_input / "competition-data").mkdir(parents=True)
     with pytest.raises(DataError, match="No model package under .*set PACKAGES"):
-        package.find_packages("auto", "unused", kaggle_input)
+        ensemble.find_packages("auto", "unused", kaggle_input)
     shutil.copytree(written, kaggle_input / "my-flowers-model" / "v1")
-    assert package.find_packages("auto", "unused", kaggle_input) == [kaggle_input / "my-flowers-model" / "v1"]
+    assert ensemble.find_packages("auto", "unused", kaggle_input) == [kaggle_input / "my-flowers-model" / "v1"]
     shutil.copytree(written, kaggle_input / "another-model")  # several attached: all of them, an ensemble
-    assert package.find_packages("auto", "unused", kaggle_input) == [
+    assert ensemble.find_packages("auto", "unused", kaggle_input) == [
         kaggle_input / "another-model",
         kaggle_input / "my-flowers-model" / "v1",
     ]
-    assert package.find_packages("auto", tmp_path / "local", None) == [tmp_path / "local"]
-    assert package.find_packages(f"{written}, {tmp_path / 'b'}", "unused", kaggle_input) == [written, tmp_path / "b"]
+    assert ensemble.find_packages("auto", tmp_path / "local", None) == [tmp_path / "local"]
+    assert ensemble.find_packages(f"{written}, {tmp_path / 'b'}", "unused", kaggle_input) == [written, tmp_path / "b"]
 
 
 def test_ensemble_members_must_agree_before_anything_is_predicted(written, tmp_path):
@@ -208,16 +208,16 @@ def test_ensemble_members_must_agree_before_anything_is_predicted(written, tmp_p
     edit_manifest(other, dataset__label_values=["a", "b", "c"])
     manifests = [package.read_manifest(written), package.read_manifest(other)]
     with pytest.raises(DataError, match="classes or label values differ.*ensemble members must agree"):
-        package.check_same(manifests, ["first", "other"])
+        ensemble.check_same(manifests, ["first", "other"])
     edit_manifest(other, dataset__label_values=[0, 1, 2], image_size=32)
     # Issue 35 #19: told to "set IMAGE_SIZE=32"; no IMAGE_SIZE serves both: the packages differ, and which.
     with pytest.raises(
         DataError, match=r"different sizes \(first: 16, other: 32\).*trained at one IMAGE_SIZE"
     ) as error:
-        package.check_same([package.read_manifest(written), package.read_manifest(other)], ["first", "other"])
+        ensemble.check_same([package.read_manifest(written), package.read_manifest(other)], ["first", "other"])
     assert "set IMAGE_SIZE" not in str(error.value)
     edit_manifest(other, image_size=16, created="another training")
-    package.check_same([package.read_manifest(written), package.read_manifest(other)], ["first", "other"])
+    ensemble.check_same([package.read_manifest(written), package.read_manifest(other)], ["first", "other"])
 
 
 def test_the_same_package_twice_in_an_ensemble_is_refused(written, tmp_path):
@@ -225,10 +225,10 @@ def test_the_same_package_twice_in_an_ensemble_is_refused(written, tmp_path):
     copy = shutil.copytree(written, tmp_path / "copy")
     for names in (["first", "first"], ["first", "copy"]):
         with pytest.raises(DataError, match=f"first and {names[1]} are the same model package.*Give each package once"):
-            package.check_same([package.read_manifest(written), package.read_manifest(copy)], names)
+            ensemble.check_same([package.read_manifest(written), package.read_manifest(copy)], names)
     other = shutil.copytree(written, tmp_path / "other")  # another training: other check logits
     edit_manifest(other, check__logits=[[0.5] * 3, [0.25] * 3])
-    package.check_same([package.read_manifest(p) for p in (written, other)], ["first", "other"])
+    ensemble.check_same([package.read_manifest(p) for p in (written, other)], ["first", "other"])
 
 
 SETUP = """
@@ -256,8 +256,8 @@ np.save({folder!r} + "-logits.npy", model.predict(images, batch_size=16, verbose
 
 LOAD_AND_PREDICT = """
 import numpy as np
-from nbkit.handoff import package
-model, manifest = package.load_package({folder!r}, acc)
+from nbkit.handoff import ensemble
+model, manifest = ensemble.load_package({folder!r}, acc)
 images = np.random.default_rng(0).integers(0, 256, (32, 96, 96, 3), dtype=np.uint8)
 np.save({folder!r} + "-reloaded.npy", model.predict(images, verbose=0))
 print("trained with", manifest["trained_with"]["keras_backend"], "loaded with", acc.backend)

@@ -22,12 +22,12 @@ from nbkit.publish import bundle
 
 REPO = Path(__file__).resolve().parents[1]
 # notebook stem prefix -> (most code lines, most non-blank lines beyond its own); None: no ceiling. Issue 52 asked
-# for 02 under 2,450 and 05 under 2,950 lines beyond their own: those two are held where the rooms left them
-# (docs/architecture.md says what they carry and why) until their plumbing shrinks.
+# for 02 under 2,450 and 05 under 2,950 lines beyond their own: 05 is there; 02 is held where it stands
+# (docs/architecture.md says what it carries and why) until its plumbing shrinks further.
 CEILINGS = {
     "01": (700, None),
-    "02": (None, 2575),
-    "05": (None, 2989),
+    "02": (None, 2522),
+    "05": (None, 2848),
     "09": (1500, None),
     "10": (1500, None),
     "11": (1500, None),

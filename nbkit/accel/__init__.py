@@ -47,9 +47,8 @@ def setup(
     cpu_compile_level: int | None = 1,
 ) -> Accelerator:
     """Pick the Keras backend ("auto": TensorFlow, or JAX on a TPU only JAX sees), find the devices.
-    simulate_devices: split a CPU into that many replicas (no TPU or GPU found); precision: PRECISION, set now,
-    and then setup prints what it set; cpu_compile_level: XLA's on a CPU (`_set_cpu_compile_level`). JAX's
-    persistent compilation cache, where a notebook keeps one: `nbkit.accel.cache.use` right after."""
+    simulate_devices: split a CPU into that many replicas (no TPU or GPU found); precision: PRECISION, set now
+    and printed; cpu_compile_level: XLA's on a CPU (`_set_cpu_compile_level`)."""
     check_int("simulate_devices", simulate_devices, minimum=0)
     tpu_vm = env.is_tpu_vm()
     _refuse_a_tpu_node(tpu_vm)
@@ -100,12 +99,8 @@ def _set_cpu_compile_level(level: int | None, tpu_vm: bool) -> None:
     ran it as fast, and took 15-20% less CPU time for 02's smoke run and EfficientNetB0's first step; 0 ran 09's
     step 20 times slower (docs/limits.md)."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if (
-        level is None
-        or "--xla_backend_optimization_level=" in flags
-        or tpu_vm
-        or any(Path("/dev").glob("nvidia[0-9]*"))
-    ):
+    accelerated = tpu_vm or any(Path("/dev").glob("nvidia[0-9]*"))
+    if level is None or "--xla_backend_optimization_level=" in flags or accelerated:
         return
     os.environ["XLA_FLAGS"] = f"{flags.strip()} --xla_backend_optimization_level={level}".strip()
 

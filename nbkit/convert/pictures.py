@@ -180,7 +180,7 @@ def _write_files(
         for count in group:
             kept = [record for record in islice(records, count) if record is not None]  # one file: ~100 MB
             if kept:  # else every picture of this file was skipped
-                name = layout.file_name(sum(map(len, names)), image_size, len(kept))
+                name = writer.file_name(sum(map(len, names)), image_size, len(kept))
                 writer.write_records(folder / name, kept)
                 names[-1].append(name)
     return names
@@ -232,3 +232,25 @@ def _examples(
                 else "or delete it, or pass --skip-damaged (skip_damaged=True) to leave it out and list it"
             )
             raise DataError(f"{picture.where}: cannot decode {picture.path} as a picture ({result}). Replace {advice}.")
+
+
+def preview(files: Sequence[str | Path], path: str | Path | None = None) -> Any:
+    """Picture files as a decoder that ignores EXIF orientation sees them (tf.io.decode_jpeg does),
+    titled with their name, size, mode and EXIF orientation: phone pictures show up turned."""
+    import numpy as np
+    from PIL import Image
+
+    from nbkit.images.grids import grid
+    from nbkit.plots import save
+
+    figure, panels = grid(len(files), 3.1)
+    for index, axis in enumerate(panels):
+        with Image.open(files[index]) as image:
+            orientation = image.getexif().get(0x0112, 1)  # the EXIF Orientation tag
+            title = f"{Path(files[index]).name}\n{image.width}x{image.height} {image.mode}"
+            axis.imshow(np.asarray(image.convert("RGB")))
+        turned = orientation != 1
+        axis.set_title(
+            title + (f", EXIF turn {orientation}" if turned else ""), fontsize=8, color="red" if turned else "black"
+        )
+    return save(figure, path)

@@ -11,12 +11,10 @@ Kaggle dataset (`kaggle datasets create -p <folder>`) or to Kaggle Models (`publ
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import platform
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,14 +26,16 @@ from nbkit.env import installed_versions
 from nbkit.errors import DataError
 from nbkit.images.description import Description
 from nbkit.inputs import account, datasets
+from nbkit.params import check_handle
 
-_FORMAT = "nbkit-model-package"
+FORMAT = "nbkit-model-package"
 _FORMAT_VERSION = 2  # 2: the dataset's description (classes, label values, submission columns, metric)
-_MODEL_FILE = "model.keras"
-_MANIFEST_FILE = "manifest.json"
+MODEL_FILE = "model.keras"
+MANIFEST_FILE = "manifest.json"
 _METADATA_FILE = "dataset-metadata.json"
 _INPUT_FORMAT = "uint8 RGB, 0-255, shape [image_size, image_size, 3]; the model rescales inside"
-_DATASET_FIELDS = ("title", "competition", "classes", "label_values", "id_column", "label_column", "metric")
+_MODEL_LICENSE = "Apache 2.0"  # of a model nbkit publishes; change it on the model's Kaggle page
+DATASET_FIELDS = ("title", "competition", "classes", "label_values", "id_column", "label_column", "metric")
 
 # What a package must hold, key by key (nested dicts are checked the same way); other keys are free.
 _SCHEMA: dict[str, Any] = {
@@ -61,13 +61,7 @@ _SCHEMA: dict[str, Any] = {
 
 def _dataset_fields(dataset: Description) -> dict[str, Any]:
     """The manifest's "dataset": what the predictions mean (lists for the description's tuples)."""
-    return {name: list(v) if isinstance(v := getattr(dataset, name), tuple) else v for name in _DATASET_FIELDS}
-
-
-def _dataset_of(manifest: Mapping[str, Any]) -> Description:
-    """The description of the data a package was trained on."""
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in manifest["dataset"].items() if k in _DATASET_FIELDS}
-    return Description(image_sizes=(manifest["image_size"],), **fields)
+    return {name: list(v) if isinstance(v := getattr(dataset, name), tuple) else v for name in DATASET_FIELDS}
 
 
 def _wrong(values: Any, schema: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -85,8 +79,8 @@ def _wrong(values: Any, schema: Mapping[str, Any], prefix: str = "") -> list[str
 
 def _check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
     """`manifest` if it holds everything _SCHEMA lists, and its score in the dataset's metric."""
-    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
-        raise DataError(f"{path} is not an nbkit model manifest (format should be {_FORMAT!r}).")
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DataError(f"{path} is not an nbkit model manifest (format should be {FORMAT!r}).")
     if manifest.get("format_version") != _FORMAT_VERSION:
         raise DataError(
             f"{path} has format_version {manifest.get('format_version')!r}; this nbkit reads version {_FORMAT_VERSION}. "
@@ -108,69 +102,17 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
     """The checked manifest of the package in `folder`, whose model file must be there."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise DataError(f"No model package at {folder}: give the folder holding {_MANIFEST_FILE} and {_MODEL_FILE}.")
-    path = folder / _MANIFEST_FILE
+        raise DataError(f"No model package at {folder}: give the folder holding {MANIFEST_FILE} and {MODEL_FILE}.")
+    path = folder / MANIFEST_FILE
     if not path.is_file():
-        raise DataError(
-            f"{folder} has no {_MANIFEST_FILE}, so it is not a model package (or its upload is incomplete)."
-        )
+        raise DataError(f"{folder} has no {MANIFEST_FILE}, so it is not a model package (or its upload is incomplete).")
     try:
         manifest = _check_schema(json.loads(path.read_text()), path)
     except ValueError as error:
         raise DataError(f"{path} is not valid JSON ({error}); re-upload the package.") from None
-    if not (folder / _MODEL_FILE).is_file():
-        raise DataError(f"{folder} lacks {_MODEL_FILE}, the package's model (incomplete upload?).")
+    if not (folder / MODEL_FILE).is_file():
+        raise DataError(f"{folder} lacks {MODEL_FILE}, the package's model (incomplete upload?).")
     return manifest
-
-
-def check_compatible(manifest: Mapping[str, Any], image_size: int, dataset: Description, name: str = "") -> None:
-    """A DataError if the package does not fit the data: image size, classes, label values, columns."""
-    model = f"The model{f' {name}' if name else ''}"
-    trained = _dataset_of(manifest)
-    if manifest["image_size"] != image_size:
-        raise DataError(
-            f"{model} takes {manifest['image_size']}x{manifest['image_size']} images but the data given is "
-            f"{image_size}x{image_size}: set IMAGE_SIZE={manifest['image_size']} (or 0: the model's own size)."
-        )
-    if trained.num_classes != dataset.num_classes:
-        raise DataError(
-            f"{model} knows {trained.num_classes} classes but this data has {dataset.num_classes}: "
-            "it was trained for another task."
-        )
-    same_values = list(map(str, trained.label_values)) == list(map(str, dataset.label_values))
-    if trained.classes != dataset.classes or not same_values:
-        raise DataError(
-            f"{model}'s classes or label values differ from this data's (same count, other order or names): "
-            "its predictions would name the wrong classes."
-        )
-    if (trained.id_column, trained.label_column) != (dataset.id_column, dataset.label_column):
-        raise DataError(
-            f"{model} writes submissions as {trained.id_column},{trained.label_column} but this data's are "
-            f"{dataset.id_column},{dataset.label_column}: it was trained for another competition."
-        )
-
-
-def check_same(manifests: Sequence[Mapping[str, Any]], names: Sequence[str]) -> None:
-    """Models averaged in one ensemble must be different models (each counts once) and agree on image
-    size, classes, label values and columns."""
-    first = manifests[0]
-    for index, (manifest, name) in enumerate(zip(manifests, names)):
-        if manifest in manifests[:index]:  # the same manifest: the same model, by its check logits
-            raise DataError(
-                f"{names[manifests.index(manifest)]} and {name} are the same model package: the ensemble would "
-                "count it twice. Give each package once in PACKAGES (or attach it once)."
-            )
-    if len({m["image_size"] for m in manifests}) > 1:
-        sizes = ", ".join(f"{n}: {m['image_size']}" for m, n in zip(manifests, names))
-        raise DataError(
-            f"The packages take images of different sizes ({sizes}): the members of an ensemble must be "
-            "trained at one IMAGE_SIZE. Average only the packages of one size, or train the others again."
-        )
-    for manifest, name in zip(manifests[1:], names[1:]):
-        try:
-            check_compatible(manifest, first["image_size"], _dataset_of(first), name)
-        except DataError as error:
-            raise DataError(f"{error} ({names[0]} is the first package: ensemble members must agree.)") from None
 
 
 def default_dataset_id(dataset: Description, suffix: str = "model") -> str:
@@ -179,7 +121,7 @@ def default_dataset_id(dataset: Description, suffix: str = "model") -> str:
     return account.default_dataset_id(f"{slug}-{suffix}")
 
 
-def _check_logits(model: Any, image_size: int, count: int = 2) -> np.ndarray:
+def check_logits(model: Any, image_size: int, count: int = 2) -> np.ndarray:
     """The model's float64 logits for `count` fixed uint8 images (the manifest keeps them, to check a loaded model)."""
     # One batch of 64 rows (the images, then zeros): any replica count up to 64 that divides it
     # gets an equal share, which a batch of 2 would not give 8 TPU cores.
@@ -203,16 +145,16 @@ def write_package(
 
     folder, image_size = Path(folder), model.input_shape[1]
     resources = [
-        {"path": _MODEL_FILE, "description": "Keras 3 model"},
-        {"path": _MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
+        {"path": MODEL_FILE, "description": "Keras 3 model"},
+        {"path": MANIFEST_FILE, "description": "classes, input format, versions, metrics"},
     ]
     # A bad id stops here, before anything is written.
     kaggle_dataset = account.dataset_metadata(dataset_id, f"{dataset.title[:44].strip()} model", resources)
-    logits = _check_logits(model, image_size)
+    logits = check_logits(model, image_size)
     if logits.shape[-1] != dataset.num_classes:
         raise DataError(f"The model has {logits.shape[-1]} outputs but the data has {dataset.num_classes} classes.")
     manifest = {
-        "format": _FORMAT,
+        "format": FORMAT,
         "format_version": _FORMAT_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "model_name": model.name,
@@ -227,44 +169,14 @@ def write_package(
         },
         "training": training,
         "metrics": {k: (v.item() if hasattr(v, "item") else v) for k, v in metrics.items()},
-        "check": {"logits": logits.round(6).tolist()},  # of _check_logits' images
+        "check": {"logits": logits.round(6).tolist()},  # of check_logits' images
     }
-    _check_schema(manifest, _MANIFEST_FILE)  # what 06 reads is there
+    _check_schema(manifest, MANIFEST_FILE)  # what 06 reads is there
     with atomic.staged_dir(folder) as staging:
-        model.save(staging / _MODEL_FILE)
-        (staging / _MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
+        model.save(staging / MODEL_FILE)
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
         (staging / _METADATA_FILE).write_text(json.dumps(kaggle_dataset, indent=2) + "\n")
     return folder
-
-
-def load_package(folder: str | Path, acc: Any = None) -> tuple[Any, dict[str, Any]]:
-    """Load the model (in `acc`'s scope when given) and check it against its manifest: input shape,
-    class count, and the logits of the check images."""
-    import keras
-
-    folder = Path(folder)
-    manifest = read_manifest(folder)
-    size, classes = manifest["image_size"], len(manifest["dataset"]["classes"])
-    try:
-        with acc.scope() if acc is not None else contextlib.nullcontext():
-            model = keras.models.load_model(folder / _MODEL_FILE)
-    except Exception as error:  # Keras raises ValueError, OSError, zipfile errors... for a bad file
-        raise DataError(f"Could not load {folder / _MODEL_FILE}: {error}. Re-upload the package.") from error
-    if tuple(model.input_shape[1:]) != (size, size, 3) or model.output_shape[-1] != classes:
-        raise DataError(
-            f"{_MODEL_FILE} takes {model.input_shape} and gives {model.output_shape}, but the manifest "
-            f"says {size}x{size} images and {classes} classes: model and manifest do not belong together."
-        )
-    expected = np.asarray(manifest["check"]["logits"])
-    logits = _check_logits(model, size, len(expected))
-    scale = max(1.0, float(np.abs(expected).max()))
-    if not np.allclose(logits, expected, rtol=1e-2, atol=1e-2 * scale):
-        worst = float(np.abs(logits - expected).max())
-        raise DataError(
-            f"The loaded model's outputs differ from those recorded when it was saved (by up to {worst:.3g}): "
-            "the model file does not match its manifest, or it loads differently here."
-        )
-    return model, manifest
 
 
 def describe(manifest: Mapping[str, Any]) -> str:
@@ -277,45 +189,15 @@ def describe(manifest: Mapping[str, Any]) -> str:
     )
 
 
-def find_packages(locations: str, local_default: str | Path, input_dir: str | Path | None = None) -> list[Path]:
-    """The package folders: each of `locations` (separated by commas), a folder or a Kaggle Models handle
-    (owner/model/framework/variation[/version]) attached or downloaded by kagglehub; "auto": every
-    package under Kaggle's input folder (`input_dir`) when on Kaggle, else `local_default` (where
-    notebook 05 writes its package)."""
-    if locations != "auto":
-        return [_folder_or_model(os.path.expanduser(place.strip())) for place in locations.split(",") if place.strip()]
-    if input_dir is None:
-        return [Path(local_default)]
-    # Datasets mount as <input>/<slug>/..., models as <input>/<model>/<framework>/<variation>/<version>
-    # or, in newer sessions, <input>/models/<owner>/<model>/<framework>/<variation>/<version>.
-    found = sorted({p.parent for depth in range(1, 8) for p in Path(input_dir).glob("*/" * depth + _MANIFEST_FILE)})
-    packages = [p for p in found if _is_package(p)]
-    if not packages:
-        raise DataError(
-            f"No model package under {input_dir}: attach notebook 05's package (its Kaggle dataset or model) "
-            "with 'Add Input', or set PACKAGES to its folder or its Kaggle Models handle."
-        )
-    return packages
-
-
-def _folder_or_model(location: str) -> Path:
-    if Path(location).exists() or location.count("/") not in (3, 4):
-        return Path(location)  # a folder (read_manifest says so if it is not one)
-    try:
-        return Path(datasets.fetch("model", location))
-    except DataError as error:
-        raise DataError(f"PACKAGES: {location!r} is no folder here, and as a Kaggle Models handle: {error}") from None
-
-
 def publish_model(folder: str | Path, handle: str) -> str:
-    """Publish the package in `folder` to Kaggle Models as `handle` (owner/model/keras/variation) with
-    kagglehub, a new version when the variation exists; the model's URL. Notebook 06 reads it by handle."""
+    """Publish the package in `folder` to Kaggle Models as `handle` (owner/model/keras/variation) with kagglehub:
+    a new version when the variation exists, else a private model. Its URL; notebook 06 reads it by handle."""
     notes = describe(read_manifest(folder))  # only a complete package goes out
-    return datasets.upload_model(handle, folder, notes, ignore=[_METADATA_FILE])  # the dataset route's file
+    check_handle("model", handle, "owner/model/framework/variation", "alice/flowers-model/keras/default")
+    import kagglehub
 
-
-def _is_package(folder: Path) -> bool:
-    try:
-        return json.loads((folder / _MANIFEST_FILE).read_text()).get("format") == _FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
+    try:  # without the dataset route's file
+        kagglehub.model_upload(handle, str(folder), _MODEL_LICENSE, notes, ignore_patterns=[_METADATA_FILE])
+    except Exception as error:  # kagglehub raises requests' errors, its own, and ValueError
+        raise DataError(datasets.kagglehub_failure("model", handle, error, "publish") + ".") from None
+    return f"https://www.kaggle.com/models/{handle}"

@@ -1,8 +1,8 @@
-"""The data a notebook trains on, every record read once before training, so bad data stops naming the
-file and record: checksums, features, each image decoded at its size, labels within the classes, ids
-unique, no empty split, counts against file names. `load` gives it as one `Data`, whose methods are what
-the data decides (the batch, the scores, submission.csv / oof.csv). Framework-free (nbkit.tfrecord and
-Pillow; Pillow and TensorFlow refuse the same damaged JPEGs, a test feeds both)."""
+"""The data a notebook trains on, every record read once before training so bad data stops naming its file and
+record: checksums, features, each image decoded at its size, labels within the classes, ids unique, no empty split,
+counts against file names. `load` gives one `Data`, whose methods are what the data decides (the batch, the scores,
+submission.csv / oof.csv). Framework-free: nbkit.tfrecord and Pillow (which refuses the damaged JPEGs TensorFlow
+does: a test feeds both)."""
 
 from __future__ import annotations
 
@@ -120,9 +120,8 @@ def _check_image(jpeg: bytes, image_size: int, where: str) -> None:
 def check_splits(
     files: dict[str, Sequence[str]], image_size: int, num_classes: int, keep_items: bool = False
 ) -> dict[str, Split]:
-    """Each split's files (`layout.split_files`) read once: every record's checksums and features, image
-    and class or id (each id once in a split), each file's count against its name; with `keep_items` the
-    records too."""
+    """Each split's files (`layout.split_files`) read once and checked (each id once in a split); with
+    `keep_items` the records kept too."""
     splits = {}
     for split, names in files.items():
         labeled, items = split != "test", [] if keep_items else None
@@ -232,8 +231,7 @@ def _fingerprint(files: Sequence[str], sample_bytes: int = 2**16) -> str:
 
 @dataclass(frozen=True)
 class Data:
-    """Checked data: `splits` by name ("train", "val", "test"; with a FOLD, val is that fold; no test
-    split where the data has none)."""
+    """Checked data: `splits` by name ("train", "val", "test"; with a FOLD, val is that fold)."""
 
     path: str
     reason: str  # why this folder (DATA_ROOT itself, the attached competition, the generated sample)
@@ -273,8 +271,8 @@ class Data:
         return _check_batch(per_replica_batch, replicas, self.image_size * self.image_size * 3, counts)
 
     def fits_in_memory(self, split: Split, available_bytes: int | None = None) -> bool:
-        """Whether `split`'s images, decoded (uint8), take at most half the memory available (default: what
-        this machine has free now; unknown: no): what the notebooks' CACHE="auto" keeps in memory."""
+        """Whether `split`'s decoded images (uint8) take at most half the memory available (default: free now;
+        unknown: no): the notebooks' CACHE="auto"."""
         available_bytes = _available_memory() if available_bytes is None else available_bytes
         needed = split.count * self.image_size * self.image_size * 3
         return available_bytes is not None and needed <= _MEMORY_SHARE * available_bytes
@@ -295,9 +293,8 @@ class Data:
 def load(
     path: str, reason: str, dataset: Description, image_size: int = 0, fold: int = -1, names: Sequence[str] = ()
 ) -> Data:
-    """The data in `path` (described by `dataset`): IMAGE_SIZE `image_size` (0: the smallest there), the
-    splits `names` (default all, the test split where there is one), with fold `fold` validating when
-    the data has folds; every record read and checked now, so bad data stops here with the file and record."""
+    """The data in `path` (described by `dataset`), every record checked now: IMAGE_SIZE `image_size` (0: the
+    smallest there), the splits `names` (default all, test where there is one), fold `fold` validating."""
     size = layout.choose_size(path, image_size)
     optional = () if names else ("test",)
     files = layout.split_files(path, size, dataset.folds, fold, names=names or layout.SPLITS, optional=optional)

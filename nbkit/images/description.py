@@ -1,11 +1,8 @@
-"""The dataset description: what a notebook needs to know about a dataset besides its records.
-
-`nbkit-dataset.json` sits beside the `tfrecords-jpeg-<s>x<s>/` folders (`python -m nbkit tfrecords`
-writes it): the classes in label order, the label values and the columns `submission.csv` must use,
-the image sizes there are, the competition's metric, and the folds when the data was split into
-some. Data that comes without one (a competition's own files) is described by its competition
-module in the same form (`nbkit.images.flowers.load_description`).
-"""
+"""The dataset description, what a notebook needs to know besides the records: `nbkit-dataset.json` beside the
+`tfrecords-jpeg-<s>x<s>/` folders (`python -m nbkit tfrecords` writes it) holds the classes in label order, the
+label values and columns of `submission.csv`, the image sizes, the competition's metric and any folds. Data
+without one (a competition's own files) is described in the same form by its competition module
+(`nbkit.images.flowers.load_description`)."""
 
 from __future__ import annotations
 

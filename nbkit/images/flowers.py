@@ -82,9 +82,8 @@ def load_data(data_root: str, image_size: int = 0, fold: int = -1, names: Sequen
 
 
 def load_description(data_root: str) -> description.Description:
-    """The description of the data in the folder `data_root`: its nbkit-dataset.json
-    where it has one (converted data), else this competition's (Kaggle's files, the sample); its
-    `origin` says which."""
+    """The description of the data in `data_root`: its nbkit-dataset.json where it has one (converted data), else
+    this competition's (Kaggle's files, the sample); its `origin` says which."""
     if Path(data_root, description.DESCRIPTION_FILE).exists():
         return description.load(data_root)
     return replace(

@@ -1,6 +1,5 @@
-"""Grids of pictures (matplotlib, headless too): a batch titled with its classes and predictions, and
-picture files as a decoder that ignores EXIF orientation sees them. Each function returns the figure
-and, given `path`, saves it as a PNG."""
+"""A batch of pictures in a grid titled with its classes and predictions (matplotlib, headless too): the figure,
+saved as a PNG given `path`. Picture files as a decoder sees them: `nbkit.convert.pictures.preview`."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import numpy as np
 from nbkit.plots import new_figure, save
 
 
-def _grid(count: int, row_height: float) -> tuple[Any, list[Any]]:
+def grid(count: int, row_height: float) -> tuple[Any, list[Any]]:
     """A square-ish grid of `count` image panels, axes off: the figure and the first `count` panels."""
     cols = math.ceil(math.sqrt(count))
     rows = math.ceil(count / cols)
@@ -35,7 +34,7 @@ def batch(
 ) -> Any:
     """A grid of images titled with their class; with predictions, "name OK" or, in red, "name NO -> true"."""
     count = min(len(images), len(labels), max_images)  # padded batches hold more images than labels
-    figure, panels = _grid(count, 2.9)
+    figure, panels = grid(count, 2.9)
     for index, axis in enumerate(panels):
         axis.imshow(np.asarray(images[index]).astype(np.uint8))
         true = class_names[int(labels[index])]
@@ -47,22 +46,4 @@ def batch(
         title = f"{guess} OK" if correct else f"{guess} NO -> {true}"
         # Wrapped to the panel: long class names ("Cassava Bacterial Blight (CBB)") ran into the next one.
         axis.set_title(textwrap.fill(title, 30), fontsize=8, color="black" if correct else "red")
-    return save(figure, path)
-
-
-def pictures(files: Sequence[str | Path], path: str | Path | None = None) -> Any:
-    """Picture files as a decoder that ignores EXIF orientation sees them (tf.io.decode_jpeg does),
-    titled with their name, size, mode and EXIF orientation: phone pictures show up turned."""
-    from PIL import Image
-
-    figure, panels = _grid(len(files), 3.1)
-    for index, axis in enumerate(panels):
-        with Image.open(files[index]) as image:
-            orientation = image.getexif().get(0x0112, 1)  # the EXIF Orientation tag
-            title = f"{Path(files[index]).name}\n{image.width}x{image.height} {image.mode}"
-            axis.imshow(np.asarray(image.convert("RGB")))
-        turned = orientation != 1
-        axis.set_title(
-            title + (f", EXIF turn {orientation}" if turned else ""), fontsize=8, color="red" if turned else "black"
-        )
     return save(figure, path)

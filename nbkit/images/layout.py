@@ -4,7 +4,7 @@ NN-<s>x<s>-<count>.tfrec`, the item count of each file written in its name."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from nbkit.errors import DataError, ParameterError
@@ -25,11 +25,6 @@ def _visible_files(folder: str | Path, pattern: str = "*") -> list[str]:
     """The files in `folder` matching `pattern`, sorted, but not the hidden partial files of an interrupted
     write; none when the folder is not there."""
     return sorted(str(p) for p in Path(folder).glob(pattern) if not p.name.startswith("."))
-
-
-def file_name(index: int, image_size: int, count: int) -> str:
-    """`00-192x192-798.tfrec`: the competitions' naming, the item count last."""
-    return f"{index:02d}-{image_size}x{image_size}-{count}.tfrec"
 
 
 def _sizes_present(data_root: str | Path) -> list[int]:
@@ -95,10 +90,9 @@ def split_files(
     names: Sequence[str] = SPLITS,
     optional: Sequence[str] = (),
 ) -> dict[str, list[str]]:
-    """The files of each split in `names`; a split in `optional` without files is left out (the test
-    split of data converted without --test). With `fold` k of a dataset converted into `folds` (the
-    file names of each fold, from its description): val is fold k's files and train the others';
-    with fold -1, the data's own train/val split."""
+    """The files of each split in `names`; a split in `optional` without files is left out (the test split of data
+    converted without --test). With `fold` k of data converted into `folds` (each fold's file names, from its
+    description), val is fold k's files and train the others'; with fold -1, the data's own train/val split."""
 
     def has_files(split: str) -> bool:
         return bool(_visible_files(split_folder(data_root, image_size, split), "*.tfrec"))
@@ -139,8 +133,3 @@ def count_in_name(name: str) -> int:
     if match is None:
         raise DataError(f"{name}: the file name does not end in -<count>.tfrec, so its item count is unknown.")
     return int(match.group(1))
-
-
-def count_items(files: Iterable[str]) -> int:
-    """Total items, read from the `-<count>.tfrec` ending of each file name."""
-    return sum(count_in_name(name) for name in files)

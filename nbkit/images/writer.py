@@ -22,6 +22,11 @@ _TARGET_SHARD_BYTES = 100 * 2**20  # "tens to hundreds of files of tens to hundr
 _MIN_SHARDS = 16  # enough files for parallel reads on 8 cores
 
 
+def file_name(index: int, image_size: int, count: int) -> str:
+    """`00-192x192-798.tfrec`: the competitions' naming, the item count last (`layout.count_in_name`)."""
+    return f"{index:02d}-{image_size}x{image_size}-{count}.tfrec"
+
+
 def write_records(path: str | Path, records: Iterable[bytes]) -> Path:
     """Write raw records to a TFRecord file, through a partial file renamed into place."""
     with atomic.replacing(path) as partial, open(partial, "wb") as f:
@@ -88,6 +93,6 @@ def write_split(
     written = []
     for index, start in enumerate(range(0, len(records), per_shard)):
         chunk = records[start : start + per_shard]
-        path = folder / layout.file_name(index, image_size, len(chunk))
+        path = folder / file_name(index, image_size, len(chunk))
         written.append(write_records(path, map(encode_example, chunk)))
     return written

@@ -118,10 +118,9 @@ _KINDS = {  # kind -> (kagglehub function, how its handle is written, an example
     "notebook output": ("notebook_output_download", "owner/slug[/versions/N]", "alice/flowers-train"),
 }
 _LOGIN = "kaggle.json, KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_KEY"
-_MODEL_LICENSE = "Apache 2.0"  # of a model nbkit publishes; change it on the model's Kaggle page
 
 
-def _why(kind: str, handle: str, error: Exception, doing: str = "get") -> str:
+def kagglehub_failure(kind: str, handle: str, error: Exception, doing: str = "get") -> str:
     name = type(error).__name__
     code = getattr(getattr(error, "response", None), "status_code", None)
     if name == "UnauthenticatedError":
@@ -149,7 +148,7 @@ def fetch(kind: str, handle: str) -> str:
     try:
         return getattr(kagglehub, function)(handle)
     except Exception as error:  # kagglehub raises requests' errors, its own, and ValueError
-        raise DataError(_why(kind, handle, error) + ".") from None
+        raise DataError(kagglehub_failure(kind, handle, error) + ".") from None
 
 
 def notebook_output(location: str, inside: str) -> str:
@@ -162,15 +161,3 @@ def notebook_output(location: str, inside: str) -> str:
     if not found.is_dir():
         raise DataError(f"The output of the Kaggle notebook {location} has no {inside}: is it the right notebook?")
     return str(found)
-
-
-def upload_model(handle: str, folder: str | Path, version_notes: str = "", ignore: Any = None) -> str:
-    """Publish `folder` as a Kaggle Models variation (a new version, or a private model); the model's URL."""
-    check_handle("model", handle, "owner/model/framework/variation", "alice/flowers-model/keras/default")
-    import kagglehub
-
-    try:
-        kagglehub.model_upload(handle, str(folder), _MODEL_LICENSE, version_notes, ignore_patterns=ignore)
-    except Exception as error:  # as in fetch
-        raise DataError(_why("model", handle, error, "publish") + ".") from None
-    return f"https://www.kaggle.com/models/{handle}"
