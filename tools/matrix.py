@@ -87,7 +87,7 @@ print(", ".join([f"Python {platform.python_version()}", *(f"{n} {v}" for n, v in
 """
 
 
-def run(name: str, jax_cache: str) -> tuple[str, int, int, float]:
+def run(name: str, jax_cache: str, jobs: int) -> tuple[str, int, int, float]:
     """Run one environment's tests, print its log when done; (versions, tests, failures, seconds)."""
     venv, arguments, extra, what = ENVIRONMENTS[name]
     python = str(REPO / venv / "bin" / "python")
@@ -101,6 +101,11 @@ def run(name: str, jax_cache: str) -> tuple[str, int, int, float]:
     # compiles, takes its place there; a fresh folder each time.
     env["JAX_COMPILATION_CACHE_DIR"] = jax_cache
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # Keras' ~200 small programs to build a model too
+    # Each environment its share of the cores for TensorFlow's and PyTorch's (OpenMP's) compute threads: pools
+    # sized for the whole machine spin against the other environment's (2 cores: notebook 04's plain-torch run took
+    # 176-221 s beside other work, 48-57 s with one thread; 01's nbval 95-123 s, 56-64 s).
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    env |= {"OMP_NUM_THREADS": threads, "TF_NUM_INTRAOP_THREADS": threads}
     log = LOGS / f"{name}.log"
     with PRINTING:
         print(f"=== environment {name} started: {what} (log: {log.relative_to(REPO)})", flush=True)
@@ -127,7 +132,7 @@ def main(argv: list[str]) -> int:
     longest_first = sorted(args.names, key=lambda n: -MINUTES[n])
     jax_cache = tempfile.mkdtemp(prefix="nbkit-jax-cache-")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {name: pool.submit(run, name, jax_cache) for name in longest_first}
+        futures = {name: pool.submit(run, name, jax_cache, min(args.jobs, len(args.names))) for name in longest_first}
     results = {name: futures[name].result() for name in args.names}
     print("\n| environment | versions | tests | failed | minutes |\n|---|---|---|---|---|")
     for name, (versions, tests, failed, seconds) in results.items():
