@@ -101,11 +101,9 @@ def run(name: str, jax_cache: str, jobs: int) -> tuple[str, int, int, float]:
     # compiles, takes its place there; a fresh folder each time.
     env["JAX_COMPILATION_CACHE_DIR"] = jax_cache
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # Keras' ~200 small programs to build a model too
-    # Each environment its share of the cores for TensorFlow's and PyTorch's (OpenMP's) compute threads: pools
-    # sized for the whole machine spin against the other environment's (2 cores: notebook 04's plain-torch run took
-    # 176-221 s beside other work, 48-57 s with one thread; 01's nbval 95-123 s, 56-64 s).
-    threads = str(max(1, (os.cpu_count() or 1) // jobs))
-    env |= {"OMP_NUM_THREADS": threads, "TF_NUM_INTRAOP_THREADS": threads}
+    # Each environment its share of the cores for PyTorch's (OpenMP's) threads: a pool sized for the whole machine
+    # spins against the other environment's (2 cores: notebook 04's plain-torch test 102 s -> 63 s in the lane).
+    env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     log = LOGS / f"{name}.log"
     with PRINTING:
         print(f"=== environment {name} started: {what} (log: {log.relative_to(REPO)})", flush=True)
