@@ -1,7 +1,8 @@
 """Warm restarts: time to the first training step of the full profile (EfficientNetB0, mixed bfloat16,
 Keras on JAX over 8 simulated devices, global batch 16 at 192 px as in `make test`), in a fresh process each time as a
 new Kaggle session would start: without a cache (what every session pays without nbkit), with an
-empty `nbkit.accel.cache.use(...)` folder (cold), then twice more with the folder it filled (warm).
+empty `nbkit.accel.cache.use(...)` folder (cold), then twice more with the folder it filled (warm), and once
+with a copy of it in another folder (as RESUME_FROM copies an earlier session's cache).
 
     .venv/bin/python bench/compile_cache.py [--image-size 192] [--per-replica-batch 2]
 
@@ -97,8 +98,11 @@ def main() -> None:
         size_mb = sum(p.stat().st_size for p in entries) / 1e6
         runs.append(("nbkit, warm 1", run_session(str(folder), args)))
         runs.append(("nbkit, warm 2", run_session(str(folder), args)))
+        copied = shutil.copytree(folder, folder.with_name(folder.name + "-copied"))  # RESUME_FROM's copy
+        runs.append(("nbkit, warm, copied to another folder", run_session(str(copied), args)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder.with_name(folder.name + "-copied"), ignore_errors=True)
     cold = runs[1][1]
     rows = []
     for name, r in runs:

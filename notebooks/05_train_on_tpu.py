@@ -121,7 +121,6 @@ data = flowers.load_data(DATA_ROOT, IMAGE_SIZE, FOLD)  # FOLD k: fold k validate
 print(data.describe())
 data.check_batch(PER_REPLICA_BATCH, acc.num_replicas)
 image_size, dataset = data.image_size, data.dataset
-fingerprint = data.fingerprint()  # recorded with the checkpoint: a resumed run must train on the same files
 
 # Keras runs whole executions of STEPS_PER_EXECUTION steps: an epoch is cut to whole executions.
 steps_per_epoch = min(data.train.count // GLOBAL_BATCH, STEPS_PER_EPOCH or data.train.count)
@@ -137,14 +136,13 @@ print(f"{steps_per_epoch} steps per epoch, {steps_per_execution} per execution")
 # %% tags=["nbval-ignore-output"]
 from pathlib import Path
 
-from nbkit.handoff import resume
-from nbkit.inputs import datasets
+from nbkit.handoff import resume, resume_from
 
 checkpoints = outputs.folder / "checkpoints"
 if RESUME_FROM != "none" and RESUME == "auto" and outputs.writes:  # on a pod slice, process 0 copies
-    earlier = Path(datasets.notebook_output(RESUME_FROM, f"{run_name}/checkpoints"))
+    earlier = Path(resume_from.notebook_output(RESUME_FROM, f"{run_name}/checkpoints"))
     print(resume.copy_checkpoint(earlier, checkpoints))
-    print(compile_cache.copy_from(earlier.parent / "compile-cache"))  # before the model is built
+    print(resume_from.copy_compile_cache(compile_cache, earlier.parent / "compile-cache"))  # before the model is built
 settings = {
     "model": MODEL,
     "weights": WEIGHTS,
@@ -156,7 +154,7 @@ settings = {
     "seed": SEED,
     "augment": AUGMENT,
     "fold": FOLD,
-    "data": fingerprint,
+    "data": resume_from.fingerprint(data.train.files + data.val.files),  # a resumed run must train on the same files
 }
 run = resume.TrainingRun(checkpoints, settings, restart=RESUME == "restart", hosts=acc.hosts)
 print(run.describe(EPOCHS))

@@ -1,5 +1,5 @@
 """Every record read once before training (nbkit.images.checks): counts, features, image size, names
-that lie, missing splits and sizes; and the data fingerprint."""
+that lie, missing splits and sizes."""
 
 from __future__ import annotations
 
@@ -82,20 +82,6 @@ def test_hidden_partial_files_are_not_data(made, tmp_path):
 def test_name_without_count_is_an_error():
     with pytest.raises(DataError, match="train.tfrec"):
         layout.count_in_name("a/train.tfrec")
-
-
-def test_fingerprint_changes_with_the_files(made, tmp_path):
-    files = layout.find_files(made, 64, "train")
-    assert checks._fingerprint(files) == checks._fingerprint(list(reversed(files)))  # order does not matter
-    copies = [shutil.copy(name, tmp_path) for name in files]
-    assert checks._fingerprint(copies) == checks._fingerprint(files)  # names and contents, not folders
-    with open(copies[0], "r+b") as f:
-        f.seek(-3, 2)
-        f.write(b"xyz")
-    assert checks._fingerprint(copies) != checks._fingerprint(files)
-    assert checks._fingerprint(copies[1:]) != checks._fingerprint(files)
-    with pytest.raises(DataError, match="does not exist"):
-        checks._fingerprint([str(tmp_path / "gone-3.tfrec")])
 
 
 def rewritten(made, tmp_path, split, change):

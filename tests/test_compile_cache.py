@@ -5,6 +5,7 @@ ignored with a message or JAX's warning, never a crash or a wrong result."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from nbkit.accel import cache as compile_cache
 from nbkit.accel.cache import _CompileCache, _runtime_name
 from nbkit.errors import ParameterError
+from nbkit.handoff import resume_from
 
 # One fresh process, as a new session: two compiled functions, their results, what the cache did.
 SESSION = """
@@ -59,6 +61,11 @@ def test_a_later_session_loads_what_an_earlier_one_compiled(tmp_path):
     assert warm["hits"] >= 2 and f"{warm['hits']} compiled program(s) loaded" in warm["report"]
     assert warm["results"] == cold["results"] and not warm["warnings"]
 
+    # A cache copied elsewhere (RESUME_FROM, another OUTPUT_DIR) loads as well: JAX's key held the folder's path
+    # (its GPU autotune subfolder's) until cache.use turned that subcache off.
+    moved = session(shutil.copytree(cache, tmp_path / "elsewhere" / "compile-cache"))
+    assert moved["hits"] == warm["hits"] and moved["results"] == cold["results"]
+
     for entry in stored:  # every entry damaged: JAX warns and compiles again, with the same results
         entry.write_bytes(entry.read_bytes()[:40])
     damaged = session(cache)
@@ -76,7 +83,7 @@ def test_tensorflow_and_none_say_the_cache_is_off_and_nothing_asked_says_nothing
     assert compile_cache.use(None, Accelerator("cpu", "jax", 1, ["cpu:0"])).describe() == ""
 
 
-def test_copy_from_an_earlier_run_adds_only_this_runtimes_missing_entries(tmp_path):
+def test_copying_an_earlier_runs_cache_adds_only_this_runtimes_missing_entries(tmp_path):
     here = tmp_path / "now" / _runtime_name("0.7.2", "cpu", 8)
     here.mkdir(parents=True)
     (here / "a-cache").write_bytes(b"mine")
@@ -86,14 +93,19 @@ def test_copy_from_an_earlier_run_adds_only_this_runtimes_missing_entries(tmp_pa
     (earlier / here.name / "b-cache").write_bytes(b"b")
     (earlier / here.name / "b-atime").write_bytes(b"t")
     cache = _CompileCache(folder=here, entries_found=1)
-    assert cache.copy_from(earlier) == f"compile cache: 1 compiled program(s) copied from {earlier / here.name}"
+    assert (
+        resume_from.copy_compile_cache(cache, earlier)
+        == f"compile cache: 1 compiled program(s) copied from {earlier / here.name}"
+    )
     assert sorted(p.name for p in here.iterdir()) == ["a-cache", "b-cache"]
     assert (here / "a-cache").read_bytes() == b"mine" and cache.entries_found == 2
 
     other = tmp_path / "other"
     (other / "jax-0.10.2-cpu-x8").mkdir(parents=True)
-    assert "nothing to copy from" in cache.copy_from(other) and "holds jax-0.10.2-cpu-x8 only" in cache.copy_from(other)
-    assert "holds none" in cache.copy_from(tmp_path / "missing")
+    assert "nothing to copy from" in resume_from.copy_compile_cache(
+        cache, other
+    ) and "holds jax-0.10.2-cpu-x8 only" in resume_from.copy_compile_cache(cache, other)
+    assert "holds none" in resume_from.copy_compile_cache(cache, tmp_path / "missing")
 
 
 def test_runtime_names_are_folder_names():

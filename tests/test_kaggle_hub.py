@@ -16,7 +16,7 @@ from kaggle_stub import StubServer
 from test_datasets import kaggle_env, local_env
 
 from nbkit.errors import DataError, ParameterError
-from nbkit.handoff import ensemble, package
+from nbkit.handoff import ensemble, package, resume_from
 from nbkit.images import flowers
 from nbkit.inputs import datasets
 
@@ -269,8 +269,8 @@ def test_resume_from_a_kaggle_notebook_output(credentials, tmp_path):
     stub.routes[f"{kernels}/GetKernel"] = lambda body, headers: (200, {"metadata": {"currentVersionNumber": 5}})
     stub.routes[f"{kernels}/DownloadKernelOutput"] = redirect("/output.zip")
     stub.routes["GET /output.zip"] = served(zipped({"flowers-train/checkpoints/state.json": b"{}"}))
-    found = datasets.notebook_output("alice/flowers-train", "flowers-train/checkpoints")
+    found = resume_from.notebook_output("alice/flowers-train", "flowers-train/checkpoints")
     assert Path(found, "state.json").is_file() and "notebooks/alice/flowers-train/output/versions/5" in found
     with pytest.raises(DataError, match="The output of the Kaggle notebook alice/flowers-train has no elsewhere"):
-        datasets.notebook_output("alice/flowers-train", "elsewhere")
-    assert datasets.notebook_output(str(tmp_path), "flowers-train/checkpoints") == str(tmp_path)  # a folder
+        resume_from.notebook_output("alice/flowers-train", "elsewhere")
+    assert resume_from.notebook_output(str(tmp_path), "flowers-train/checkpoints") == str(tmp_path)  # a folder

@@ -4,12 +4,13 @@
 """
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 
 from nbkit.errors import DataError
-from nbkit.handoff import resume
+from nbkit.handoff import resume, resume_from
 
 SETTINGS = {"model": "tiny", "global_batch": 8, "seed": 1}
 STEPS = 4  # per epoch
@@ -163,3 +164,22 @@ def test_copy_checkpoint_brings_an_earlier_session_in(tmp_path):
     with pytest.raises(DataError, match="RESUME_FROM=.*not a readable training state"):
         resume.copy_checkpoint(tmp_path / "nothing", tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_fingerprint_changes_with_the_files(tmp_path):
+    files = []
+    for number in range(3):
+        path = tmp_path / "data" / f"train{number:02d}-100.tfrec"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(bytes(range(256)) * 600 + bytes([number]))  # over 2 x 64 KiB: head, middle and tail
+        files.append(str(path))
+    assert resume_from.fingerprint(files) == resume_from.fingerprint(list(reversed(files)))  # order does not matter
+    copies = [shutil.copy(name, tmp_path) for name in files]
+    assert resume_from.fingerprint(copies) == resume_from.fingerprint(files)  # names and contents, not folders
+    with open(copies[0], "r+b") as f:
+        f.seek(-3, 2)
+        f.write(b"xyz")
+    assert resume_from.fingerprint(copies) != resume_from.fingerprint(files)
+    assert resume_from.fingerprint(copies[1:]) != resume_from.fingerprint(files)
+    with pytest.raises(DataError, match="does not exist"):
+        resume_from.fingerprint([str(tmp_path / "gone-3.tfrec")])

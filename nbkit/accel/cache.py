@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nbkit import atomic
 from nbkit.errors import ParameterError
 
 # JAX's events (jax._src.compiler, the same names in JAX 0.5-0.10) that say what the cache did.
@@ -52,23 +50,6 @@ class _CompileCache:
             return f"compile cache: nothing loaded; what this run compiled is stored in {self.folder}"
         return f"compile cache: {self.hits} compiled program(s) loaded, {self.seconds_saved:.0f} s of compiling saved"
 
-    def copy_from(self, earlier: str | Path) -> str:
-        """Add this runtime's entries from an earlier run's cache folder, before the model is built; one line."""
-        if self.folder is None:
-            return self.describe()
-        source = Path(earlier).expanduser() / self.folder.name
-        if not source.is_dir():
-            there = sorted(p.name for p in Path(earlier).expanduser().glob("jax-*") if p.is_dir())
-            held = f"it holds {', '.join(there)} only" if there else "it holds none"
-            return f"compile cache: nothing to copy from {earlier} for {self.folder.name} ({held})"
-        self.folder.mkdir(parents=True, exist_ok=True)
-        missing = [entry for entry in sorted(source.glob("*-cache")) if not (self.folder / entry.name).exists()]
-        for entry in missing:
-            with atomic.replacing(self.folder / entry.name) as partial:  # never half an entry
-                shutil.copyfile(entry, partial)
-        self.entries_found += len(missing)
-        return f"compile cache: {len(missing)} compiled program(s) copied from {source}"
-
     def _on_event(self, event: str, *args: Any, **kwargs: Any) -> None:
         if event == _HIT:
             self.hits += 1
@@ -104,6 +85,9 @@ def use(folder: str | Path | None, acc: Any) -> _CompileCache:
     )
     jax.config.update("jax_compilation_cache_dir", str(cache.folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_SECONDS)
+    # Workaround, JAX 0.5-0.10: its GPU autotuning subcache puts the folder's path into every entry's key, so a copy
+    # elsewhere (RESUME_FROM) loaded nothing (docs/limits.md; tests/test_compile_cache.py moves a cache).
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     monitoring.register_event_listener(cache._on_event)
     monitoring.register_event_duration_secs_listener(cache._on_duration)
     return cache

@@ -1,6 +1,7 @@
 """Training that survives a cut session: a checkpoint after every epoch, and a re-run that continues from
 the last completed one. Not `keras.callbacks.BackupAndRestore`: it rewrites one file in place (a kill then
-leaves no checkpoint), records the epoch in a separate write, deletes all at the end, keeps no history."""
+leaves no checkpoint), records the epoch in a separate write, deletes all at the end, keeps no history.
+An earlier session's output (RESUME_FROM) is found and its compile cache copied by `resume_from`."""
 
 from __future__ import annotations
 

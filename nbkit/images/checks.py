@@ -7,7 +7,6 @@ does: a test feeds both)."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -213,22 +212,6 @@ def describe(splits: dict[str, Split]) -> str:
     return ", ".join(f"{s.name} {s.count}" for s in splits.values()) + " images"
 
 
-def _fingerprint(files: Sequence[str], sample_bytes: int = 2**16) -> str:
-    """A short hash of the files' names, sizes, and first and last `sample_bytes`: it tells whether a
-    model or a checkpoint was made from these files, without reading gigabytes."""
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        if not Path(name).exists():
-            raise DataError(f"{name} does not exist: the data folder changed after the files were listed.")
-        size = Path(name).stat().st_size
-        with open(name, "rb") as f:
-            head = f.read(sample_bytes)
-            f.seek(max(0, size - sample_bytes))
-            tail = f.read(sample_bytes)
-        digest.update(f"{Path(name).name}:{size}:".encode() + head + tail)
-    return "sha256:" + digest.hexdigest()[:16]
-
-
 @dataclass(frozen=True)
 class Data:
     """Checked data: `splits` by name ("train", "val", "test"; with a FOLD, val is that fold)."""
@@ -260,10 +243,6 @@ class Data:
         fold = f" (fold {self.fold} validates)" if self.fold != -1 else ""
         fold += " (no test split: no submission)" if self.test is None else ""
         return f"data: {self.reason}\ndataset: {self.dataset.describe()}\n{sizes}{fold}"
-
-    def fingerprint(self) -> str:
-        """A short hash of the training and validation files (names, sizes, first and last bytes)."""
-        return _fingerprint(self.train.files + self.val.files)
 
     def check_batch(self, per_replica_batch: int, replicas: int) -> int:
         """`_check_batch` for this data's labeled splits and image size."""

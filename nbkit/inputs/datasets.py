@@ -16,7 +16,7 @@ from typing import Any
 
 from nbkit import env as nbenv
 from nbkit.errors import DataError
-from nbkit.params import check_handle, is_handle
+from nbkit.params import check_handle
 
 
 @dataclass(frozen=True)
@@ -149,15 +149,3 @@ def fetch(kind: str, handle: str) -> str:
         return getattr(kagglehub, function)(handle)
     except Exception as error:  # kagglehub raises requests' errors, its own, and ValueError
         raise DataError(kagglehub_failure(kind, handle, error) + ".") from None
-
-
-def notebook_output(location: str, inside: str) -> str:
-    """`location` if it is a folder here, else a Kaggle notebook's output (owner/slug[/versions/N]) fetched by
-    kagglehub: the folder `inside` it."""
-    local = os.path.expanduser(location)
-    if Path(local).exists() or not is_handle(location, _KINDS["notebook output"][1]):
-        return local
-    found = Path(fetch("notebook output", location)) / inside
-    if not found.is_dir():
-        raise DataError(f"The output of the Kaggle notebook {location} has no {inside}: is it the right notebook?")
-    return str(found)
