@@ -4,6 +4,7 @@
 """
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -163,6 +164,9 @@ def test_copy_checkpoint_brings_an_earlier_session_in(tmp_path):
     assert "has its own checkpoint" in resume.copy_checkpoint(tmp_path / "last-version", here)
     with pytest.raises(DataError, match="RESUME_FROM=.*not a readable training state"):
         resume.copy_checkpoint(tmp_path / "nothing", tmp_path / "elsewhere")
+    above = re.escape(f"whole; {tmp_path / 'last-version'} holds one)")  # a folder above the checkpoints
+    with pytest.raises(DataError, match=above):
+        resume.copy_checkpoint(tmp_path, tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()
 
 

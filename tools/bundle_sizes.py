@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 CEILINGS = {
     "01": (700, None),
     "02": (None, 2479),
-    "05": (None, 2861),
+    "05": (None, 2863),
     "09": (1500, None),
     "10": (1500, None),
     "11": (1500, None),

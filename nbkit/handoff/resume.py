@@ -161,9 +161,11 @@ def copy_checkpoint(source: str | Path, folder: str | Path) -> str:
     try:
         weights_file = _state(source)[1]
     except DataError as error:
+        inside = [str(p.parent) for p in sorted(source.glob(f"*/{_STATE_FILE}"))]  # an OUTPUT_DIR given whole
+        hint = f"; {' or '.join(inside)} holds one" if inside else ""
         raise DataError(
             f"RESUME_FROM={str(source)!r}: {error} Give the checkpoint folder of an earlier run (its "
-            "OUTPUT_DIR/checkpoints, whole), or 'none'."
+            f"OUTPUT_DIR/checkpoints, whole{hint}), or 'none'."
         ) from None
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy2(source / weights_file, folder / weights_file)
