@@ -102,9 +102,8 @@ def test_copying_an_earlier_runs_cache_adds_only_this_runtimes_missing_entries(t
 
     other = tmp_path / "other"
     (other / "jax-0.10.2-cpu-x8").mkdir(parents=True)
-    assert "nothing to copy from" in resume_from.copy_compile_cache(
-        cache, other
-    ) and "holds jax-0.10.2-cpu-x8 only" in resume_from.copy_compile_cache(cache, other)
+    said = resume_from.copy_compile_cache(cache, other)
+    assert "nothing to copy from" in said and "holds jax-0.10.2-cpu-x8 only" in said
     assert "holds none" in resume_from.copy_compile_cache(cache, tmp_path / "missing")
 
 
