@@ -91,6 +91,7 @@ def main() -> None:
         print(json.dumps(session(args.session, args.image_size, args.per_replica_batch)))
         return
     folder = Path(tempfile.mkdtemp(prefix="nbkit-compile-cache-"))
+    copied = folder.with_name(folder.name + "-copied")  # the warm cache elsewhere, as RESUME_FROM copies it
     try:
         runs = [("no cache (without nbkit)", run_session("none", args))]
         runs.append(("nbkit, empty cache (cold)", run_session(str(folder), args)))
@@ -98,11 +99,11 @@ def main() -> None:
         size_mb = sum(p.stat().st_size for p in entries) / 1e6
         runs.append(("nbkit, warm 1", run_session(str(folder), args)))
         runs.append(("nbkit, warm 2", run_session(str(folder), args)))
-        copied = shutil.copytree(folder, folder.with_name(folder.name + "-copied"))  # RESUME_FROM's copy
+        shutil.copytree(folder, copied)
         runs.append(("nbkit, warm, copied to another folder", run_session(str(copied), args)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        shutil.rmtree(folder.with_name(folder.name + "-copied"), ignore_errors=True)
+        shutil.rmtree(copied, ignore_errors=True)
     cold = runs[1][1]
     rows = []
     for name, r in runs:
