@@ -31,6 +31,7 @@ def worker(kind: str, steps: int) -> None:
     ns: dict = {"__annotations__": {}}
     exec(code[0], ns)
     ns.update(MODEL="tiny", MESH="2x4", SIMULATE_DEVICES=8, BATCH_SIZE=1, NUM_GENERATIONS=2, BETA=0.08, MAX_STEPS=steps)
+    ns.update(SFT_STEPS=0)  # the GRPO steps alone are timed
     ns.update(RESUME="restart", OUTPUT_DIR=str(REPO / "out" / "bench" / f"grpo-{kind.split()[0]}"))
     training = next(i for i, source in enumerate(code) if "learner.train(" in source)
     for source in code[1:training]:
@@ -45,9 +46,8 @@ def worker(kind: str, steps: int) -> None:
         source = source.replace('kl_loss_mode="low_var_kl"', "")
         ns.update(demo_config=demo_config, demo_rewards=demo_rewards, ns=ns)
     times: list[float] = []
-    source = source.replace(
-        "        history.append(step)", "        history.append(step)\n        TIMES.append(time.perf_counter())"
-    )
+    kept = '        atomic.write_json(history, checkpoints / "history.json")'
+    source = source.replace(kept, f"{kept}\n        TIMES.append(time.perf_counter())")
     ns["TIMES"] = times
     exec(source, ns)
     history = ns["history"]

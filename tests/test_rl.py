@@ -136,6 +136,9 @@ def test_prompts_longer_than_max_prompt_length_are_counted():
     with pytest.raises(DataError, match=r"2 of 3 prompts are longer than MAX_PROMPT_LENGTH=10 tokens \(the longest: 30 tokens, b.csv, line 3\)"):  # fmt: skip
         rl.check_prompt_lengths([12, 5, 30], 10, ["a.csv, line 2", "a.csv, line 3", "b.csv, line 3"])
     rl.check_prompt_lengths([10, 5], 10, ["x", "y"])
+    # Sweep 6, poor: the smoke profile's cap said "raise MAX_PROMPT_LENGTH", which the cap undoes.
+    with pytest.raises(DataError, match=r"the smoke profile .* caps MAX_PROMPT_LENGTH at 48: run with PROFILE='full'"):
+        rl.check_prompt_lengths([60], 48, ["q.csv, line 2"], smoke=True)
 
 
 def test_a_mesh_that_does_not_divide_the_model_is_refused():
@@ -146,6 +149,9 @@ def test_a_mesh_that_does_not_divide_the_model_is_refused():
         gemma.pick_mesh(TINY, 8, 16, (1, 8))
     with pytest.raises(ParameterError, match=r"rows a step \(BATCH_SIZE x NUM_GENERATIONS\) \(6\) does not divide by 4"):  # fmt: skip
         gemma.pick_mesh(TINY, 8, 6, (4, 2))
+    # Sweep 6, poor: 6 simulated devices advised MESH or BATCH_SIZE, and neither can fix a width of 64 over 6.
+    with pytest.raises(ParameterError, match=r"width \(64\) does not divide by the 6 devices.* set SIMULATE_DEVICES"):
+        gemma.pick_mesh(TINY, 6, 12, "auto")
     assert gemma.pick_mesh(TINY, 8, 16, "auto") == (2, 4) and gemma.pick_mesh(sizes, 8, 16, "auto") == (4, 2)
 
 
@@ -183,12 +189,131 @@ def test_a_reward_function_that_fails_is_named_with_its_prompt():
 
 def test_a_checkpoint_of_other_settings_is_refused(tmp_path):
     folder = tmp_path / "checkpoints"
-    assert rl.checkpoint_run(folder, {"data": "a.csv", "beta": 0.04}, restart=False) == 0
+    assert rl.checkpoint_run(folder, {"data": "a.csv", "beta": 0.04}, restart=False) == (0, [])
     (folder / "actor" / "20").mkdir(parents=True)
-    assert rl.checkpoint_run(folder, {"data": "a.csv", "beta": 0.04}, restart=False) == 20
+    assert rl.checkpoint_run(folder, {"data": "a.csv", "beta": 0.04}, restart=False)[0] == 20
     with pytest.raises(ParameterError, match=r"\(step 20\) was trained with other settings: data 'a.csv' -> 'b.csv'"):
         rl.checkpoint_run(folder, {"data": "b.csv", "beta": 0.04}, restart=False)
-    assert rl.checkpoint_run(folder, {"data": "b.csv", "beta": 0.04}, restart=True) == 0
+    assert rl.checkpoint_run(folder, {"data": "b.csv", "beta": 0.04}, restart=True) == (0, [])
+    # A warm start's checkpoint (sft/) is a run's too: other settings against it are refused as well.
+    (folder / "sft" / "60").mkdir(parents=True)
+    with pytest.raises(ParameterError, match=r"other settings: data 'b.csv' -> 'c.csv'"):
+        rl.checkpoint_run(folder, {"data": "c.csv", "beta": 0.04}, restart=False)
+
+
+def test_restart_deletes_only_the_runs_own_checkpoint_files(tmp_path):
+    # Sweep 6, item 1: on 191e8da RESUME="restart" deleted the whole checkpoints folder, the user's files with it.
+    folder = tmp_path / "checkpoints"
+    rl.checkpoint_run(folder, {"seed": 1}, restart=False)
+    (folder / "actor" / "50").mkdir(parents=True)
+    (folder / "sft" / "60").mkdir(parents=True)
+    (folder / "history.json").write_text("[]")
+    (folder / "my_notes.txt").write_text("mine")
+    (folder / "mine").mkdir()
+    assert rl.checkpoint_run(folder, {"seed": 2}, restart=True) == (0, [])
+    assert sorted(p.name for p in folder.iterdir()) == ["mine", "my_notes.txt", "settings.json"]
+    assert (folder / "my_notes.txt").read_text() == "mine"
+
+
+def test_checkpoints_without_their_settings_are_refused_and_the_history_is_kept_to_the_step(tmp_path):
+    folder = tmp_path / "checkpoints"
+    (folder / "actor" / "4").mkdir(parents=True)
+    with pytest.raises(ParameterError, match=r"have no settings.json: nothing says what trained them"):
+        rl.checkpoint_run(folder, {"seed": 1}, restart=False)
+    (folder / "settings.json").write_text(json.dumps({"seed": 1}))
+    steps = [{"step": n, "rewards/a": n / 10} for n in range(1, 7)]  # steps 5 and 6 ran after the last checkpoint
+    (folder / "history.json").write_text(json.dumps(steps))
+    assert rl.checkpoint_run(folder, {"seed": 1}, restart=False) == (4, steps[:4])
+
+
+def test_references_are_gsm8k_numbers_and_an_empty_one_is_refused():
+    # Sweep 6, items 5 and 6: "#### $4,000" kept its "$" (number_close then paid 0 to right answers), and an empty
+    # reference made answer_exact pay 2.0 for an empty answer.
+    responses = ["She pays 4 x 1000.\n#### $4,000", "#### 12", "3 + 4 = 7 #### 7.5%", "Paris", "a #### b #### -1,250"]
+    worked, answers = rl.references(responses, [f"q.csv, line {i}" for i in range(2, 7)])
+    assert answers == ["4000", "12", "7.5", "Paris", "-1250"]
+    assert worked == ["She pays 4 x 1000.", "", "3 + 4 = 7", "", "a #### b"]
+    with pytest.raises(DataError, match=r"q.csv, line 3: the answer 'so it is ####  ' has nothing after '####'"):
+        rl.references(["x #### 2", "so it is ####  "], ["q.csv, line 2", "q.csv, line 3"])
+
+
+def test_csv_headers_naming_a_column_twice_or_another_separator_are_refused(tmp_path):
+    # Sweep 6, item 7 and a poor one: a repeated column took the last one silently; ";" got "Did you mean ...".
+    (tmp_path / "twice.csv").write_text("question,answer,answer\nhow many,2,3\n")
+    with pytest.raises(DataError, match=r"twice.csv: the header names the column 'answer' more than once"):
+        data.load_pairs(str(tmp_path / "twice.csv"), "question", "answer")
+    (tmp_path / "semi.csv").write_text("question;answer\nhow many;2\n")
+    with pytest.raises(DataError, match=r"semi.csv looks separated by ';', not by commas"):
+        data.load_pairs(str(tmp_path / "semi.csv"), "question", "answer")
+    # A record over several lines (GSM8K's answers) is named by its first line.
+    (tmp_path / "multi.csv").write_text('question,answer\n"q1","a\nb\n#### 1"\n"q2",""\n')
+    with pytest.raises(DataError, match=r"multi.csv, line 5: column 'answer' is empty"):
+        data.load_pairs(str(tmp_path / "multi.csv"), "question", "answer")
+
+
+def test_the_held_out_questions_are_distinct_and_never_trained_on(tmp_path):
+    # Sweep 6, item 2: on 191e8da 4 of the 16 held-out questions of the sample were training rows (all 16 when every
+    # question repeats). The split is notebook 10's, on distinct questions, with a count.
+    rows = [{"question": f"q{i % 40}", "answer": f"#### {i % 40}"} for i in range(200)]  # each question 5 times
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pairs = data.load_pairs(str(tmp_path / "q.jsonl"), "question", "answer")
+    train, held_out, line = data.split(pairs, 16, 42)
+    held = {pairs.prompts[i] for i in held_out}
+    assert len(held) == len(held_out) == 16 and not held & {pairs.prompts[i] for i in train}
+    assert len(train) == 200 - 16 * 5 and "16 of the 40 distinct prompts held out" in line
+    with pytest.raises(ParameterError, match=r"40 prompts to hold out, but the data has 40 distinct prompts"):
+        data.split(pairs, 40, 42)
+    source = NOTEBOOK.read_text()
+    assert "data.split(pairs, HELD_OUT, SEED)" in source
+
+
+def test_rewards_are_checked_as_tunix_calls_them_and_one_that_cannot_pay_the_right_answer_is_named(capsys):
+    # Late in sweep 6: a reward failing only under Tunix's real keyword arguments (mode, trajectory_ids) or returning
+    # NaN was found at training step 1; the check called each with answer= only.
+    def strict(prompts, completions, answer):  # no **kwargs: Tunix's mode= breaks it
+        return [1.0] * len(completions)
+
+    def nan(prompts, completions, **columns):
+        return [float("nan")] * len(completions)
+
+    def exact_text(prompts, completions, answer, **columns):  # compares with a reference it cannot read
+        return [1.0 if c == f"<answer>{a}</answer>" else 0.0 for c, a in zip(completions, answer)]
+
+    with pytest.raises(RunError, match=r"reward function strict failed \(TypeError: .*'mode'"):
+        rl.check_rewards([strict], ["p"], ["<answer>4</answer>"], answer=["4"])
+    with pytest.raises(RunError, match=r"reward function nan returned nan for the completion '<answer>4</answer>'"):
+        rl.check_rewards([nan], ["p"], ["<answer>4</answer>"], answer=["4"])
+    assert rl.check_rewards([exact_text], ["p"], ["<answer>4</answer>"], answer=["4"]) == {"exact_text": [1.0]}
+    assert "WARNING" not in capsys.readouterr().out
+    rl.check_rewards([exact_text], ["p"], ["<answer>4000</answer>"], answer=["$4,000"])
+    assert "WARNING: exact_text pays the ideal completion '<answer>4000</answer>' 0.0 and an empty one 0.0" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_damaged_or_mismatched_model_folder_is_named_before_the_build(tmp_path):
+    # Sweep 6, late and poor: sizes that disagree with the weights failed in Tunix's build (AssertionError: Shape
+    # mismatch); a cut config.json, one without head_dim, a cut safetensors: raw JSONDecodeError, KeyError,
+    # SafetensorError, no file named.
+    write_gemma2(tmp_path / "g2", 64, b"")
+    config = json.loads((tmp_path / "g2" / "config.json").read_text())
+    (tmp_path / "g2" / "config.json").write_text(json.dumps({**config, "intermediate_size": 256}))
+    with pytest.raises(ParameterError, match=r"do not match config.json: layers.0.mlp.gate_proj.weight \(128, 64\)"):
+        gemma.gemma_config(tmp_path / "g2")
+    (tmp_path / "g2" / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))
+    with pytest.raises(ParameterError, match=r"do not match config.json: 2 layers \(config.json: 3\)"):
+        gemma.gemma_config(tmp_path / "g2")
+    (tmp_path / "g2" / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "head_dim"}))
+    with pytest.raises(ParameterError, match=r"config.json has no whole number for head_dim"):
+        gemma.gemma_config(tmp_path / "g2")
+    (tmp_path / "g2" / "config.json").write_text(json.dumps(config)[:40])
+    with pytest.raises(ParameterError, match=r"g2/config.json is not JSON .* damaged or cut short"):
+        gemma.gemma_config(tmp_path / "g2")
+    (tmp_path / "g2" / "config.json").write_text(json.dumps(config))
+    weights = tmp_path / "g2" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ParameterError, match=r"model.safetensors cannot be read as safetensors"):
+        gemma.gemma_config(tmp_path / "g2")
 
 
 def test_the_memory_plan_of_gemma_3_1b_and_gemma_2_2b_on_a_v5e_8():
@@ -253,20 +378,37 @@ for mesh in ("data", "2x4"):
     found["mesh " + mesh] = [ns["FSDP"], ns["TP"]]
 found["losses"] = losses
 
-# A run stopped by TIME_BUDGET (a last checkpoint), then resumed to 4 steps; the saved model loaded back.
+# A run stopped by TIME_BUDGET (a last checkpoint), then resumed to 4 steps, then run again once finished; the saved
+# model loaded back. A short warm start: the second run restores it from its checkpoint.
 RUN = 1
-first = run(MAX_STEPS=50, TIME_BUDGET=1e-3, OUTPUT_DIR=f"{out}/resume")
+first = run(MAX_STEPS=50, SFT_STEPS=4, TIME_BUDGET=1e-3, OUTPUT_DIR=f"{out}/resume")
 RUN = 2
-second = run(MAX_STEPS=4, OUTPUT_DIR=f"{out}/resume")
-found["first"] = {"steps": first["steps"], "stopped": first["batches"].stopped}
-found["second"] = {"steps": second["steps"], "resumed_at": second["resumed_at"]}
+second = run(MAX_STEPS=4, SFT_STEPS=4, OUTPUT_DIR=f"{out}/resume")
+found["first"] = {"steps": first["steps"], "stopped": first["batches"].stopped, "sft": len(first["sft_losses"])}
+found["second"] = {"steps": second["steps"], "resumed_at": second["resumed_at"], "sft": len(second["sft_losses"])}
 found["given"] = given
 found["dataset"] = [[str(p) for p in second["dataset"][i]["prompts"]] for i in range(4)]
-found["history"] = len(second["history"])
+found["history"] = [h["step"] for h in second["history"]]
+found["chosen"] = second["chosen"]
+found["parameters"] = [second["parameters"], second["trained"]]
+from safetensors.numpy import load_file
+found["zero"] = sorted(k for k, v in load_file(f"{out}/resume/model/model.safetensors").items() if not v.any())
+RUN = 4
+third = run(MAX_STEPS=4, SFT_STEPS=4, OUTPUT_DIR=f"{out}/resume")  # finished: nothing more to train
+found["third"] = {"steps": third["steps"], "history": [h["step"] for h in third["history"]],
+    "same": third["after"]["completions"] == second["after"]["completions"]}
+found["refused"] = {}
+for name, overrides in {"model inside": dict(MODEL=f"{out}/resume/model", OUTPUT_DIR=f"{out}/resume"),
+                        "temperature": dict(TEMPERATURE=0.0), "tokens": dict(MAX_NEW_TOKENS=1)}.items():
+    try:
+        found["refused"][name] = ", ".join(run(upto=5, **{"OUTPUT_DIR": f"{out}/{name}", **overrides})["chosen"])
+    except Exception as error:
+        found["refused"][name] = f"{type(error).__name__}: {error}"
 from tunix.models.gemma3 import params_safetensors
-loaded = params_safetensors.create_model_from_safe_tensors(f"{out}/resume/model", second["config"], second["mesh"], dtype=second["DTYPE"])
+loaded = params_safetensors.create_model_from_safe_tensors(f"{out}/resume/model", third["config"], third["mesh"], dtype=third["DTYPE"])
 found["completions"] = [second["after"]["completions"], second["evaluate"](loaded, second["held_out_rows"])["completions"]]
 found["metrics"] = json.loads(open(f"{out}/resume/metrics.json").read())
+found["completions"].append(third["evaluate"](loaded, third["held_out_rows"])["completions"])
 
 # Gemma 2 (Tunix's tunix.models.gemma) from a folder of Hugging Face safetensors: random weights with the tiny path's
 # tokenizer, LoRA on 2x4, 2 steps; the merged save loaded back by Tunix's Gemma 2 loader.
@@ -317,12 +459,36 @@ def test_time_budget_stops_with_a_checkpoint_and_a_resumed_run_continues_with_th
     second = [prompts for run, _, prompts in runs["given"] if run == 2]
     assert second[:2] == first == runs["dataset"][:2]  # the learner skips the batches trained on
     assert second[2:4] == runs["dataset"][2:4]  # and goes on in the same order
-    assert runs["history"] == 2  # the resumed run's own steps
+    assert runs["history"] == [1, 2, 3, 4]  # the whole run's steps, the first run's kept with its checkpoint
+    assert runs["first"]["sft"] == 4 and runs["second"]["sft"] == 0  # the warm start restored, not repeated
+
+
+def test_a_finished_run_trains_no_more_and_its_outputs_are_the_same_model(runs):
+    # Sweep 6, item 3: on 191e8da a rerun of a finished OUTPUT_DIR trained "120 -> 121" and replaced the outputs.
+    assert runs["third"] == {"steps": 4, "history": [1, 2, 3, 4], "same": True}
+    assert not [batch for batch in runs["given"] if batch[0] == 4]  # the learner was given no batch
+
+
+def test_the_tiny_models_every_weight_trains(runs):
+    # Sweep 6, item 10: Tunix starts the MLP kernels at zero, and on 191e8da 49,152 of the "78,464 trained"
+    # parameters never moved. Every weight saved is nonzero, and what GRPO moved is what was counted as trained.
+    parameters, trained = runs["parameters"]
+    assert parameters == trained and runs["metrics"]["trained_parameters_moved"] == trained
+    assert runs["zero"] == []
+
+
+def test_the_first_cells_refuse_a_model_in_the_output_folder_and_say_what_smoke_chose(runs):
+    refused = runs["refused"]
+    assert refused["model inside"].startswith("ParameterError: MODEL=") and "is inside OUTPUT_DIR" in refused["model inside"]
+    assert refused["temperature"] == "ParameterError: TEMPERATURE=0.0: give a number above 0 and below 10 (see its comment)."
+    # Sweep 6, item 8: MAX_NEW_TOKENS 1 was said to become 20.
+    assert "MAX_PROMPT_LENGTH, MAX_NEW_TOKENS 256, 1 -> 48, 1 (smoke)" in refused["tokens"]
+    assert "MAX_PROMPT_LENGTH, MAX_NEW_TOKENS 256, 256 -> 48, 20 (smoke)" in runs["chosen"]
 
 
 def test_the_saved_model_loads_with_tunix_and_gives_the_same_greedy_completions(runs):
-    trained, loaded = runs["completions"]
-    assert trained == loaded and len(trained) == 16
+    trained, loaded, again = runs["completions"]
+    assert trained == loaded == again and len(trained) == 16
     assert runs["metrics"]["model"] == "tiny" and runs["metrics"]["mesh"] == [2, 4]
 
 
@@ -340,7 +506,8 @@ with open(folder / "questions.csv") as f, open(folder / "sft.csv", "w", newline=
     writer = csv.writer(g)
     writer.writerow(["prompt", "response"])
     for row in csv.DictReader(f):
-        writer.writerow([f"{ns['SYSTEM_PROMPT']}\n\n{row['question']}", f"<reasoning>{row['reasoning']}</reasoning><answer>{row['answer']}</answer>"])
+        worked, answer = row["answer"].split("\n#### ")
+        writer.writerow([f"{ns['SYSTEM_PROMPT']}\n\n{row['question']}", f"<reasoning>{worked}</reasoning><answer>{answer}</answer>"])
 ten = {"PRESET": "tiny", "PROFILE": "full", "SEQUENCE_LENGTH": 64, "EPOCHS": 8, "EXPORT_TRANSFORMERS": True,
        "SIMULATE_DEVICES": 8, "DATA_ROOT": str(folder / "sft.csv"), "OUTPUT_DIR": f"{out}/sft"}
 subprocess.run([sys.executable, "-m", "nbkit.publish.engine", "notebooks/10_llm_finetune.ipynb", f"{out}/10.ipynb", "--cwd", out,

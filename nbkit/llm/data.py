@@ -86,8 +86,8 @@ def load_pairs(
                     )
                 if not isinstance(row[name], str):  # JSON: a number, list, object, bool or null
                     raise DataError(
-                        f"{path.name}, line {line}: {name!r} is {json.dumps(row[name])[:80]}, not text. Write it as a JSON "
-                        f"string (in quotes) or remove that line."
+                        f"{path.name}, line {line}: {name!r} is {json.dumps(row[name])[:80]}, not text. Write it as "
+                        f"a JSON string (in quotes) or remove that line."
                     )
                 if not row[name].strip():
                     raise DataError(f"{path.name}, line {line}: column {name!r} is empty. Fill in or remove that row.")
@@ -99,27 +99,51 @@ def load_pairs(
     return pairs
 
 
-def split(pairs: _Pairs, held_out_share: float, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """(training rows in a random order, held-out rows, a line saying so): a `held_out_share` of the
-    distinct prompts, drawn at random, is held out with every pair that asks it, so no held-out prompt is
-    trained on (a pair repeated in the data would otherwise score as learned); a repeated held-out pair
+def split(pairs: _Pairs, held_out: float, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """(training rows in a random order, held-out rows, a line saying so): `held_out` of the distinct prompts (a
+    share below 1, else a count), drawn at random, is held out with every pair that asks it, so no held-out prompt
+    is trained on (a pair repeated in the data would otherwise score as learned); a repeated held-out pair
     counts once."""
     prompts = list(dict.fromkeys(pairs.prompts))
+    count = round(len(prompts) * held_out) if held_out < 1 else int(held_out)
+    if count >= len(prompts):
+        raise ParameterError(
+            f"{count} prompts to hold out, but the data has {len(prompts)} distinct prompts "
+            f"({len(pairs.prompts)} rows): nothing would be left to train on. Hold out fewer, or give more data."
+        )
     rng = np.random.default_rng(seed)
-    held = {prompts[i] for i in rng.permutation(len(prompts))[: max(1, round(len(prompts) * held_out_share))]}
+    held = {prompts[i] for i in rng.permutation(len(prompts))[: max(1, count)]}
     first = {pair: row for row, pair in reversed(list(enumerate(zip(pairs.prompts, pairs.responses))))}
     order = rng.permutation(len(pairs.prompts))
     train = np.array([row for row in order if pairs.prompts[row] not in held], int)
-    held_out = np.array(sorted(row for pair, row in first.items() if pair[0] in held), int)
-    line = f"{len(train)} training and {len(held_out)} held-out pairs: {len(held)} of the {len(prompts)} distinct "
-    return train, held_out, line + "prompts held out, none of them trained on"
+    held_out_rows = np.array(sorted(row for pair, row in first.items() if pair[0] in held), int)
+    line = f"{len(train)} training and {len(held_out_rows)} held-out pairs: {len(held)} of the {len(prompts)} distinct "
+    return train, held_out_rows, line + "prompts held out, none of them trained on"
 
 
 def _csv_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """(the line each record starts on, its row) of a CSV file with a header, refusing a header that names a
+    column twice or a file separated by another character than ","."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: a spreadsheet's byte-order mark
             reader = csv.DictReader(f, restval="")  # a short line's missing cells: empty
-            return [(reader.line_num, row) for row in reader]
+            header = reader.fieldnames or []
+            twice = sorted({name for name in header if header.count(name) > 1})
+            if twice:
+                raise DataError(
+                    f"{path.name}: the header names the column {twice[0]!r} more than once: rename the copies so "
+                    f"each column has its own name."
+                )
+            if len(header) == 1 and (separator := next((c for c in ";\t|" if c in header[0]), None)):
+                raise DataError(
+                    f"{path.name} looks separated by {separator!r}, not by commas (its header is one column, "
+                    f"{header[0]!r}): save it as a comma-separated CSV."
+                )
+            rows, start = [], reader.line_num + 1
+            for row in reader:  # a record can span lines (a quoted answer with line breaks): its first is named
+                rows.append((start, row))
+                start = reader.line_num + 1
+            return rows
     except (UnicodeDecodeError, csv.Error) as error:
         raise DataError(f"{path.name} is not a UTF-8 CSV file ({error}): save it as CSV with a header.") from None
 

@@ -1,6 +1,6 @@
 """The Gemma 3 or Gemma 2 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached or
-fetched), its Hugging Face config.json read and checked (no weights read), the mesh checked against how Tunix shards
-a Gemma, the memory plan of a GRPO run, and the trained model written back as Hugging Face safetensors. No Tunix or
+fetched), its Hugging Face config.json read and checked against the weights' headers, the mesh checked against how
+Tunix shards a Gemma, and the memory plan of a GRPO run (the trained model is written back by `export`). No Tunix or
 JAX import: the notebook builds, trains and saves."""
 
 from __future__ import annotations
@@ -12,12 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from nbkit import atomic
 from nbkit import env as nbenv
 from nbkit.accel.accelerator import CHIP_GIB  # noqa: F401 (notebook 11 reads it here)
-from nbkit.errors import ParameterError, RunError
+from nbkit.errors import ParameterError
 
 # ---- the model's sizes, the mesh and the memory plan ----
 
@@ -35,13 +32,24 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
             f"MODEL={str(folder)!r} lacks {', '.join(missing or ['*.safetensors'])}: give a folder of Hugging Face "
             f"safetensors with config.json and tokenizer.model (notebook 10 writes one with EXPORT_TRANSFORMERS=True)."
         )
-    config = json.loads((folder / "config.json").read_text())
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ParameterError(
+            f"{folder}/config.json is not JSON ({error}): it is damaged or cut short. Copy the model folder again."
+        ) from None
     config = config.get("text_config", config) if config.get("model_type") == "gemma3" else config
     kind = config.get("model_type")
     if kind not in ("gemma3_text", "gemma3", "gemma2"):
         raise ParameterError(
             f"{folder}/config.json: model_type {kind!r}: notebook 11 trains Gemma 3 (model_type gemma3_text or gemma3, "
             f"Tunix's tunix.models.gemma3) or Gemma 2 (gemma2, tunix.models.gemma). Give such a folder."
+        )
+    lacking = [key for key in _SIZE_KEYS if not isinstance(config.get(key), int)]
+    if lacking:
+        raise ParameterError(
+            f"{folder}/config.json has no whole number for {', '.join(lacking)}: Tunix needs every size of the model. "
+            f"Use the config.json that came with the weights (Hugging Face's Gemma configs give them all)."
         )
     sizes = {
         "num_layers": config["num_hidden_layers"], "num_embed": config["vocab_size"],
@@ -59,8 +67,19 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
             "global_base_frequency": int(rope.get("full_attention", {}).get("rope_theta") or config.get("rope_theta", 10_000)),
             "global_scale_factor": float((config.get("rope_scaling") or rope.get("full_attention") or {}).get("factor", 1.0)),
         })  # fmt: skip
-    _check_post_norms(files)
+    _check_weights(files, sizes)
     return sizes
+
+
+_SIZE_KEYS = (
+    "num_hidden_layers",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "head_dim",
+    "num_key_value_heads",
+)
 
 
 def _gemma2_sizes(config: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -81,19 +100,46 @@ def _gemma2_sizes(config: dict[str, Any], folder: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _check_post_norms(files: Sequence[Path]) -> None:
+def _check_weights(files: Sequence[Path], sizes: dict[str, Any]) -> None:
+    """The safetensors' headers (no weight read): readable, with each layer's post-attention and post-feed-forward
+    norms (Tunix's Gemma 3 and 2 have them), and the shapes config.json promises (the embedding, layer 0's
+    projections, the number of layers): a config of another model stops here, not in Tunix's build."""
     from safetensors import safe_open
 
-    keys = set()
+    shapes = {}
     for path in files:
-        with safe_open(str(path), "np") as f:
-            keys.update(f.keys())
-    lacking = [n for n in ("post_attention_layernorm", "post_feedforward_layernorm") if not any(n in k for k in keys)]
+        try:
+            with safe_open(str(path), "np") as f:
+                shapes.update({key: tuple(f.get_slice(key).get_shape()) for key in f.keys()})
+        except Exception as error:  # safetensors' own SafetensorError, or an OSError
+            raise ParameterError(
+                f"{path} cannot be read as safetensors ({type(error).__name__}: {error}): it is damaged or cut short. "
+                f"Copy the model folder again."
+            ) from None
+    lacking = [n for n in ("post_attention_layernorm", "post_feedforward_layernorm") if not any(n in k for k in shapes)]
     if lacking:
         raise ParameterError(
             f"{files[0].parent}: this Gemma has no {' and no '.join(lacking)} weights, which Tunix's Gemma 3 and 2 need "
             f"(a KerasHub Gemma3Backbone built without use_post_attention_norm / use_post_ffw_norm). Re-export it "
             f"with notebook 10 of this kit (its tiny Gemma 3 has them), or give a Gemma 3 checkpoint."
+        )
+    width, heads = sizes["embed_dim"], sizes["head_dim"]
+    expected = {
+        "embed_tokens.weight": (sizes["num_embed"], width),
+        "layers.0.self_attn.q_proj.weight": (sizes["num_heads"] * heads, width),
+        "layers.0.self_attn.k_proj.weight": (sizes["num_kv_heads"] * heads, width),
+        "layers.0.mlp.gate_proj.weight": (sizes["hidden_dim"], width),
+    }
+    layers = {int(m[1]) for k in shapes if "vision" not in k and (m := re.search(r"layers\.(\d+)\.", k))}
+    wrong = [f"{len(layers)} layers (config.json: {sizes['num_layers']})"] if len(layers) != sizes["num_layers"] else []
+    for suffix, shape in expected.items():
+        found = [v for k, v in shapes.items() if k.endswith(suffix) and "vision" not in k]
+        if found and found[0] != shape:
+            wrong.append(f"{suffix} {found[0]} (config.json: {shape})")
+    if wrong:
+        raise ParameterError(
+            f"{files[0].parent}: the weights do not match config.json: {'; '.join(wrong)}. The config belongs to "
+            f"another model: use the config.json that came with these weights."
         )
 
 
@@ -124,6 +170,12 @@ def pick_mesh(sizes: dict[str, Any], devices: int, rows: int, mesh: str | tuple[
         if not _mesh_problems(sizes, fsdp, tp, rows):
             return fsdp, tp
     fsdp, tp = candidates[0]
+    if sizes["embed_dim"] % devices:  # Tunix splits the width over every device: no mesh of this many can
+        raise ParameterError(
+            f"the model's width ({sizes['embed_dim']}) does not divide by the {devices} devices, and Tunix shards it "
+            f"over all of them: no MESH or BATCH_SIZE can fix that. On a CPU, set SIMULATE_DEVICES to a divisor "
+            f"of {sizes['embed_dim']} (8, as a TPU v5e-8 has chips)."
+        )
     raise ParameterError(
         f"MESH {fsdp}x{tp} (fsdp x tp) cannot shard this model: {'; '.join(_mesh_problems(sizes, fsdp, tp, rows))}. "
         f"Give another MESH (fsdp x tp devices, or 'data': every device on fsdp), or another BATCH_SIZE."
@@ -213,93 +265,3 @@ def find_model(model: str, environment: Any = None) -> tuple[str, str]:
             f"license) or turn the internet on."
         )
     return found, f"kagglehub fetched {model}"
-
-
-# ---- the trained model, as Hugging Face safetensors ----
-
-# Each family's norms, every one written (a missing one is a KeyError, never a model without it): Gemma 2's
-# post-attention norm is post_attn_norm, Gemma 3's post_attention_norm, and Gemma 3 has query/key norms.
-_SHARED_NORMS = {"pre_attention_norm": "input_layernorm", "pre_ffw_norm": "pre_feedforward_layernorm",
-                 "post_ffw_norm": "post_feedforward_layernorm"}  # fmt: skip
-_NORMS = {
-    "gemma3": {**_SHARED_NORMS, "post_attention_norm": "post_attention_layernorm", "attn._query_norm": "self_attn.q_norm",
-               "attn._key_norm": "self_attn.k_norm"},
-    "gemma2": {**_SHARED_NORMS, "post_attn_norm": "post_attention_layernorm"},
-}  # fmt: skip
-
-
-def _merge_lora(params: dict[str, Any], scale: float) -> dict[str, Any]:
-    """`params` with each qwix LoRA pair ("<weight>_lora_a", "<weight>_lora_b") added into its weight, times
-    `scale` (alpha / rank), and dropped. a holds the weight's contracted axes then the rank, b the rank then the
-    others (qwix's layout): Tunix's Gemma query and key/value einsums contract their second-last axis (the width)."""
-    merged = {n: w for n, w in params.items() if not n.endswith(("_lora_a", "_lora_b"))}
-    for name in [n[: -len("_lora_a")] for n in params if n.endswith("_lora_a")]:
-        weight = merged[name]
-        delta = np.tensordot(params[f"{name}_lora_a"], params[f"{name}_lora_b"], 1) * scale
-        delta = delta if delta.shape == weight.shape else np.moveaxis(delta, 0, -2)
-        if delta.shape != weight.shape:
-            raise RunError(f"LoRA of {name}: a x b is {delta.shape}, the weight {weight.shape}: not merged, not written.")  # fmt: skip
-        merged[name] = (weight + delta).astype(weight.dtype)
-    return merged
-
-
-def _hf_weights(family: str, params: dict[str, Any], sizes: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Tunix Gemma 3 or Gemma 2 parameters ("layers.0.attn.q_einsum.w" -> array) as Hugging Face's
-    Gemma3ForCausalLM / Gemma2ForCausalLM names and layouts: the inverse of Tunix's `params_safetensors` mappings."""
-    embed, head = sizes["embed_dim"], sizes["head_dim"]
-
-    def heads_out(w: np.ndarray) -> np.ndarray:  # (N, D, H) -> (N*H, D)
-        return np.ascontiguousarray(w.transpose(0, 2, 1).reshape(-1, embed))
-
-    out = {"model.embed_tokens.weight": params["embedder.input_embedding"], "model.norm.weight": params["final_norm.scale"]}  # fmt: skip
-    for i in range(sizes["num_layers"]):
-        at, to = f"layers.{i}.", f"model.layers.{i}."
-        if f"{at}attn.qkv_einsum.w" in params:
-            q, k, v = params[f"{at}attn.qkv_einsum.w"]
-        else:
-            q, (k, v) = params[f"{at}attn.q_einsum.w"], params[f"{at}attn.kv_einsum.w"]
-        out.update({f"{to}self_attn.{n}_proj.weight": heads_out(w) for n, w in (("q", q), ("k", k), ("v", v))})
-        out[f"{to}self_attn.o_proj.weight"] = np.ascontiguousarray(params[f"{at}attn.attn_vec_einsum.w"].reshape(-1, embed).T)  # fmt: skip
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            out[f"{to}mlp.{name}.weight"] = np.ascontiguousarray(params[f"{at}mlp.{name}.kernel"].T)
-        out.update({f"{to}{hf}.weight": params[f"{at}{ours}.scale"] for ours, hf in _NORMS[family].items()})
-    assert all(w.ndim == 2 for n, w in out.items() if "proj" in n) and head  # layouts as Hugging Face's
-    return out
-
-
-def save_gemma(
-    family: str, params: dict[str, Any], sizes: dict[str, Any], tokenizer_proto: bytes, folder: str | Path,
-    lora_scale: float = 1.0,
-) -> Path:  # fmt: skip
-    """`folder` (replaced whole) with model.safetensors (any LoRA merged in, times `lora_scale`), config.json
-    (gemma3_text or gemma2) and tokenizer.model: what Tunix's gemma3 / gemma `params_safetensors.
-    create_model_from_safe_tensors` and Hugging Face's Gemma 3 / Gemma 2 read."""
-    import sentencepiece
-    from safetensors.numpy import save_file
-
-    weights = {n: np.asarray(w) for n, w in _hf_weights(family, _merge_lora(params, lora_scale), sizes).items()}
-    tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
-    config = {
-        "vocab_size": sizes["num_embed"], "hidden_size": sizes["embed_dim"], "intermediate_size": sizes["hidden_dim"],
-        "num_hidden_layers": sizes["num_layers"], "num_attention_heads": sizes["num_heads"],
-        "num_key_value_heads": sizes["num_kv_heads"], "head_dim": sizes["head_dim"], "sliding_window": sizes.get("sliding_window_size"),
-        "query_pre_attn_scalar": sizes["head_dim"], "torch_dtype": str(next(iter(weights.values())).dtype),
-        "pad_token_id": tokenizer.pad_id(), "bos_token_id": tokenizer.bos_id(), "eos_token_id": tokenizer.eos_id(),
-    }  # fmt: skip
-    if family == "gemma2":
-        config.update({
-            "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "rope_theta": 10_000, "hidden_activation": "gelu_pytorch_tanh",
-            "attn_logit_softcapping": sizes["attn_logits_soft_cap"], "final_logit_softcapping": sizes["final_logit_softcap"],
-            "layer_types": ["sliding_attention" if t == "LOCAL_SLIDING" else "full_attention" for t in sizes["attention_types"]],
-        })  # fmt: skip
-    else:
-        config.update({
-            "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "rope_local_base_freq": sizes.get("local_base_frequency", 10_000),
-            "rope_theta": sizes.get("global_base_frequency", 10_000),
-            "rope_scaling": {"rope_type": "linear", "factor": sizes.get("global_scale_factor", 1.0)},
-        })  # fmt: skip
-    with atomic.staged_dir(folder) as staging:
-        save_file(weights, str(staging / "model.safetensors"))
-        (staging / "config.json").write_text(json.dumps(config, indent=1))
-        (staging / "tokenizer.model").write_bytes(tokenizer_proto)
-    return Path(folder)

@@ -9,6 +9,7 @@ import csv
 import functools
 import json
 import math
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -42,17 +43,40 @@ def find_questions(data_root: str, environment: Any = None) -> tuple[str, str]:
 
 
 def _make_sample(folder: str | Path, count: int = 320, seed: int = 0) -> Path:
-    """Write questions.csv (question, answer, reasoning) into `folder`: the question lists 2 to 4 words, the
-    answer is how many; the reasoning numbers them ("tree 1 blue 2"), for a warm start by SFT (notebook 10)."""
+    """Write questions.csv (question, answer) into `folder`, shaped as GSM8K: the question lists 2 to 4 words,
+    the answer numbers them and ends in "#### <how many>" ("tree 1 blue 2\n#### 2"): the worked solution
+    before "####" is what the warm start (SFT) learns from."""
     rng = np.random.default_rng(seed)
     with atomic.staged_dir(folder) as staging, open(staging / "questions.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["question", "answer", "reasoning"])
+        writer.writerow(["question", "answer"])
         for _ in range(count):
             words = list(rng.choice(_WORDS, int(rng.integers(2, 5))))
             numbered = " ".join(f"{w} {i}" for i, w in enumerate(words, 1))
-            writer.writerow([f"how many words: {' '.join(words)}", str(len(words)), numbered])
+            writer.writerow([f"how many words: {' '.join(words)}", f"{numbered}\n#### {len(words)}"])
     return Path(folder)
+
+
+_NUMBER = re.compile(r"[$€£]?\s*(-?[\d,]*\.?\d+)\s*%?")
+
+
+def references(responses: Sequence[str], where: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(worked solutions, reference answers) of GSM8K-style answers: the text before the last "####" and the
+    answer after it, a number written plainly ("$4,000" -> "4000"). An answer without "####" is its own
+    reference and has no worked solution (""). An empty reference stops the run, naming its line."""
+    worked, answers = [], []
+    for text, place in zip(responses, where):
+        solution, _, answer = text.rpartition("####")
+        answer = answer.strip()
+        if not answer:
+            raise DataError(
+                f"{place}: the answer {text[-60:]!r} has nothing after '####': the reference answer is empty, so "
+                f"every reward would compare with nothing. Write the answer after '####', or remove that row."
+            )
+        number = _NUMBER.fullmatch(answer)
+        answers.append(number[1].replace(",", "") if number else answer)
+        worked.append(solution.strip())
+    return worked, answers
 
 
 # ---- rewards ----
@@ -74,44 +98,88 @@ def _named(function: Callable[..., Any]) -> Callable[..., list[float]]:
                 f"reward function {function.__name__} failed ({type(error).__name__}: {error}) on the prompt "
                 f"{prompts[0]!r} and completion {completions[0]!r}: fix it in the notebook's rewards cell."
             ) from error
-        if len(rewards) != len(completions) or not all(math.isfinite(r) for r in rewards):
+        if len(rewards) != len(completions):
             raise RunError(
                 f"reward function {function.__name__} returned {len(rewards)} rewards for {len(completions)} "
-                f"completions (each a finite number), on the prompt {prompts[0]!r}: one float a completion."
+                f"completions, on the prompt {prompts[0]!r}: return one float a completion."
+            )
+        bad = [i for i, r in enumerate(rewards) if not math.isfinite(r)]
+        if bad:
+            raise RunError(
+                f"reward function {function.__name__} returned {rewards[bad[0]]} for the completion "
+                f"{completions[bad[0]]!r} of the prompt {prompts[bad[0]]!r}: each reward must be a finite number."
             )
         return rewards
 
     return checked
 
 
-def check_rewards(functions: Sequence[Callable[..., Any]], prompts: list[str], completions: list[str], **columns: Any) -> dict[str, list[float]]:  # fmt: skip
-    """Each reward function called once on hand-made `completions` before anything loads; its rewards by name."""
-    return {f.__name__: f(prompts, completions, **columns) for f in named_rewards(functions)}
+def check_rewards(
+    functions: Sequence[Callable[..., Any]], prompts: list[str], completions: list[str], **columns: Any
+) -> dict[str, list[float]]:
+    """Each reward function called before anything loads on hand-made ideal `completions`, the way Tunix calls it
+    (keyword arguments; the data's columns as NumPy arrays, `mode` and `trajectory_ids` beside them), and on empty
+    completions; its rewards on the ideal ones by name. A warning names any function that pays an ideal
+    completion no more than an empty one (a reference it cannot read, such as "$4,000" against "4000")."""
+    extra = {"mode": "Mode.TRAIN", "trajectory_ids": [f"check-{i}" for i in range(len(prompts))]}
+    given = {name: np.asarray(values) for name, values in columns.items()}
+    found = {}
+    for function in named_rewards(functions):
+        found[function.__name__] = ideal = function(prompts=prompts, completions=completions, **given, **extra)
+        empty = function(prompts=prompts, completions=[""] * len(prompts), **given, **extra)
+        unpaid = [i for i, (a, b) in enumerate(zip(ideal, empty)) if a <= b]
+        if unpaid:
+            print(
+                f"WARNING: {function.__name__} pays the ideal completion {completions[unpaid[0]]!r} {ideal[unpaid[0]]} "
+                f"and an empty one {empty[unpaid[0]]}: it cannot tell a right answer. Check it against the data's "
+                f"answers (here {columns and {k: str(v[unpaid[0]]) for k, v in columns.items()}})."
+            )
+    return found
 
 
 # ---- a run's checkpoints ----
 
 
-def checkpoint_run(folder: str | Path, settings: dict[str, Any], restart: bool) -> int:
-    """The step the checkpoints in `folder` (Tunix's actor/<step>/) reached, 0 when none (or `restart`: they
-    are deleted); settings.json there must hold the same `settings`, else a ParameterError names them."""
+# What a run writes in its checkpoints folder: Tunix's GRPO checkpoints (actor/<step>/), the warm start's
+# (sft/<step>/), the settings they were trained with and the history of the steps. Nothing else there is touched.
+_RUN_FILES = ("actor", "sft", "settings.json", "history.json")
+
+
+def checkpoint_run(folder: str | Path, settings: dict[str, Any], restart: bool) -> tuple[int, list[dict[str, Any]]]:
+    """(the step the GRPO checkpoints in `folder` reached, 0 when none; the kept history of the steps up to it).
+    `restart`: the run's own files there are deleted first (`_RUN_FILES`; a file of the user's stays). Checkpoints
+    must have been trained with the same `settings` (settings.json beside them), else a ParameterError names what
+    changed; checkpoints without settings.json are refused, since nothing says what trained them."""
     folder = Path(folder)
     if restart:
-        shutil.rmtree(folder, ignore_errors=True)
+        for path in (folder / name for name in _RUN_FILES):
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
     steps = [int(p.name) for p in (folder / "actor").glob("*") if p.name.isdigit()]
+    started = steps or any(p.name.isdigit() for p in (folder / "sft").glob("*"))
     path = folder / "settings.json"
-    if steps and path.is_file():
+    if started and not path.is_file():
+        raise ParameterError(
+            f"the checkpoints in {folder} have no settings.json: nothing says what trained them. Run with "
+            f"RESUME='restart' (the run's checkpoints are deleted, nothing else) or another OUTPUT_DIR."
+        )
+    if started:
         kept = json.loads(path.read_text())
         changed = sorted(k for k in {*kept, *settings} if kept.get(k) != settings.get(k))
         if changed:
             raise ParameterError(
-                f"the checkpoint in {folder} (step {max(steps)}) was trained with other settings: "
+                f"the checkpoint in {folder} (step {max(steps, default=0)}) was trained with other settings: "
                 + ", ".join(f"{k} {kept.get(k)!r} -> {settings.get(k)!r}" for k in changed)
-                + ". Run with RESUME='restart' (it is deleted), another OUTPUT_DIR, or the same settings."
+                + ". Run with RESUME='restart' (the run's checkpoints are deleted, nothing else), another "
+                "OUTPUT_DIR, or the same settings."
             )
     folder.mkdir(parents=True, exist_ok=True)
     atomic.write_json(settings, path)
-    return max(steps, default=0)
+    step = max(steps, default=0)
+    history = json.loads((folder / "history.json").read_text()) if steps and (folder / "history.json").is_file() else []
+    return step, [h for h in history if h["step"] <= step]
 
 
 # ---- the tokenizer and the prompts ----
@@ -137,16 +205,23 @@ def check_tokenizer(tokenizer: Any, vocabulary: int, texts: Sequence[str], where
             )
 
 
-def check_prompt_lengths(lengths: Sequence[int], limit: int, where: Sequence[str]) -> None:
+def check_prompt_lengths(lengths: Sequence[int], limit: int, where: Sequence[str], smoke: bool = False) -> None:
     """Stop when prompts are longer than MAX_PROMPT_LENGTH tokens (Tunix would cut their beginnings, the
-    question among them), saying how many and the longest."""
+    question among them), saying how many and the longest; `smoke`: the smoke profile capped the limit, so the
+    way out is PROFILE="full"."""
     lengths = np.asarray(lengths)
     over = int((lengths > limit).sum())
     if over:
         longest = int(lengths.argmax())
+        fix = (
+            f"the smoke profile (a CPU's default) caps MAX_PROMPT_LENGTH at {limit}: run with PROFILE='full' for "
+            f"these prompts, or give shorter ones"
+            if smoke
+            else "raise MAX_PROMPT_LENGTH or shorten them"
+        )
         raise DataError(
             f"{over} of {len(lengths)} prompts are longer than MAX_PROMPT_LENGTH={limit} tokens (the longest: "
-            f"{lengths[longest]} tokens, {where[longest]}): raise MAX_PROMPT_LENGTH or shorten them."
+            f"{lengths[longest]} tokens, {where[longest]}): {fix}."
         )
 
 
