@@ -47,7 +47,8 @@ size = int(sys.argv[1])
 splits = checks.check_splits(layout.split_files(sys.argv[2], size), size, 104)
 seconds = time.perf_counter() - start
 images = sum(s.count for s in splits.values())
-print(json.dumps({"seconds": seconds, "images": images, "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+print(json.dumps({"seconds": seconds, "images": images, "rss_gib": rss_gib}))
 """
 
 PIPELINE = """

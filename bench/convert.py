@@ -168,10 +168,15 @@ def timed_rows(root: Path, count: int, size: int, arms: dict[str, tuple[str, int
                 best[arm] = result
     plain = count / best[PLAIN_ARM]["seconds"]
     return [
-        [f"{arm}, {what} -> {size} px", f"{r['seconds']:.1f}", f"{count / r['seconds']:,.0f}",
-         f"{count / r['seconds'] / plain:.2f}", f"{r['rss_gib']:.2f}"]
+        [
+            f"{arm}, {what} -> {size} px",
+            f"{r['seconds']:.1f}",
+            f"{count / r['seconds']:,.0f}",
+            f"{count / r['seconds'] / plain:.2f}",
+            f"{r['rss_gib']:.2f}",
+        ]
         for arm, r in best.items()
-    ]  # fmt: skip
+    ]
 
 
 PLAIN_ARM = "plain loop (TensorFlow)"

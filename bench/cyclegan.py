@@ -95,7 +95,12 @@ def starter_port(nb: dict) -> type:
             for name in names:
                 value.update(zip(map(id, getattr(self, name).non_trainable_variables), new_seeds[name]))
             logs = {f"{name}_loss": loss for name, loss in losses.items()}
-            return logs, (of(self.trainable_variables), of(self.non_trainable_variables), optimizer_state, of(self.metrics_variables))  # fmt: skip
+            return logs, (
+                of(self.trainable_variables),
+                of(self.non_trainable_variables),
+                optimizer_state,
+                of(self.metrics_variables),
+            )
 
     return StarterPort
 
@@ -110,9 +115,15 @@ def worker(kind: str, size: int, epochs: int) -> None:
 
     global_batch = PER_REPLICA_BATCH * acc.num_replicas
     nb = notebook.load(
-        0, NOTEBOOK, IMAGE_SIZE=size, FILTERS=FILTERS, GLOBAL_BATCH=global_batch, DIFF_AUGMENT=False, SEED=42,
+        0,
+        NOTEBOOK,
+        IMAGE_SIZE=size,
+        FILTERS=FILTERS,
+        GLOBAL_BATCH=global_batch,
+        DIFF_AUGMENT=False,
+        SEED=42,
         init=keras.initializers.RandomNormal(0.0, 0.02),
-    )  # fmt: skip
+    )
     rng = np.random.default_rng(0)
     pictures = [rng.uniform(-1, 1, (STEPS * global_batch, size, size, 3)).astype("float32") for _ in range(2)]
     keras.utils.set_random_seed(42)
@@ -182,18 +193,34 @@ def main() -> None:
     nbkit_zip, plain_zip = max(z[0] for z in zips), max(z[1] for z in zips)
     port = best["starter"]["steps_per_s"]
     rows = [
-        ["notebook 09's train_step (two value_and_grad, each generator once)", best["notebook"]["steps_per_s"], best["notebook"]["steps_per_s"] / port, "steps/s"],
+        [
+            "notebook 09's train_step (two value_and_grad, each generator once)",
+            best["notebook"]["steps_per_s"],
+            best["notebook"]["steps_per_s"] / port,
+            "steps/s",
+        ],
         ["the starter's step ported as it is (one value_and_grad per network)", port, 1.0, "steps/s"],
-        ["nbkit write_zip: encoded and decoded again on TensorFlow's threads, read back", nbkit_zip, nbkit_zip / plain_zip, "pictures/s"],
+        [
+            "nbkit write_zip: encoded and decoded again on TensorFlow's threads, read back",
+            nbkit_zip,
+            nbkit_zip / plain_zip,
+            "pictures/s",
+        ],
         ["a plain loop of PIL.Image.save into zipfile", plain_zip, 1.0, "pictures/s"],
-    ]  # fmt: skip
+    ]
     notes = (
         f"Training: {args.size} px, first layer {FILTERS} filters, global batch {PER_REPLICA_BATCH * 8} on 8 simulated "
         f"JAX devices (DataParallel), no DiffAugment; best of {args.rounds} interleaved runs of {args.epochs} timed "
         f"epochs of {STEPS} steps (steps_per_execution {STEPS}) after one that compiles; Adam steps at the end: "
         f"{best['notebook']['adam_steps']}. Zip: {args.pictures} 256x256 JPEGs (quality 95) on {os.cpu_count()} CPUs."
     )
-    report.save("cyclegan", "Notebook 09 (CycleGAN): train_step steps/s and images.zip pictures/s", ["setup", "rate", "vs plain", "unit"], rows, notes)  # fmt: skip
+    report.save(
+        "cyclegan",
+        "Notebook 09 (CycleGAN): train_step steps/s and images.zip pictures/s",
+        ["setup", "rate", "vs plain", "unit"],
+        rows,
+        notes,
+    )
 
 
 if __name__ == "__main__":

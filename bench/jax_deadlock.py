@@ -24,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report  # noqa: E402
 
 SETUP = {
-    "plain": 'os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"\nos.environ["KERAS_BACKEND"] = "jax"\n',
+    "plain": (
+        'os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"\nos.environ["KERAS_BACKEND"] = "jax"\n'
+    ),
     "nbkit": 'from nbkit import accel\naccel.setup("jax", simulate_devices=8)\n',
 }
 FIT = """
@@ -35,13 +37,21 @@ if keras.distribution.distribution() is None:
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
 assert len(jax.devices()) == 8
 from keras import layers
-model = keras.Sequential([keras.Input((28, 28, 1)), layers.Rescaling(1 / 255), layers.Conv2D(16, 3, padding="same", activation="relu"),
-                                   layers.MaxPooling2D(), layers.Conv2D(32, 3, padding="same", activation="relu"), layers.MaxPooling2D(),
-                                   layers.Flatten(), layers.Dense(64, activation="relu"), layers.Dense(10, dtype="float32")])
+model = keras.Sequential([
+    keras.Input((28, 28, 1)),
+    layers.Rescaling(1 / 255),
+    layers.Conv2D(16, 3, padding="same", activation="relu"),
+    layers.MaxPooling2D(),
+    layers.Conv2D(32, 3, padding="same", activation="relu"),
+    layers.MaxPooling2D(),
+    layers.Flatten(),
+    layers.Dense(64, activation="relu"),
+    layers.Dense(10, dtype="float32"),
+])
 model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=1)
 rng = np.random.default_rng(0)
-data = tf.data.Dataset.from_tensor_slices((rng.integers(0, 256, (4096, 28, 28, 1), dtype=np.uint8),
-                                           rng.integers(0, 10, 4096))).shuffle(4096).repeat().batch(128, drop_remainder=True)
+digits = (rng.integers(0, 256, (4096, 28, 28, 1), dtype=np.uint8), rng.integers(0, 10, 4096))
+data = tf.data.Dataset.from_tensor_slices(digits).shuffle(4096).repeat().batch(128, drop_remainder=True)
 model.fit(data, epochs=1, steps_per_epoch=32, verbose=0)
 model.fit(data, epochs=1, steps_per_epoch=96, verbose=0)
 print("OK", os.environ.get("PJRT_NPROC"))
@@ -78,10 +88,8 @@ def main() -> None:
             if index < wanted:
                 results[arm].append(one_run(arm, args.timeout))
                 ok, seconds = results[arm][-1]
-                print(
-                    f"{arm} run {index + 1}: {'ok' if ok else 'FAILED'} ({seconds:.0f} s, load {os.getloadavg()[0]:.1f})",
-                    flush=True,
-                )
+                outcome = "ok" if ok else "FAILED"
+                print(f"{arm} run {index + 1}: {outcome} ({seconds:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
     rows = [
         [arm, len(runs), sum(not ok for ok, _ in runs), f"{sorted(s for _, s in runs)[len(runs) // 2]:.0f} s"]
         for arm, runs in results.items()

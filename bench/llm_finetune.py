@@ -70,9 +70,16 @@ def worker(kind: str, epochs: int) -> None:
         preprocessor = keras_hub.models.Gemma3CausalLMPreprocessor(tokenizer, sequence_length=length)
         model = keras_hub.models.Gemma3CausalLM(backbone=backbone, preprocessor=preprocessor)
         backbone.enable_lora(ns["LORA_RANK"], ns["LORA_TARGETS"])
-        model.compile(optimizer=keras.optimizers.AdamW(ns["LEARNING_RATE"]), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), weighted_metrics=["accuracy"])  # fmt: skip
+        model.compile(
+            optimizer=keras.optimizers.AdamW(ns["LEARNING_RATE"]),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            weighted_metrics=["accuracy"],
+        )
         pairs = ns["pairs"]
-        data = {"prompts": [ns["chat_prompt"](pairs.prompts[i]) for i in rows], "responses": [ns["chat_response"](pairs.responses[i]) for i in rows]}  # fmt: skip
+        data = {
+            "prompts": [ns["chat_prompt"](pairs.prompts[i]) for i in rows],
+            "responses": [ns["chat_response"](pairs.responses[i]) for i in rows],
+        }
         start = time.perf_counter()
         model.fit(
             tf.data.Dataset.from_tensor_slices(data).batch(batch), epochs=epochs + 1, callbacks=[clock], verbose=0
@@ -93,7 +100,12 @@ def main() -> None:
 
     found = {}
     for kind in SETUPS:
-        run = subprocess.run([sys.executable, __file__, "--worker", kind, "--epochs", str(args.epochs)], cwd=REPO, capture_output=True, text=True)  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, __file__, "--worker", kind, "--epochs", str(args.epochs)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
         if run.returncode:
             sys.exit(run.stdout[-2000:] + run.stderr[-4000:])
         found[kind] = json.loads(run.stdout.split("RESULT ", 1)[1])
@@ -102,7 +114,12 @@ def main() -> None:
     for kind, values in found.items():
         ratio = values["tokens_per_s"] / plain
         lines.append(f"| {kind} | {values['tokens_per_s']:,.0f} | {ratio:.2f}x | {values['first_step_s']:.1f} |")
-    lines += ["", "| model (v5e-8, bfloat16, LoRA rank 8 on query and value, 1 x 2048 tokens a chip) | parameters | mesh | weights/chip | activations/chip | total/chip |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        "| model (v5e-8, bfloat16, LoRA rank 8 on query and value, 1 x 2048 tokens a chip) "
+        "| parameters | mesh | weights/chip | activations/chip | total/chip |",
+        "|---|---|---|---|---|---|",
+    ]
     plans = {}
     for name, config in llm.GEMMA3_CONFIGS.items():
         plan = llm.memory_plan(config, 8, None, 2048, 1, 8, chip_gib=llm.CHIP_GIB["TPU v5 lite"])
@@ -113,7 +130,11 @@ def main() -> None:
             "fits": plan.fits,
         }
         gib = 2**30
-        lines.append(f"| {name} | {plan.parameters / 1e9:.2f}B | {plan.mesh[0]}x{plan.mesh[1]} | {plan.weights / gib:.2f} GiB | {plan.activations / gib:.2f} GiB | {plan.total / gib:.2f} GiB{'' if plan.fits else ' (does not fit)'} |")  # fmt: skip
+        fits = "" if plan.fits else " (does not fit)"
+        lines.append(
+            f"| {name} | {plan.parameters / 1e9:.2f}B | {plan.mesh[0]}x{plan.mesh[1]} | {plan.weights / gib:.2f} GiB "
+            f"| {plan.activations / gib:.2f} GiB | {plan.total / gib:.2f} GiB{fits} |"
+        )
     table = "\n".join(lines)
     print(table)
     out = REPO / "out" / "bench"

@@ -59,9 +59,15 @@ def notebook_setup(files: list[str], devices: int, epochs: int) -> tuple[object,
     acc = accel.setup("jax", simulate_devices=devices)
     steps = COUNT // (PER_REPLICA_BATCH * acc.num_replicas)
     nb = notebook.load(
-        CLASSES, image_size=SIZE, AUGMENT="flips", SEED=42, EPOCHS=epochs + 1, MODEL="small_cnn",
-        GLOBAL_BATCH=PER_REPLICA_BATCH * acc.num_replicas, steps_per_epoch=steps,
-    )  # fmt: skip
+        CLASSES,
+        image_size=SIZE,
+        AUGMENT="flips",
+        SEED=42,
+        EPOCHS=epochs + 1,
+        MODEL="small_cnn",
+        GLOBAL_BATCH=PER_REPLICA_BATCH * acc.num_replicas,
+        steps_per_epoch=steps,
+    )
     return acc, nb["get_dataset"](notebook.split(files), training=True), nb["build_model"]
 
 

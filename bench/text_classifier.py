@@ -2,8 +2,8 @@
 simulated CPU devices (Keras on JAX), its own way (`tokenize` once, `get_dataset` of token ids, `build_model`,
 compiled with `steps_per_execution`; its functions read from the notebook, bench/notebook.py) against KerasHub's
 plain way: `BertTextClassifier(backbone, preprocessor=...)` and `fit(x=(premises, hypotheses), y=labels)`, which
-tokenizes in its tf.data pipeline every epoch (as it is, and with the notebook's `steps_per_execution`). The same tiny BERT, data and global batch; also the input wait
-of the notebook's timed epochs (its input monitor).
+tokenizes in its tf.data pipeline every epoch (as it is, and with the notebook's `steps_per_execution`). The same
+tiny BERT, data and global batch; also the input wait of the notebook's timed epochs (its input monitor).
 
     .venv/bin/python bench/text_classifier.py [--rows 4096] [--epochs 3] [--rounds 2]
 
@@ -46,9 +46,16 @@ def worker(kind: str, epochs: int) -> None:
     global_batch = PER_REPLICA_BATCH * acc.num_replicas
     steps = data.train.count // global_batch
     nb = notebook.load(
-        len(data.classes), NOTEBOOK, data=data, train_rows=rows, preset_folder=None, SEQUENCE_LENGTH=SEQUENCE_LENGTH,
-        GLOBAL_BATCH=global_batch, SEED=42, TEXTS=["premise", "hypothesis"],
-    )  # fmt: skip
+        len(data.classes),
+        NOTEBOOK,
+        data=data,
+        train_rows=rows,
+        preset_folder=None,
+        SEQUENCE_LENGTH=SEQUENCE_LENGTH,
+        GLOBAL_BATCH=global_batch,
+        SEED=42,
+        TEXTS=["premise", "hypothesis"],
+    )
     preprocessor = nb["preprocessor"] = nb["build_preprocessor"]()
     nb["tokenizer"] = preprocessor.tokenizer
     keras.utils.set_random_seed(42)
@@ -139,10 +146,11 @@ def main() -> None:
     ]
     header = ["setup", "tokenization pairs/s", "training steps/s", "vs plain", "input wait", "loss at the end"]
     notes = (
-        f"{args.rows} training pairs of the generated Watson sample, tiny BERT (2 layers, hidden 64), {SEQUENCE_LENGTH} "
-        f"tokens, global batch {PER_REPLICA_BATCH * 8} on 8 simulated JAX devices; best of {args.rounds} interleaved "
-        f"runs of {args.epochs} timed epochs, after one that compiles. Tokenization: the notebook's `tokenize` over "
-        "every training pair, once (the plain fit tokenizes inside its steps, every epoch)."
+        f"{args.rows} training pairs of the generated Watson sample, tiny BERT (2 layers, hidden 64), "
+        f"{SEQUENCE_LENGTH} tokens, global batch {PER_REPLICA_BATCH * 8} on 8 simulated JAX devices; "
+        f"best of {args.rounds} interleaved runs of {args.epochs} timed epochs, after one that compiles. "
+        "Tokenization: the notebook's `tokenize` over every training pair, once (the plain fit tokenizes inside its "
+        "steps, every epoch)."
     )
     report.save("text_classifier", "Notebook 08 (text): tokenization and training steps/s", header, rows, notes)
 

@@ -35,14 +35,22 @@ import keras, numpy as np, tensorflow as tf
 from keras import layers
 global_batch = 16 * acc.num_replicas
 rng = np.random.default_rng(0)  # MNIST-shaped digits (notebook 01's model; the pixels do not change the speed)
-dataset = tf.data.Dataset.from_tensor_slices((rng.integers(0, 256, (4096, 28, 28, 1), dtype=np.uint8),
-                                              rng.integers(0, 10, 4096))).shuffle(4096).repeat().batch(global_batch, drop_remainder=True)
+digits = (rng.integers(0, 256, (4096, 28, 28, 1), dtype=np.uint8), rng.integers(0, 10, 4096))
+dataset = tf.data.Dataset.from_tensor_slices(digits).shuffle(4096).repeat().batch(global_batch, drop_remainder=True)
 results = []
 for spe in [{spe}]:
     with acc.scope():
-        model = keras.Sequential([keras.Input((28, 28, 1)), layers.Rescaling(1 / 255), layers.Conv2D(16, 3, padding="same", activation="relu"),
-                                       layers.MaxPooling2D(), layers.Conv2D(32, 3, padding="same", activation="relu"), layers.MaxPooling2D(),
-                                       layers.Flatten(), layers.Dense(64, activation="relu"), layers.Dense(10, dtype="float32")])
+        model = keras.Sequential([
+            keras.Input((28, 28, 1)),
+            layers.Rescaling(1 / 255),
+            layers.Conv2D(16, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Conv2D(32, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Flatten(),
+            layers.Dense(64, activation="relu"),
+            layers.Dense(10, dtype="float32"),
+        ])
         model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["sparse_categorical_accuracy"], steps_per_execution=spe)
     model.fit(dataset, epochs=1, steps_per_epoch=32, verbose=0)  # compiles
@@ -90,7 +98,10 @@ def main() -> None:
             rows.append([setup, global_batch, spe, steps_per_second, steps_per_second * global_batch])
             print(f"{setup}, steps_per_execution={spe}: {steps_per_second:.1f} steps/s", flush=True)
     headers = ["setup", "global batch", "steps_per_execution", "steps/s", "images/s"]
-    notes = f"{os.cpu_count()} CPU cores; notebook 01's small CNN on 28x28x1 images, 16 per replica; {args.steps} timed steps after a compiling fit."
+    notes = (
+        f"{os.cpu_count()} CPU cores; notebook 01's small CNN on 28x28x1 images, 16 per replica; "
+        f"{args.steps} timed steps after a compiling fit."
+    )
     report.save("training_steps", "Training steps/s", headers, rows, notes)
 
 

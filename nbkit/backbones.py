@@ -99,7 +99,8 @@ def _weights_error(name: str, weights: str, offered: list[str], error: Exception
         return DataError(
             f"Could not download {file}, the ImageNet weights of {name} (is the internet off?). Offline: attach a "
             f"Kaggle dataset holding {file} (Keras keeps it in ~/.keras/models/ after one online run) and keep "
-            "WEIGHTS='imagenet', which finds it under /kaggle/input; or give its path as WEIGHTS; or use WEIGHTS='none'."
+            "WEIGHTS='imagenet', which finds it under /kaggle/input; or give its path as WEIGHTS; "
+            "or use WEIGHTS='none'."
         )
     first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     what = (

@@ -35,7 +35,8 @@ def check_int(name: str, value: object, minimum: int = 0) -> int:
     # bool is an int subclass; a papermill `-p EPOCHS True` is a mistake, not 1.
     if isinstance(value, bool) or not isinstance(value, int):
         raise ParameterError(
-            f"Parameter {name}={value!r} must be a whole number >= {minimum} (papermill: `-p {name} {max(minimum, 1)}`)."
+            f"Parameter {name}={value!r} must be a whole number >= {minimum} "
+            f"(papermill: `-p {name} {max(minimum, 1)}`)."
         )
     if value < minimum:
         raise ParameterError(f"Parameter {name}={value} must be >= {minimum}.")

@@ -76,7 +76,10 @@ def confusion(
     axis.set_yticks(ticks, class_names, fontsize=fontsize)
     axis.set_xlabel("predicted")
     axis.set_ylabel("true")
-    second = f"macro F1 {scores['f1_macro']:.3f}   precision {scores['precision_macro']:.3f}   recall {scores['recall_macro']:.3f}"
+    second = (
+        f"macro F1 {scores['f1_macro']:.3f}   precision {scores['precision_macro']:.3f}   "
+        f"recall {scores['recall_macro']:.3f}"
+    )
     figure.suptitle(f"{metrics.describe(scores)}\n{second}", fontsize=10)  # long class names narrow the axes
     return save(figure, path)
 

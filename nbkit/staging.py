@@ -48,7 +48,8 @@ class _RunOutputs:
     def describe(self) -> str:
         """One line: where this run's outputs go, and what becomes of an unfinished run's and the previous run's."""
         if not self.writes:
-            return f"This is {hosts.from_environment().describe()}: its outputs are not kept ({self.folder} is process 0's)."
+            process = hosts.from_environment().describe()
+            return f"This is {process}: its outputs are not kept ({self.folder} is process 0's)."
         earlier = _published(self.folder)
         previous = (
             f" The previous run's outputs there ({', '.join(earlier)}) then move to {self.folder / _PREVIOUS}."

@@ -302,7 +302,10 @@ for epoch in range(epochs if acc.backend == "tensorflow" else 0):
     train_multiple_steps(train_iterator, tf.constant(steps_per_epoch))  # a tensor: no retracing
     loop_history.append({"loss": float(training_loss.result()), "accuracy": float(training_accuracy.result())})
     loss, accuracy = loop_history[-1].values()
-    print(f"epoch {epoch + 1}/{epochs}: step {int(optimizer.iterations.numpy())}, loss {loss:.4f}, accuracy {accuracy:.4f}")
+    print(
+        f"epoch {epoch + 1}/{epochs}: step {int(optimizer.iterations.numpy())}, "
+        f"loss {loss:.4f}, accuracy {accuracy:.4f}"
+    )
     training_loss.reset_state()
     training_accuracy.reset_state()
 

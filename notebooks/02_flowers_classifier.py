@@ -26,25 +26,25 @@
 # `papermill notebooks/02_flowers_classifier.ipynb out/02.ipynb -p BACKEND jax -p SIMULATE_DEVICES 8`
 
 # %% tags=["parameters"]
-DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
+DATA_ROOT: str = "auto"  # folder of tfrecords-jpeg-*/; "auto": the flowers competition (Kaggle input, else "sample")
 IMAGE_SIZE: int = 0  # size of the tfrecords-jpeg-<size>x<size> folder to read; 0: the smallest there (192 for flowers)
 MODEL: str = "EfficientNetB0"  # a keras.applications backbone, or "small_cnn" (what the smoke profile trains)
-WEIGHTS: str = "imagenet"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none", or that file
+WEIGHTS: str = "imagenet"  # "imagenet" (an attached copy of Keras' ImageNet file, else downloaded), "none" or that file
 EPOCHS: int = 12  # training epochs (the smoke profile trains at most 8)
 PER_REPLICA_BATCH: int = 16  # images per replica per step (the global batch is this times the replicas)
-AUGMENT: str = "flips"  # training augmentation: "flips", "standard" (+ zoom and colour) or "none" (digits, documents, X-rays)
-CACHE: str = "auto"  # training images decoded once and kept in memory, not decoded every epoch: "auto": where they take at most half the memory free; "memory"; "none"
-TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 with AUGMENT "none"
-FOLD: int = -1  # -1: the data's train/val split; k: validate on fold k of data converted with --folds, train on the others (writes oof.csv)
+AUGMENT: str = "flips"  # augmentation: "flips", "standard" (+ zoom, colour) or "none" (digits, documents, X-rays)
+CACHE: str = "auto"  # keep decoded training images in memory: "auto" if at most half the free memory; "memory"; "none"
+TTA: int = 1  # test-time views averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 if AUGMENT "none"
+FOLD: int = -1  # -1: the train/val split; k: validate on fold k of --folds data, train on the others (writes oof.csv)
 SEED: int = 42  # fixes the initial weights, the order of the training records and their augmentation
-PROFILE: str = "auto"  # "full": the settings above; "smoke": small_cnn from scratch (MODEL, WEIGHTS ignored), at most 8 epochs; "auto": smoke on a CPU, full on a TPU or GPU
+PROFILE: str = "auto"  # "full": as above; "smoke": small_cnn from scratch, at most 8 epochs; "auto": smoke on a CPU
 BACKEND: str = "auto"  # Keras backend: "auto" (JAX on TPUs TensorFlow cannot see), "tensorflow" or "jax"
-PRECISION: str = "auto"  # "auto" (bfloat16 on TPU and GPUs of compute capability 8+, float16 on older GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
+PRECISION: str = "auto"  # "auto" (bfloat16 on TPUs and recent GPUs), "float32", "mixed_bfloat16" or "mixed_float16"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
-STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0 means one pass over the training images (a cap keeps a trial run short)
-COMPILE_CACHE: str = "auto"  # JAX's compiled programs, kept for the next session (a resumed run, the next fold): "auto": OUTPUT_DIR/compile-cache; "none"; or a folder several runs share
-OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder's classifier/ (classifier-fold<k>/)
+STEPS_PER_EPOCH: int = 0  # training steps per epoch; 0: one pass over the training images (a cap keeps a trial short)
+COMPILE_CACHE: str = "auto"  # JAX compile cache for the next run: "auto": OUTPUT_DIR/compile-cache, "none" or a folder
+OUTPUT_DIR: str = "auto"  # plots, model, metrics and submission.csv; "auto": the working folder's classifier[-fold<k>]/
 
 # %% [markdown]
 # ## Setup
@@ -60,7 +60,7 @@ from nbkit.errors import ParameterError
 params.check_parameters(
     globals(), EPOCHS=1, PER_REPLICA_BATCH=1, STEPS_PER_EXECUTION=1, FOLD=-1, TTA=range(1, 5),
     AUGMENT=("flips", "standard", "none"), CACHE=("auto", "memory", "none"),
-)  # fmt: skip
+)
 if AUGMENT == "none" and TTA > 1:  # TTA's second view is the image mirrored (tta_view): not for digits or documents
     raise ParameterError(
         f"TTA={TTA} with AUGMENT='none': test-time augmentation's second view is the image mirrored, but "
@@ -90,11 +90,16 @@ LR_RAMP_EPOCHS, LR_SUSTAIN_EPOCHS, LR_DECAY = 5, 0, 0.8
 backbones.check_name(MODEL)  # a misspelt MODEL stops here, before any data is read
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 if SMOKE:  # small_cnn from scratch, at most 8 epochs: each value it replaces is said
-    print(params.override(globals(), "smoke profile (PROFILE='full' keeps them)", MODEL="small_cnn", WEIGHTS="none", EPOCHS=min(EPOCHS, 8)))
+    print(params.override(
+        globals(), "smoke profile (PROFILE='full' keeps them)", MODEL="small_cnn", WEIGHTS="none", EPOCHS=min(EPOCHS, 8)
+    ))
     LR_MAX_PER_REPLICA, LR_RAMP_EPOCHS = 2.5e-4, 2
 GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
 LR_MAX = LR_MAX_PER_REPLICA * acc.num_replicas
-print(f"{'smoke' if SMOKE else 'full'}: {MODEL} (weights {WEIGHTS}), {EPOCHS} epochs, global batch {GLOBAL_BATCH}, peak lr {LR_MAX:g}")
+print(
+    f"{'smoke' if SMOKE else 'full'}: {MODEL} (weights {WEIGHTS}), {EPOCHS} epochs, "
+    f"global batch {GLOBAL_BATCH}, peak lr {LR_MAX:g}"
+)
 
 # %% [markdown]
 # ## Data
@@ -142,7 +147,10 @@ SHUFFLE_BUFFER = 2048
 def decode(record, labeled):
     """A serialized record to (uint8 image [size, size, 3], class) or (image, id)."""
     key = "class" if labeled else "id"
-    features = {"image": tf.io.FixedLenFeature([], tf.string), key: tf.io.FixedLenFeature([], tf.int64 if labeled else tf.string)}
+    features = {
+        "image": tf.io.FixedLenFeature([], tf.string),
+        key: tf.io.FixedLenFeature([], tf.int64 if labeled else tf.string),
+    }
     example = tf.io.parse_single_example(record, features)
     image = tf.io.decode_jpeg(example["image"], channels=3)
     return tf.reshape(image, [image_size, image_size, 3]), example[key]  # an explicit size: what TPUs need
@@ -326,7 +334,9 @@ if FOLD != -1:
 
 # %%
 shown = next(iter(get_dataset(data.val).batch(20)))[0].numpy()
-figure = grids.batch(shown, val_labels[:20], dataset.classes, val_probabilities.argmax(1)[:20], path=outputs.staging / "predictions.png")
+figure = grids.batch(
+    shown, val_labels[:20], dataset.classes, val_probabilities.argmax(1)[:20], path=outputs.staging / "predictions.png"
+)
 
 # %% [markdown]
 # ## Predict and submit
@@ -368,7 +378,10 @@ print(f"wrote {metrics_file.name} and model.keras")
 # The run ended well: its outputs replace the previous run's, all at once.
 
 # %% tags=["nbval-ignore-output"]
-print(f"validation {dataset.metric} {scores[dataset.metric]:.3f} (the competition's metric); accuracy {scores['accuracy']:.3f}")
+print(
+    f"validation {dataset.metric} {scores[dataset.metric]:.3f} (the competition's metric); "
+    f"accuracy {scores['accuracy']:.3f}"
+)
 if TTA > 1:  # what the extra views bought
     print(f"with 1 view: {dataset.metric} {data.score(val_labels, val_views[0])[1][dataset.metric]:.3f}")
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))

@@ -22,9 +22,9 @@
 # `papermill notebooks/03_private_dataset.ipynb out/03.ipynb -p DATASET you/your-tfrecords -p SECRET_NAME WANDB_API_KEY`
 
 # %% tags=["parameters"]
-DATASET: str = "your-name/your-private-tfrecords"  # the Kaggle dataset to read, as owner/slug (attach it with Add Input)
-DATA_ROOT: str = "auto"  # "auto" (on Kaggle the attached dataset; elsewhere kagglehub, else the sample data) or a folder
-SECRET_NAME: str = "NBKIT_EXAMPLE_TOKEN"  # a secret to read: Kaggle Add-ons -> Secrets, Colab secrets, or an env variable / .env line
+DATASET: str = "your-name/your-private-tfrecords"  # the Kaggle dataset to read, owner/slug (attach it with Add Input)
+DATA_ROOT: str = "auto"  # "auto" (on Kaggle the attached dataset; elsewhere kagglehub, else the sample) or a folder
+SECRET_NAME: str = "NBKIT_EXAMPLE_TOKEN"  # Kaggle Add-ons -> Secrets, Colab secrets, an env variable or a .env line
 SECRET_REQUIRED: bool = False  # True stops here when the secret is missing; False says where it looked and goes on
 RECORDS: int = 3  # how many records to show
 

@@ -23,17 +23,17 @@
 # `papermill notebooks/04_pytorch_xla.ipynb out/04.ipynb -p EPOCHS 12 -p PER_CORE_BATCH 32`
 
 # %% tags=["parameters"]
-DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
+DATA_ROOT: str = "auto"  # folder of tfrecords-jpeg-*/; "auto": the flowers competition (Kaggle input, else "sample")
 IMAGE_SIZE: int = 0  # size of the tfrecords-jpeg-<size>x<size> folder to read; 0: the smallest there (192 for flowers)
 EPOCHS: int = 0  # training epochs; 0: the profile's (smoke 8, full 12)
 PER_CORE_BATCH: int = 16  # images per core per step (the global batch is this times the cores)
-PROFILE: str = "auto"  # "smoke" (a few seconds per epoch on a CPU), "full", or "auto": smoke on the CPU, full on a TPU or GPU
+PROFILE: str = "auto"  # "smoke" (seconds an epoch on a CPU), "full", or "auto": smoke on a CPU, full on a TPU or GPU
 DEVICE: str = "auto"  # "auto" (XLA if torch_xla imports, else CUDA, else CPU), "xla", "cuda" or "cpu"
 SEED: int = 0  # seeds the weights, the shuffles and the augmentation
 AUGMENT: str = "flips"  # training augmentation: "none", "flips" (left-right) or "standard" (+ zoom, rotation, colour)
-TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 with AUGMENT "none"
-PRECISION: str = "auto"  # "auto" (bfloat16 on a TPU or a GPU of compute capability 8+, else float32), "float32" or "mixed_bfloat16" (torch.autocast)
-OUTPUT_DIR: str = "auto"  # where plots, model.pt, metrics.json and submission.csv go; "auto": the working folder's classifier-torch/
+TTA: int = 1  # test-time views averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 if AUGMENT "none"
+PRECISION: str = "auto"  # "auto" (bfloat16 on a TPU or GPU of capability 8+, else float32), "float32", "mixed_bfloat16"
+OUTPUT_DIR: str = "auto"  # plots, model.pt, metrics and submission.csv; "auto": the working folder's classifier-torch/
 
 # %% [markdown]
 # ## Setup
@@ -72,7 +72,10 @@ if profile == "smoke":
     EPOCHS, MAX_LR_PER_CORE, RAMP_EPOCHS = EPOCHS or 8, 2.5e-4, 2
 else:
     EPOCHS, MAX_LR_PER_CORE, RAMP_EPOCHS = EPOCHS or 12, 5e-5, 5
-print(f"profile={profile}: {EPOCHS} epochs, {PER_CORE_BATCH} images per core per step, peak learning rate {MAX_LR_PER_CORE:g} x cores")
+print(
+    f"profile={profile}: {EPOCHS} epochs, {PER_CORE_BATCH} images per core per step, "
+    f"peak learning rate {MAX_LR_PER_CORE:g} x cores"
+)
 
 # %% [markdown]
 # ## Data
@@ -88,7 +91,9 @@ print(f"data: {data.reason}")
 dataset = flowers.load_description(data.path)
 print(f"dataset: {dataset.describe()}")
 image_size = layout.choose_size(data.path, IMAGE_SIZE)
-splits = checks.check_splits(layout.split_files(data.path, image_size), image_size, dataset.num_classes, keep_items=True)
+splits = checks.check_splits(
+    layout.split_files(data.path, image_size), image_size, dataset.num_classes, keep_items=True
+)
 print(f"{image_size}x{image_size} images: {checks.describe(splits)}")
 
 # %% [markdown]
@@ -262,7 +267,9 @@ def train_one_epoch(core_model, batches, optimizer, epoch):
         hits.append((logits.argmax(1) == labels).sum())
         seen += len(labels)
     mine = (float(torch.stack(losses).sum()), int(torch.stack(hits).sum()), seen)
-    loss_sum, correct, total = runtime.mesh_reduce(acc, f"train-{epoch}", mine, lambda rows: [sum(column) for column in zip(*rows)])
+    loss_sum, correct, total = runtime.mesh_reduce(
+        acc, f"train-{epoch}", mine, lambda rows: [sum(column) for column in zip(*rows)]
+    )
     return loss_sum / total, correct / total
 
 
@@ -365,7 +372,9 @@ figure = plots.confusion(confusion, dataset.classes, scores, path=outputs.stagin
 
 # %%
 shown = np.stack([val_set[i][0].permute(1, 2, 0).numpy() for i in range(20)])
-figure = grids.batch(shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs.staging / "predictions.png")
+figure = grids.batch(
+    shown, val_labels[:20], dataset.classes, val_predictions[:20], path=outputs.staging / "predictions.png"
+)
 
 # %% [markdown]
 # ## The saved weights

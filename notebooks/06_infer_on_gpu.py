@@ -23,11 +23,11 @@
 # `papermill notebooks/06_infer_on_gpu.ipynb out/06.ipynb -p PACKAGES out/train-on-tpu/model-package`
 
 # %% tags=["parameters"]
-PACKAGES: str = "auto"  # model packages to average: folders or Kaggle Models handles "owner/model/keras/variation", separated by commas; "auto": every one attached, else 05's output
-DATA_ROOT: str = "auto"  # folder holding tfrecords-jpeg-*/ (your converted data, or the flowers competition's); "auto": the flowers competition (Kaggle input, else a generated sample); "sample"
+PACKAGES: str = "auto"  # packages to average: folders or Models handles, by commas; "auto": all attached, else 05's
+DATA_ROOT: str = "auto"  # folder of tfrecords-jpeg-*/; "auto": the flowers competition (Kaggle input, else "sample")
 IMAGE_SIZE: int = 0  # image size of the test files to read; 0 means the models' (from their manifests)
 PER_REPLICA_BATCH: int = 64  # images per replica per prediction step
-TTA: int = 1  # test-time augmentation: views of each image averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 for models trained with AUGMENT "none"
+TTA: int = 1  # test-time views averaged (1: none; 2: + flipped; 3: + zoomed; 4: + both); 1 for AUGMENT "none" models
 BACKEND: str = "auto"  # Keras backend: "auto" (TensorFlow on a GPU or CPU), "tensorflow" or "jax"
 OUTPUT_DIR: str = "auto"  # where submission.csv goes; "auto": the working folder (/kaggle/working on Kaggle)
 
@@ -122,7 +122,8 @@ def predict_tta(model, split):
     records = tf.data.TFRecordDataset(split.files, split.compression, num_parallel_reads=AUTO)
     views = []
     for view in range(TTA):
-        images = records.map(decode, num_parallel_calls=AUTO).map(lambda image, key, view=view: (tta_view(image, view), key))
+        decoded = records.map(decode, num_parallel_calls=AUTO)
+        images = decoded.map(lambda image, key, view=view: (tta_view(image, view), key))
         logits, ids = models.predict(model, images, GLOBAL_BATCH)  # every row once, on any number of hosts
         views.append(keras.ops.convert_to_numpy(keras.ops.softmax(logits)))
     return np.mean(views, axis=0), ids

@@ -26,23 +26,23 @@
 # `papermill notebooks/07_make_tfrecords.ipynb out/07.ipynb -p IMAGE_SIZE 512 -p FOLDS 5`
 
 # %% tags=["parameters"]
-COMPETITION: str = "cassava-leaf-disease-classification"  # the Kaggle competition whose pictures to convert (attach it on Kaggle)
-DATA_ROOT: str = "auto"  # the competition's folder; "auto": attached on Kaggle (else kagglehub), elsewhere a generated Cassava-style example
-PICTURES: str = "train_images"  # the training pictures in DATA_ROOT: a folder of the files LABELS names, or one folder per class
+COMPETITION: str = "cassava-leaf-disease-classification"  # the Kaggle competition whose pictures to convert (attach it)
+DATA_ROOT: str = "auto"  # the competition's folder; "auto": on Kaggle attached (else kagglehub), elsewhere generated
+PICTURES: str = "train_images"  # training pictures in DATA_ROOT: a folder of the files LABELS names, or one per class
 LABELS: str = "train.csv"  # the CSV of ids and labels in DATA_ROOT; "none": PICTURES holds one folder per class
 ID_COLUMN: str = "auto"  # the id column of LABELS; "auto": its first
 LABEL_COLUMN: str = "auto"  # the label column of LABELS; "auto": its second
 TEST: str = "test_images"  # the test pictures in DATA_ROOT; "none": no test split
 SAMPLE_SUBMISSION: str = "sample_submission.csv"  # in DATA_ROOT: the submission's header and ids; "none": there is none
-CLASS_NAMES: str = "label_num_to_disease_map.json"  # JSON in DATA_ROOT naming each label value; "none": the values are the names
+CLASS_NAMES: str = "label_num_to_disease_map.json"  # JSON in DATA_ROOT naming each label; "none": the labels are names
 IMAGE_SIZE: int = 512  # every picture becomes a square JPEG of this size
-FIT: str = "resize"  # how a non-square picture becomes square: "resize" (squashed, nothing cut off), "crop" (centre) or "pad"
+FIT: str = "resize"  # how non-square pictures become square: "resize" (squashed, nothing cut), "crop" (centre) or "pad"
 VAL_FRACTION: float = 0.2  # the share of each class held out for validation
-FOLDS: int = 0  # 0: a train/val split; 2 or more: that many stratified folds, each in its own files (02 and 05 take FOLD)
+FOLDS: int = 0  # 0: a train/val split; 2+: that many stratified folds, each in its own files (02 and 05 take FOLD)
 METRIC: str = "accuracy"  # how the competition scores: "accuracy", "f1_macro" or "qwk" (quadratic weighted kappa)
 SEED: int = 42  # fixes the split and the order of the records
 OUTPUT_DIR: str = "auto"  # where the dataset goes; "auto": the working folder's <COMPETITION>-tfrecords
-DATASET_ID: str = "auto"  # the Kaggle dataset to publish it as, "owner/slug"; "auto": your user name + /<the folder's name>
+DATASET_ID: str = "auto"  # Kaggle dataset to publish it as, "owner/slug"; "auto": your user name + /<the folder's name>
 
 # %% [markdown]
 # ## Setup

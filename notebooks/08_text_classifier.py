@@ -30,26 +30,26 @@
 # `papermill notebooks/08_text_classifier.ipynb out/08.ipynb -p BACKEND jax -p SIMULATE_DEVICES 8`
 
 # %% tags=["parameters"]
-DATA_ROOT: str = "auto"  # folder holding train.csv, test.csv and sample_submission.csv; "auto": the Watson competition (Kaggle input, else a generated sample)
+DATA_ROOT: str = "auto"  # folder of train.csv, test.csv and sample_submission.csv; "auto": Watson's, else a sample
 ID_COLUMN: str = "id"  # the id column of the three files
 TEXT_COLUMNS: str = "premise,hypothesis"  # one text column, or two (a pair) separated by a comma
 LABEL_COLUMN: str = "label"  # train.csv's labels: the classes are its values
-LANGUAGE_COLUMN: str = "language"  # scores per language and a split stratified by it; "" or a column the data lacks (said): none
-METRIC: str = "accuracy"  # the competition's: "accuracy", "f1_macro" or "roc_auc" (two classes, scored on the second's probability, which it names)
-PRESET: str = "bert_base_multi"  # a KerasHub preset (attached as a Kaggle Model, else kagglehub), its folder, or "tiny" (a small BERT from scratch)
-SEQUENCE_LENGTH: int = 128  # tokens per example (a pair shares them): longer ones are cut; at most the preset's max_sequence_length (the smoke profile cuts to 32)
+LANGUAGE_COLUMN: str = "language"  # scores per language, split stratified by it; none if "" or not in the data (said)
+METRIC: str = "accuracy"  # "accuracy", "f1_macro" or "roc_auc" (two classes: the second's probability, which it names)
+PRESET: str = "bert_base_multi"  # KerasHub preset (attached or kagglehub), its folder, or "tiny" (a BERT from scratch)
+SEQUENCE_LENGTH: int = 128  # tokens per example (a pair's shared), longer cut; at most the preset's max (smoke: 32)
 EPOCHS: int = 0  # training epochs; 0: the model's choice, 3 to fine-tune a preset, 10 for the tiny BERT
 PER_REPLICA_BATCH: int = 16  # examples per replica per step (the global batch is this times the replicas)
-LEARNING_RATE: float = 0.0  # the peak, after the warm-up; 0: the model's choice, 2e-5 for a preset (small, not to wreck what it learned), 2e-3 for the tiny BERT
+LEARNING_RATE: float = 0.0  # the peak after warm-up; 0: the model's choice, 2e-5 for a preset, 2e-3 for the tiny BERT
 VALIDATION_SHARE: float = 0.2  # the share of train.csv held out to score on (stratified by label and language)
 SEED: int = 42  # fixes the split, the initial weights of the head and the order of the training examples
-PROFILE: str = "auto"  # "full": the settings above; "smoke": a tiny BERT when no preset is attached, at most 32 tokens; "auto": smoke on a CPU
-BACKEND: str = "jax"  # Keras backend: "jax" (what KerasHub and Kaggle's TPU VMs run best), "tensorflow", or "auto" (TensorFlow where it sees the accelerator)
-PRECISION: str = "auto"  # "auto" (bfloat16 on TPU and GPUs of compute capability 8+, float16 on older GPUs, float32 on CPU), "float32", "mixed_bfloat16" or "mixed_float16"
+PROFILE: str = "auto"  # "full": as above; "smoke": 32 tokens, tiny BERT if no preset attached; "auto": smoke on a CPU
+BACKEND: str = "jax"  # "jax" (best for KerasHub and TPU VMs), "tensorflow", "auto" (TensorFlow if it sees the chip)
+PRECISION: str = "auto"  # "auto" (bfloat16 on TPUs and recent GPUs), "float32", "mixed_bfloat16" or "mixed_float16"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8, best with jax; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
-COMPILE_CACHE: str = "auto"  # JAX's compiled programs, kept for the next session: "auto": OUTPUT_DIR/compile-cache; "none"; or a folder
-OUTPUT_DIR: str = "auto"  # where plots, model, metrics.json and submission.csv go; "auto": the working folder's text-classifier/
+COMPILE_CACHE: str = "auto"  # JAX compile cache for the next run: "auto": OUTPUT_DIR/compile-cache, "none" or a folder
+OUTPUT_DIR: str = "auto"  # plots, model, metrics.json and submission.csv; "auto": the working folder's text-classifier/
 
 # %% [markdown]
 # ## Setup
@@ -65,14 +65,16 @@ from nbkit.errors import DataError, ParameterError
 params.check_parameters(
     globals(), EPOCHS=0, PER_REPLICA_BATCH=1, SEQUENCE_LENGTH=8, STEPS_PER_EXECUTION=1,
     METRIC=("accuracy", "f1_macro", "roc_auc"),
-)  # fmt: skip
+)
 TEXTS = [name.strip() for name in TEXT_COLUMNS.split(",")]
 if not 1 <= len(TEXTS) <= 2 or not all(TEXTS):
     raise ParameterError(f"TEXT_COLUMNS={TEXT_COLUMNS!r}: name one text column, or two separated by a comma.")
 if not 0 < VALIDATION_SHARE < 1:
     raise ParameterError(f"VALIDATION_SHARE={VALIDATION_SHARE}: a share between 0 and 1, such as 0.2.")
 if not 0 <= LEARNING_RATE < float("inf"):  # NaN too
-    raise ParameterError(f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 2e-5, or 0 for the model's choice.")
+    raise ParameterError(
+        f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 2e-5, or 0 for the model's choice."
+    )
 outputs = staging.start(OUTPUT_DIR, default="text-classifier", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 
@@ -186,7 +188,9 @@ tokenizer = preprocessor.tokenizer
 print(f"vocabulary of {tokenizer.vocabulary_size():,} tokens")
 
 # How many training examples the sequence length cuts: raise SEQUENCE_LENGTH if many are.
-lengths = sum(np.array([len(ids) for ids in tokenizer(list(np.array(column)[train_rows]))]) for column in data.train.texts)
+lengths = sum(
+    np.array([len(ids) for ids in tokenizer(list(np.array(column)[train_rows]))]) for column in data.train.texts
+)
 cut = np.mean(lengths + len(TEXTS) + 1 > SEQUENCE_LENGTH)  # + [CLS] and a [SEP] after each text
 print(f"{cut:.1%} of the training examples are longer than {SEQUENCE_LENGTH} tokens and get cut")
 
@@ -202,13 +206,16 @@ def tokenize(split, rows):
     """The preprocessor's features (token_ids, segment_ids, padding_mask) of `rows` of a split, as arrays."""
     texts = tuple(np.array(column, object)[rows] for column in split.texts)
     # x= names the texts: a tuple passed alone would be read as (texts, labels), the second text dropped.
-    batches = tf.data.Dataset.from_tensor_slices(texts).batch(1024).map(lambda *t: preprocessor(x=t), num_parallel_calls=AUTO)
+    batches = tf.data.Dataset.from_tensor_slices(texts).batch(1024).map(
+        lambda *t: preprocessor(x=t), num_parallel_calls=AUTO
+    )
     found = list(batches.as_numpy_iterator())
     return {name: np.concatenate([b[name] for b in found]) for name in found[0]}
 
 
 def get_dataset(features, labels, training=False):
-    """Training: batches of (features, label), shuffled anew each epoch. Otherwise every (features, label or id), in order."""
+    """Training: batches of (features, label), shuffled anew each epoch. Otherwise every (features, label or id),
+    in order."""
     dataset = tf.data.Dataset.from_tensor_slices((features, labels))
     if not training:
         return dataset
@@ -249,7 +256,7 @@ def build_backbone():
     return keras_hub.models.BertBackbone(
         vocabulary_size=tokenizer.vocabulary_size(), num_layers=2, num_heads=2, hidden_dim=64,
         intermediate_dim=128, max_sequence_length=SEQUENCE_LENGTH,
-    )  # fmt: skip
+    )
 
 
 def build_model():
@@ -283,7 +290,9 @@ def learning_rate_schedule(total_steps):
 
 
 schedule = learning_rate_schedule(EPOCHS * steps_per_epoch)
-figure = plots.learning_rate([float(schedule(e * steps_per_epoch)) for e in range(EPOCHS)], path=outputs.staging / "learning_rate.png")
+figure = plots.learning_rate(
+    [float(schedule(e * steps_per_epoch)) for e in range(EPOCHS)], path=outputs.staging / "learning_rate.png"
+)
 
 with acc.scope():
     model.compile(

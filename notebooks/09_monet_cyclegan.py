@@ -25,25 +25,25 @@
 # `papermill notebooks/09_monet_cyclegan.ipynb out/09.ipynb -p SIMULATE_DEVICES 8`
 
 # %% tags=["parameters"]
-DATA_ROOT: str = "auto"  # folder holding monet_tfrec/ and photo_tfrec/ (or monet/ and photo/ of JPEG/PNG files); "auto": the competition (Kaggle input, else kagglehub, else a generated sample)
-IMAGE_SIZE: int = 256  # pictures are trained at this size (a power of two: the U-Net halves it to 2x2) and written at 256 (Kaggle's); the smoke profile trains at 64
-EPOCHS: int = 25  # training epochs, each one pass over the photo_count (the smoke profile trains at most 6); more than done continues
+DATA_ROOT: str = "auto"  # monet_tfrec/ and photo_tfrec/ (or monet/, photo/ of pictures); "auto": Kaggle's or a sample
+IMAGE_SIZE: int = 256  # training size (a power of 2: the U-Net halves it to 2x2); written at 256 (Kaggle's); smoke: 64
+EPOCHS: int = 25  # training epochs, each one pass over the photo_count (smoke: at most 6); more than done continues
 PER_REPLICA_BATCH: int = 4  # pictures of each domain per replica per step (the global batch is this times the replicas)
 LEARNING_RATE: float = 2e-4  # Adam's, for each of the four networks (beta_1 0.5, as the CycleGAN paper)
 LAMBDA_CYCLE: float = 10.0  # weight of the cycle loss: a photo turned into a painting and back must be the photo
-LAMBDA_IDENTITY: float = 0.5  # weight of the identity loss, times LAMBDA_CYCLE: a painting given to the painter stays as it is (0: none)
+LAMBDA_IDENTITY: float = 0.5  # identity loss weight x LAMBDA_CYCLE: the painter leaves a painting as it is (0: none)
 AUGMENT: str = "jitter"  # "jitter": random mirror, enlarge by 12% and crop back (the CycleGAN paper's); "none"
-DIFF_AUGMENT: bool = True  # colour, translation and cutout on every picture the discriminators see (helps with 300 paintings)
-TIME_BUDGET: float = 270.0  # minutes of training at most (Kaggle runs this competition's notebooks up to 5 hours): time is left to paint
-IMAGES: int = 7038  # pictures in images.zip (Kaggle: 7,000-10,000; each photo once, then mirrored: at most twice the photos); the smoke profile writes one per photo
+DIFF_AUGMENT: bool = True  # colour, translation and cutout on all the discriminators see (helps with 300 paintings)
+TIME_BUDGET: float = 270.0  # training minutes at most (Kaggle runs these notebooks up to 5 hours), time left to paint
+IMAGES: int = 7038  # images.zip's pictures (Kaggle: 7,000-10,000; at most 2 a photo, one mirrored); smoke: one a photo
 RESUME: str = "auto"  # "auto": continue from the checkpoint in OUTPUT_DIR if any; "restart": train from scratch
 SEED: int = 42  # fixes the initial weights, the order of the pictures and their augmentation
-PROFILE: str = "auto"  # "full": the settings above; "smoke": 64 px, narrow networks, at most 6 epochs; "auto": smoke on a CPU
+PROFILE: str = "auto"  # "full": as above; "smoke": 64 px, narrow networks, at most 6 epochs; "auto": smoke on a CPU
 BACKEND: str = "jax"  # Keras backend: "jax" (the train_step below is written for it)
-PRECISION: str = "auto"  # "auto" (bfloat16 on TPU and GPUs of compute capability 8+, else float32), "float32" or "mixed_bfloat16"
+PRECISION: str = "auto"  # "auto" (bfloat16 on a TPU or GPU of capability 8+, else float32), "float32", "mixed_bfloat16"
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N replicas (8: like a TPU v5e-8; 0: no split)
 STEPS_PER_EXECUTION: int = 16  # training steps per compiled call (fewer host round-trips)
-OUTPUT_DIR: str = "auto"  # where images.zip, checkpoints, plots and metrics.json go; "auto": the working folder's monet-cyclegan/
+OUTPUT_DIR: str = "auto"  # images.zip, checkpoints, plots, metrics.json; "auto": the working folder's monet-cyclegan/
 
 # %% [markdown]
 # ## Setup
@@ -55,12 +55,15 @@ from nbkit import accel, atomic, params, staging
 from nbkit.errors import DataError, ParameterError
 
 params.check_parameters(
-    globals(), IMAGE_SIZE=(32, 64, 128, 256, 512, 1024), EPOCHS=1, PER_REPLICA_BATCH=1, IMAGES=1, STEPS_PER_EXECUTION=1,
-    BACKEND=("jax",), AUGMENT=("jitter", "none"), RESUME=("auto", "restart"), PRECISION=("auto", "float32", "mixed_bfloat16"),
-)  # fmt: skip
+    globals(), IMAGE_SIZE=(32, 64, 128, 256, 512, 1024), EPOCHS=1, PER_REPLICA_BATCH=1, IMAGES=1,
+    STEPS_PER_EXECUTION=1, BACKEND=("jax",), AUGMENT=("jitter", "none"), RESUME=("auto", "restart"),
+    PRECISION=("auto", "float32", "mixed_bfloat16"),
+)
 for name in ("LEARNING_RATE", "LAMBDA_CYCLE", "LAMBDA_IDENTITY", "TIME_BUDGET"):  # NaN too
     if not 0 < globals()[name] < float("inf") and not (name == "LAMBDA_IDENTITY" and LAMBDA_IDENTITY == 0):
-        raise ParameterError(f"{name}={globals()[name]}: a finite number above 0 (LAMBDA_IDENTITY may be 0: no identity loss).")
+        raise ParameterError(
+            f"{name}={globals()[name]}: a finite number above 0 (LAMBDA_IDENTITY may be 0: no identity loss)."
+        )
 outputs = staging.start(OUTPUT_DIR, default="monet-cyclegan", data_root=DATA_ROOT)  # never inside DATA_ROOT
 print(outputs.describe())
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES, precision=PRECISION)
@@ -82,7 +85,9 @@ print(data.describe())
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 photo_count, monet_count = len(data.photo.names), len(data.monet.names)
 if SMOKE:
-    print(params.override(globals(), "smoke profile", IMAGE_SIZE=min(IMAGE_SIZE, 64), EPOCHS=min(EPOCHS, 6), IMAGES=photo_count))
+    print(params.override(
+        globals(), "smoke profile", IMAGE_SIZE=min(IMAGE_SIZE, 64), EPOCHS=min(EPOCHS, 6), IMAGES=photo_count
+    ))
 zip_names, line = paintings.check_image_count(IMAGES, data.photo, full=not SMOKE)  # each photo, then mirrored
 print(line)
 FILTERS = 8 if SMOKE else 64  # the first layer's filters; the starter's 64
@@ -90,8 +95,14 @@ GLOBAL_BATCH = PER_REPLICA_BATCH * acc.num_replicas
 steps_per_execution = max(1, min(STEPS_PER_EXECUTION, photo_count // GLOBAL_BATCH))
 steps_per_epoch = photo_count // GLOBAL_BATCH // steps_per_execution * steps_per_execution
 if steps_per_epoch == 0 or monet_count < GLOBAL_BATCH:
-    raise DataError(f"{photo_count} photos, {monet_count} paintings: each needs a global batch ({GLOBAL_BATCH}). Lower PER_REPLICA_BATCH.")
-print(f"{IMAGE_SIZE} px, {EPOCHS} epochs of {steps_per_epoch} steps ({steps_per_execution} per execution), global batch {GLOBAL_BATCH}")
+    raise DataError(
+        f"{photo_count} photos, {monet_count} paintings: each needs a global batch ({GLOBAL_BATCH}). "
+        "Lower PER_REPLICA_BATCH."
+    )
+print(
+    f"{IMAGE_SIZE} px, {EPOCHS} epochs of {steps_per_epoch} steps ({steps_per_execution} per execution), "
+    f"global batch {GLOBAL_BATCH}"
+)
 
 # %% [markdown]
 # ## Input pipeline
@@ -151,7 +162,9 @@ def downsample(filters, norm=True):  # halves the size: conv, instance norm, lea
 
 def upsample(filters, dropout=False):  # doubles it: transposed conv, instance norm, dropout, ReLU
     conv = layers.Conv2DTranspose(filters, 4, strides=2, padding="same", kernel_initializer=init, use_bias=False)
-    return keras.Sequential([conv, layers.GroupNormalization(groups=-1), *([layers.Dropout(0.5)] if dropout else []), layers.ReLU()])
+    return keras.Sequential(
+        [conv, layers.GroupNormalization(groups=-1), *([layers.Dropout(0.5)] if dropout else []), layers.ReLU()]
+    )
 
 
 def build_generator(name):
@@ -163,7 +176,9 @@ def build_generator(name):
         skips.append(x)
     for i, (filters, skip) in enumerate(zip(reversed(widths[:-1]), reversed(skips[:-1]))):
         x = layers.Concatenate()([upsample(filters, dropout=i < 3)(x), skip])
-    outputs = layers.Conv2DTranspose(3, 4, strides=2, padding="same", kernel_initializer=init, activation="tanh", dtype="float32")(x)
+    outputs = layers.Conv2DTranspose(
+        3, 4, strides=2, padding="same", kernel_initializer=init, activation="tanh", dtype="float32"
+    )(x)
     return keras.Model(inputs, outputs, name=name)
 
 
@@ -181,7 +196,8 @@ def build_discriminator(name):
 # ## DiffAugment
 # With 300 paintings a discriminator soon remembers them all, and its verdict stops teaching the generator.
 # DiffAugment (Zhao et al., 2020) changes every picture the discriminators see, real or generated, at random
-# (colour, a shift, a cut-out square), in the graph so the gradients flow through it; its seed is carried like Dropout's.
+# (colour, a shift, a cut-out square), in the graph so the gradients flow through it; its seed is carried like
+# Dropout's.
 
 # %%
 from keras import ops
@@ -283,15 +299,27 @@ class CycleGan(keras.Model):
         def generator_loss(generators, seeds):
             seeds, now = dict(seeds), {**weights, **generators}
             # Each generator runs once on all it translates (instance norm is per picture: the same results).
-            fake_monet, same_monet = ops.split(run("monet_generator", ops.concatenate([real_photo, real_monet]), now, seeds), 2)
-            fake_photo, same_photo, cycled_photo = ops.split(run("photo_generator", ops.concatenate([real_monet, real_photo, fake_monet]), now, seeds), 3)  # fmt: skip
+            fake_monet, same_monet = ops.split(
+                run("monet_generator", ops.concatenate([real_photo, real_monet]), now, seeds), 2
+            )
+            fake_photo, same_photo, cycled_photo = ops.split(
+                run("photo_generator", ops.concatenate([real_monet, real_photo, fake_monet]), now, seeds), 3
+            )
             cycled_monet = run("monet_generator", fake_photo, now, seeds)
             cycle = LAMBDA_CYCLE * (l1(real_monet, cycled_monet) + l1(real_photo, cycled_photo))
             identity = LAMBDA_IDENTITY * LAMBDA_CYCLE
             losses = {
-                "monet_gen_loss": bce(judge("monet_discriminator", fake_monet, now, seeds), 1.0) + cycle + identity * l1(real_monet, same_monet),
-                "photo_gen_loss": bce(judge("photo_discriminator", fake_photo, now, seeds), 1.0) + cycle + identity * l1(real_photo, same_photo),
-            }  # fmt: skip
+                "monet_gen_loss": (
+                    bce(judge("monet_discriminator", fake_monet, now, seeds), 1.0)
+                    + cycle
+                    + identity * l1(real_monet, same_monet)
+                ),
+                "photo_gen_loss": (
+                    bce(judge("photo_discriminator", fake_photo, now, seeds), 1.0)
+                    + cycle
+                    + identity * l1(real_photo, same_photo)
+                ),
+            }
             # The cycle loss once in the sum: each generator's gradient of it is its own loss's, as in the starter.
             return sum(losses.values()) - cycle, (losses, seeds, fake_monet, fake_photo)
 
@@ -299,14 +327,22 @@ class CycleGan(keras.Model):
             seeds, now = dict(seeds), {**weights, **discriminators}
             losses = {}
             for domain, real, fake in (("monet", real_monet, fake_monet), ("photo", real_photo, fake_photo)):
-                real_logits, fake_logits = ops.split(judge(f"{domain}_discriminator", ops.concatenate([real, fake]), now, seeds), 2)
+                real_logits, fake_logits = ops.split(
+                    judge(f"{domain}_discriminator", ops.concatenate([real, fake]), now, seeds), 2
+                )
                 losses[f"{domain}_disc_loss"] = (bce(real_logits, 1.0) + bce(fake_logits, 0.0)) / 2
             return sum(losses.values()), (losses, seeds)
 
-        generators, discriminators = ({name: weights[name] for name in names} for names in (NETWORKS[:2], NETWORKS[2:]))
-        (_, (gen_losses, seeds, *fakes)), gen_grads = jax.value_and_grad(generator_loss, has_aux=True)(generators, seeds)
+        generators, discriminators = (
+            {name: weights[name] for name in names} for names in (NETWORKS[:2], NETWORKS[2:])
+        )
+        (_, (gen_losses, seeds, *fakes)), gen_grads = jax.value_and_grad(generator_loss, has_aux=True)(
+            generators, seeds
+        )
         fakes = [jax.lax.stop_gradient(fake) for fake in fakes]  # the discriminators' step leaves the generators be
-        (_, (disc_losses, seeds)), disc_grads = jax.value_and_grad(discriminator_loss, has_aux=True)(discriminators, seeds, *fakes)
+        (_, (disc_losses, seeds)), disc_grads = jax.value_and_grad(discriminator_loss, has_aux=True)(
+            discriminators, seeds, *fakes
+        )
         grads = {**gen_grads, **disc_grads}
         for name in NETWORKS:  # each network's own Adam
             network, adam = getattr(self, name), self.adams[name]
@@ -319,7 +355,12 @@ class CycleGan(keras.Model):
             tracker = self.trackers[name]
             value.update(zip(map(id, tracker.variables), tracker.stateless_update_state(of(tracker.variables), loss)))
         logs = {name: tracker.stateless_result(of(tracker.variables)) for name, tracker in self.trackers.items()}
-        return logs, (of(self.trainable_variables), of(self.non_trainable_variables), optimizer_state, of(self.metrics_variables))
+        return logs, (
+            of(self.trainable_variables),
+            of(self.non_trainable_variables),
+            optimizer_state,
+            of(self.metrics_variables),
+        )
 
 
 keras.utils.set_random_seed(SEED)  # the same initial weights on every run
@@ -346,7 +387,7 @@ settings = {
     "image_size": IMAGE_SIZE, "filters": FILTERS, "global_batch": GLOBAL_BATCH, "learning_rate": LEARNING_RATE,
     "lambda_cycle": LAMBDA_CYCLE, "lambda_identity": LAMBDA_IDENTITY, "augment": AUGMENT, "diff_augment": DIFF_AUGMENT,
     "precision": acc.precision, "seed": SEED, "pictures": data.fingerprint(),  # another data set: another model
-}  # fmt: skip
+}
 run = resume.TrainingRun(outputs.folder / "checkpoints", settings, restart=RESUME == "restart", hosts=acc.hosts)
 if run.weights_file:
     model.load_weights(run.folder / run.weights_file)
@@ -375,7 +416,10 @@ class Progress(keras.callbacks.Callback):
             show_progress(epoch + 1, outputs.staging / f"progress_epoch_{epoch + 1:03d}.png")
         elapsed = time.time() - self.start
         if elapsed + elapsed / (epoch + 1 - self.first) > TIME_BUDGET * 60:
-            print(f"TIME_BUDGET: stopping after epoch {epoch + 1} ({elapsed / 60:.1f} minutes): the next would end past it")
+            print(
+                f"TIME_BUDGET: stopping after epoch {epoch + 1} ({elapsed / 60:.1f} minutes): "
+                "the next would end past it"
+            )
             self.model.stop_training = True
 
 
@@ -388,7 +432,10 @@ if run.epochs_done < EPOCHS:
         callbacks=[run.checkpoint(), Progress()],  # the checkpoint first: a stop keeps the epoch
         verbose=2,
     )
-print(f"epochs done: {run.epochs_done}; Adam steps: " + ", ".join(f"{n} {int(a.iterations)}" for n, a in model.adams.items()))
+print(
+    f"epochs done: {run.epochs_done}; Adam steps: "
+    + ", ".join(f"{n} {int(a.iterations)}" for n, a in model.adams.items())
+)
 figure, axes = plt.subplots(1, len(run.history), figsize=(4 * len(run.history), 3.5), squeeze=False)
 for axis, (name, losses) in zip(axes.flat, run.history.items()):
     axis.plot(range(1, len(losses) + 1), losses, marker="o")  # markers: one epoch is a point
@@ -419,7 +466,9 @@ try:
         return np.asarray(inception.predict_on_batch(resized), np.float32)
 
 except DataError as error:
-    features_name = f"the stand-in, random projections of 32x32 pixels ({error})" if SMOKE else mifid.without_inception(error)
+    features_name = (
+        f"the stand-in, random projections of 32x32 pixels ({error})" if SMOKE else mifid.without_inception(error)
+    )
     projection = np.random.default_rng(SEED).normal(size=(32 * 32 * 3, 256)) / np.sqrt(32 * 32 * 3)
 
     def features(pictures):
@@ -442,11 +491,13 @@ def paint():
     for start in range(0, IMAGES, GLOBAL_BATCH):
         indices = range(start, min(start + GLOBAL_BATCH, IMAGES))
         sources = [decode(data.photo.encoded[i % photo_count]).numpy() / 127.5 - 1 for i in indices]
-        batch, real = next(in_batches(np.stack([p[:, ::-1] if i >= photo_count else p for i, p in zip(indices, sources)])))
+        photos = np.stack([p[:, ::-1] if i >= photo_count else p for i, p in zip(indices, sources)])
+        batch, real = next(in_batches(photos))
         painted = tf.image.resize(np.asarray(model.monet_generator.predict_on_batch(batch), np.float32), [256, 256])
         pictures = np.clip(np.round((painted.numpy() + 1) * 127.5), 0, 255).astype(np.uint8)
         painted_features.append(features(pictures)[:real])
-        for i, picture in zip(indices, pictures[:real]):  # named after its photo (<name>-mirrored: used again, mirrored)
+        # Each named after its photo (<name>-mirrored: used again, mirrored).
+        for i, picture in zip(indices, pictures[:real]):
             yield zip_names[i], picture
 
 
@@ -454,7 +505,10 @@ print(paintings.write_zip(outputs.staging / "images.zip", paint(), IMAGES))
 monets = np.stack([tf.image.resize(decode(e), [256, 256]).numpy().round().astype(np.uint8) for e in data.monet.encoded])
 monet_features = np.concatenate([features(b)[:n] for b, n in in_batches(monets)])
 scores = mifid.score(monet_features, np.concatenate(painted_features))
-print(f"MiFID {scores['mifid']:.2f} (FID {scores['fid']:.2f}, memorization distance {scores['memorization_distance']:.3f}) on {features_name}")
+print(
+    f"MiFID {scores['mifid']:.2f} (FID {scores['fid']:.2f}, "
+    f"memorization distance {scores['memorization_distance']:.3f}) on {features_name}"
+)
 figure = show_progress(run.epochs_done, outputs.staging / "paintings.png")
 
 # %% [markdown]
@@ -466,5 +520,5 @@ atomic.write_json(
     {**scores, "features": features_name, "epochs": run.epochs_done, "images": IMAGES, "image_size": IMAGE_SIZE,
      "global_batch": GLOBAL_BATCH, "replicas": acc.num_replicas, "precision": acc.precision, "history": run.history},
     outputs.staging / "metrics.json",
-)  # fmt: skip
+)
 print(f"outputs in {outputs.folder.resolve()}:", ", ".join(outputs.publish()))

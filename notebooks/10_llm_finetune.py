@@ -31,23 +31,23 @@
 # `papermill notebooks/10_llm_finetune.ipynb out/10.ipynb -p SIMULATE_DEVICES 8 -p MESH 2x4`
 
 # %% tags=["parameters"]
-PRESET: str = "gemma3_instruct_1b"  # a KerasHub Gemma or Gemma 3 preset (attached as a Kaggle Model, else kagglehub), its folder, or "tiny" / "tiny-gemma" (a small Gemma 3 / Gemma from scratch)
-DATA_ROOT: str = "auto"  # a CSV or JSONL file of prompt/response pairs, or a folder of them; "auto": the generated sample
+PRESET: str = "gemma3_instruct_1b"  # a Gemma 3 / Gemma preset, its folder, or "tiny" / "tiny-gemma" (one from scratch)
+DATA_ROOT: str = "auto"  # a CSV or JSONL file of prompt/response pairs, or a folder of them; "auto": a generated sample
 PROMPT_COLUMN: str = "prompt"  # the column (CSV) or key (JSONL) of the prompts
 RESPONSE_COLUMN: str = "response"  # the column or key of the answers to learn
 SEQUENCE_LENGTH: int = 256  # tokens per pair, chat turns included: longer pairs are cut (the share is printed)
 LORA_RANK: int = 16  # the rank of the LoRA matrices: more is more capacity and more memory
 EPOCHS: int = 0  # passes over the training pairs; 0: the model's choice, 1 for a preset, 40 for the tiny model
-PER_REPLICA_BATCH: int = 0  # pairs per batch shard per step; 0: the model's choice (1 for a preset; 16 pairs a step for the tiny model)
-LEARNING_RATE: float = 0.0  # the peak after the warm-up; 0: the model's choice, 1e-4 for a preset, 1e-2 for the tiny model
+PER_REPLICA_BATCH: int = 0  # pairs per batch shard per step; 0: 1 for a preset, 16 pairs a step for the tiny model
+LEARNING_RATE: float = 0.0  # the peak after warm-up; 0: the model's choice, 1e-4 for a preset, 1e-2 for the tiny model
 HELD_OUT_SHARE: float = 0.1  # the share of pairs held out to score the loss and the generated answers on
-MESH: str = "auto"  # "auto" (data parallel when the model fits a chip, else model parallel), "data", or batch x model devices such as "1x8" or "2x4"
+MESH: str = "auto"  # "auto" (data parallel if it fits a chip, else model parallel), "data", or batch x model as "2x4"
 EXPORT_TRANSFORMERS: bool = False  # also write the merged model as Hugging Face safetensors, where KerasHub can
-PROFILE: str = "auto"  # "full": the settings above; "smoke": the tiny model when no preset is attached; "auto": smoke on a CPU
+PROFILE: str = "auto"  # "full": as above; "smoke": the tiny model when no preset is attached; "auto": smoke on a CPU
 BACKEND: str = "jax"  # Keras backend: "jax" only (keras.distribution shards on JAX)
 SIMULATE_DEVICES: int = 0  # CPU only: split the CPU into N devices (8: like a TPU v5e-8; 0: no split)
 SEED: int = 42  # fixes the split, the tiny model's weights, LoRA's initial weights and the order of the pairs
-OUTPUT_DIR: str = "auto"  # where the LoRA weights, the merged model and metrics.json go; "auto": the working folder's llm-finetune/
+OUTPUT_DIR: str = "auto"  # LoRA weights, merged model and metrics.json; "auto": the working folder's llm-finetune/
 
 # %% [markdown]
 # ## Setup
@@ -65,7 +65,9 @@ params.check_parameters(globals(), EPOCHS=0, PER_REPLICA_BATCH=0, SEQUENCE_LENGT
 if not 0 < HELD_OUT_SHARE < 1:
     raise ParameterError(f"HELD_OUT_SHARE={HELD_OUT_SHARE}: a share between 0 and 1, such as 0.1.")
 if not 0 <= LEARNING_RATE < float("inf"):  # NaN too
-    raise ParameterError(f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 1e-4, or 0 for the model's choice.")
+    raise ParameterError(
+        f"LEARNING_RATE={LEARNING_RATE}: a peak rate above 0, such as 1e-4, or 0 for the model's choice."
+    )
 if EXPORT_TRANSFORMERS and importlib.util.find_spec("safetensors") is None:  # checked now, not after training
     raise ParameterError("EXPORT_TRANSFORMERS=True needs the safetensors package: `pip install safetensors`, or False.")
 outputs = staging.start(OUTPUT_DIR, default="llm-finetune", data_root=DATA_ROOT)
@@ -105,14 +107,20 @@ preset_folder, preset_reason = None, f"PRESET={PRESET!r}"
 if PRESET not in ("tiny", "tiny-gemma"):
     preset_folder, preset_reason = presets.find_preset(PRESET, download=not SMOKE)
     if preset_folder is None and not SMOKE:
-        raise ParameterError(f"No Gemma to fine-tune: {preset_reason} (accept Gemma's license on the model's page first).")
+        raise ParameterError(
+            f"No Gemma to fine-tune: {preset_reason} (accept Gemma's license on the model's page first)."
+        )
 if preset_folder:
     config = json.loads(open(f"{preset_folder}/config.json").read())["config"]  # the backbone's sizes
 else:  # the vocabulary's size is known once the tokenizer is learned: 200 at most
     config = dict(TINY, vocabulary_size=200, use_query_key_norm=PRESET != "tiny-gemma")
 # The tiny model's base weights are random: LoRA must reach every kernel to teach it anything. A pretrained
 # Gemma needs only KerasHub's default, the attention's query and value.
-LORA_TARGETS = ["query", "value"] if preset_folder else ["query", "key", "value", "attention_output", "ffw_gating", "ffw_gating_2", "ffw_linear"]  # fmt: skip
+LORA_TARGETS = (
+    ["query", "value"]
+    if preset_folder
+    else ["query", "key", "value", "attention_output", "ffw_gating", "ffw_gating_2", "ffw_linear"]
+)
 whose = "the preset's" if preset_folder else "the tiny model's"
 defaults = {"EPOCHS": 1 if preset_folder else 40, "LEARNING_RATE": 1e-4 if preset_folder else 1e-2}
 chosen = [f"{name}=0: {whose} {value:g}" for name, value in defaults.items() if not globals()[name]]  # said below
@@ -124,7 +132,9 @@ import jax
 
 DEVICE_KIND = jax.devices()[0].device_kind  # "TPU v5 lite" on a v5e; "cpu"
 chip_gib = sharding.CHIP_GIB.get(DEVICE_KIND)  # None: unknown, not checked
-plan = sharding.memory_plan(config, acc.num_replicas, MESH_SHAPE, SEQUENCE_LENGTH, PER_REPLICA_BATCH or 1, LORA_RANK, LORA_TARGETS, 2, chip_gib)  # fmt: skip
+plan = sharding.memory_plan(
+    config, acc.num_replicas, MESH_SHAPE, SEQUENCE_LENGTH, PER_REPLICA_BATCH or 1, LORA_RANK, LORA_TARGETS, 2, chip_gib
+)
 print(plan.describe())
 if not plan.fits:
     raise ParameterError(plan.describe())
@@ -138,7 +148,11 @@ tiny = f"a tiny {'Gemma' if PRESET == 'tiny-gemma' else 'Gemma 3'} from scratch"
 why = f"{preset_reason}; PROFILE={PROFILE!r} on a {acc.kind}: {'smoke' if SMOKE else 'full'}"
 TRAINED = {"model": str(preset_folder or tiny), "why": why, **({} if preset_folder else TINY)}
 print(f"model: {preset_folder or tiny} ({preset_reason})")
-print(f"{'smoke' if SMOKE else 'full'}: {EPOCHS} epochs, {SEQUENCE_LENGTH} tokens, global batch {GLOBAL_BATCH}, peak lr {LEARNING_RATE:g}, LoRA rank {LORA_RANK} on {', '.join(LORA_TARGETS)}" + (f" ({'; '.join(chosen)})" if chosen else ""))  # fmt: skip
+print(
+    f"{'smoke' if SMOKE else 'full'}: {EPOCHS} epochs, {SEQUENCE_LENGTH} tokens, global batch {GLOBAL_BATCH}, "
+    f"peak lr {LEARNING_RATE:g}, LoRA rank {LORA_RANK} on {', '.join(LORA_TARGETS)}"
+    + (f" ({'; '.join(chosen)})" if chosen else "")
+)
 
 # %% [markdown]
 # ## Chat format and tokenizer
@@ -173,10 +187,11 @@ def build_preprocessor():
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter([chat_prompt(pairs.prompts[i]) + chat_response(pairs.responses[i]) for i in train_rows]),
         model_writer=model, model_type="BPE", vocab_size=config["vocabulary_size"], hard_vocab_limit=False,
-        pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="<pad>", bos_piece="<bos>", eos_piece="<eos>", unk_piece="<unk>",
+        pad_id=0, bos_id=1, eos_id=2, unk_id=3,
+        pad_piece="<pad>", bos_piece="<bos>", eos_piece="<eos>", unk_piece="<unk>",
         user_defined_symbols=["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>", "<img>", "\n"],
         normalization_rule_name="nfkc", remove_extra_whitespaces=False, minloglevel=2,
-    )  # fmt: skip
+    )
     if GEMMA3:
         tokenizer = keras_hub.models.Gemma3Tokenizer(proto=model.getvalue())
         return keras_hub.models.Gemma3CausalLMPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
@@ -188,7 +203,9 @@ preprocessor = build_preprocessor()
 tokenizer = preprocessor.tokenizer
 if not preset_folder:
     config["vocabulary_size"] = tokenizer.vocabulary_size()
-TRAINED["tokenizer"] = "the preset's" if preset_folder else f"{tokenizer.vocabulary_size()} BPE pieces learned from the training pairs"  # fmt: skip
+TRAINED["tokenizer"] = (
+    "the preset's" if preset_folder else f"{tokenizer.vocabulary_size()} BPE pieces learned from the training pairs"
+)
 print(f"vocabulary of {tokenizer.vocabulary_size():,} tokens")
 # How many pairs SEQUENCE_LENGTH cuts (+1: <bos>): raise it if many are.
 prompt_tokens = np.array([len(t) + 1 for t in tokenizer([chat_prompt(p) for p in pairs.prompts])])
@@ -209,9 +226,13 @@ from nbkit.errors import DataError
 
 
 def tokenize(rows):
-    found = [preprocessor({"prompts": [chat_prompt(pairs.prompts[i]) for i in rows[s : s + 256]],
-                           "responses": [chat_response(pairs.responses[i]) for i in rows[s : s + 256]]})
-             for s in range(0, len(rows), 256)]  # fmt: skip
+    found = [
+        preprocessor({
+            "prompts": [chat_prompt(pairs.prompts[i]) for i in rows[s : s + 256]],
+            "responses": [chat_response(pairs.responses[i]) for i in rows[s : s + 256]],
+        })
+        for s in range(0, len(rows), 256)
+    ]
     x = {name: np.concatenate([np.asarray(f[0][name]) for f in found]) for name in found[0][0]}
     return x, np.concatenate([np.asarray(f[1]) for f in found]), np.concatenate([np.asarray(f[2]) for f in found])
 
@@ -231,7 +252,8 @@ if steps_per_epoch == 0 or len(held_out_rows) < BATCH_AXIS:
 train_x, train_y, train_weights = tokenize(train_rows)
 held_x, held_y, held_weights = tokenize(held_out_rows)
 print(
-    f"{steps_per_epoch} steps per epoch; {int(train_weights.sum()):,} answer tokens carry the loss of {train_x['padding_mask'].sum():,}"
+    f"{steps_per_epoch} steps per epoch; {int(train_weights.sum()):,} answer tokens carry the loss of "
+    f"{train_x['padding_mask'].sum():,}"
 )
 
 # %% [markdown]
@@ -268,7 +290,7 @@ def build_model():
         backbone = keras_hub.models.Gemma3Backbone(
             **sizes, image_size=896, vision_encoder=None, dtype=DTYPE, use_post_ffw_norm=True,
             use_post_attention_norm=True, use_sliding_window_attention=True, sliding_window_size=512,
-        )  # fmt: skip
+        )
         return keras_hub.models.Gemma3CausalLM(backbone=backbone, preprocessor=None)
     return keras_hub.models.GemmaCausalLM(
         backbone=keras_hub.models.GemmaBackbone(**sizes, dtype=DTYPE), preprocessor=None
@@ -295,7 +317,9 @@ print(f"{causal_lm.count_params():,} parameters, {trainable:,} of them trainable
 
 def learning_rate_schedule(total_steps):
     warmup_steps = max(1, total_steps // 10)
-    return keras.optimizers.schedules.CosineDecay(0.0, total_steps - warmup_steps, warmup_target=LEARNING_RATE, warmup_steps=warmup_steps)  # fmt: skip
+    return keras.optimizers.schedules.CosineDecay(
+        0.0, total_steps - warmup_steps, warmup_target=LEARNING_RATE, warmup_steps=warmup_steps
+    )
 
 
 optimizer = keras.optimizers.AdamW(learning_rate_schedule(EPOCHS * steps_per_epoch), weight_decay=0.01)
@@ -338,7 +362,10 @@ class Throughput(keras.callbacks.Callback):
             else "unknown (no peak known for this chip)"
         )
         if epoch % max(1, EPOCHS // 4) == 0 or epoch + 1 == EPOCHS:
-            print(f"epoch {epoch + 1}: {self.tokens_per_second:,.0f} tokens/s (padding not counted), model FLOPs utilisation {mfu}")  # fmt: skip
+            print(
+                f"epoch {epoch + 1}: {self.tokens_per_second:,.0f} tokens/s (padding not counted), "
+                f"model FLOPs utilisation {mfu}"
+            )
 
 
 # %% tags=["nbval-ignore-output"]
@@ -346,7 +373,7 @@ throughput = Throughput()
 history = causal_lm.fit(
     get_dataset(train_x, train_y, train_weights), epochs=EPOCHS, steps_per_epoch=steps_per_epoch,
     callbacks=[throughput], verbose=2 if not SMOKE else 0,
-)  # fmt: skip
+)
 print(f"training loss {history.history['loss'][0]:.3f} -> {history.history['loss'][-1]:.3f}")
 
 # %% [markdown]
@@ -359,11 +386,13 @@ whole = len(held_y) - len(held_y) % BATCH_AXIS  # evaluate() splits each batch o
 held_out_loss = causal_lm.evaluate(
     {name: v[:whole] for name, v in held_x.items()}, held_y[:whole], sample_weight=held_weights[:whole],
     batch_size=BATCH_AXIS, verbose=0,
-)[0]  # fmt: skip
+)[0]
 causal_lm.preprocessor = preprocessor  # generate() takes text
 prompts = [chat_prompt(pairs.prompts[i]) for i in held_out_rows]
 padded = prompts + [prompts[0]] * (-len(prompts) % BATCH_AXIS)
-generated = causal_lm.generate(padded, max_length=SEQUENCE_LENGTH, stop_token_ids=[tokenizer.token_to_id("<end_of_turn>")])  # fmt: skip
+generated = causal_lm.generate(
+    padded, max_length=SEQUENCE_LENGTH, stop_token_ids=[tokenizer.token_to_id("<end_of_turn>")]
+)
 answers = [g.removeprefix(p).split("<end_of_turn>")[0].strip() for g, p in zip(generated, prompts)]
 exact = float(np.mean([a == pairs.responses[i].strip() for a, i in zip(answers, held_out_rows)]))
 for answer, i in list(zip(answers, held_out_rows))[:3]:
@@ -402,7 +431,7 @@ atomic.write_json(
      "sequence_length": SEQUENCE_LENGTH, "share_cut": cut, "model": TRAINED, "dtype": DTYPE,
      "transformers_export": exported, "tokens_per_second_counts": "real tokens (the padding mask), padding left out"},
     outputs.staging / "metrics.json",
-)  # fmt: skip
+)
 print(f"wrote model.lora.h5, merged-preset/, metrics.json; Hugging Face safetensors: {exported}")
 
 # %% [markdown]

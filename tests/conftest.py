@@ -110,8 +110,8 @@ SHARED_CACHE = "JAX_COMPILATION_CACHE_DIR"
 
 
 def execute(tmp_path: Path, notebook: str | Path, output: str = "out.ipynb", **params: object) -> Path:
-    """Run a notebook (a name in notebooks/, or a path) with papermill into tmp_path/output, with tmp_path/work as its working folder
-    (NBKIT_WORKING_DIR: the generated sample, default outputs), from the repository root.
+    """Run a notebook (a name in notebooks/, or a path) with papermill into tmp_path/output, with tmp_path/work as
+    its working folder (NBKIT_WORKING_DIR: the generated sample, default outputs), from the repository root.
     PYTHONFAULTHANDLER makes a kernel that crashes print a native stack (there is no retry: a kernel
     that dies fails the test)."""
     output_path = tmp_path / output

@@ -60,12 +60,17 @@ def test_auto_without_tensorflow_picks_jax_and_a_backend_not_installed_names_the
     "flags, tpu_vm, level, expected",
     [
         ("", False, 1, "--xla_backend_optimization_level=1"),  # JAX on a CPU: LLVM -O1
-        ("--xla_force_host_platform_device_count=8", False, 1, "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=1"),
+        (
+            "--xla_force_host_platform_device_count=8",
+            False,
+            1,
+            "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=1",
+        ),
         ("--xla_backend_optimization_level=3", False, 1, "--xla_backend_optimization_level=3"),  # the user's own kept
         ("", True, 1, ""),  # a TPU VM: XLA's default
         ("", False, None, ""),  # None: XLA's default
     ],
-)  # fmt: skip
+)
 def test_jax_on_a_cpu_compiles_at_llvm_level_1_unless_the_user_set_one(monkeypatch, flags, tpu_vm, level, expected):
     monkeypatch.setenv("XLA_FLAGS", flags)
     accel._set_cpu_compile_level(level, tpu_vm)
@@ -284,7 +289,8 @@ def test_quiet_native_logs_drops_only_known_noise(capfd):
     with logs.quiet_tensorflow():
         os.write(
             2,
-            b"I0000 00:00:1 123 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.\n",
+            b"I0000 00:00:1 123 cudart_stub.cc:31] Could not find cuda drivers on your machine, "
+            b"GPU will not be used.\n",
         )
         os.write(2, b"I0000 00:00:1795365391.575511 8757 port.cc:153] oneDNN custom operations are on. You may see\n")
         os.write(2, b"E0000 00:00:1 123 real_problem.cc:1] something that matters\n")

@@ -7,7 +7,8 @@ import json
 # last device rather than the first (the default device, where an ignored placement would land too).
 RUN_01_CELLS = """
 cell = {"acc": acc}
-for source in [c.source for c in jupytext.read("notebooks/01_tpu_setup.py").cells if "with tf.device(" in c.source or "shard_map(" in c.source]:
+cells = jupytext.read("notebooks/01_tpu_setup.py").cells
+for source in [c.source for c in cells if "with tf.device(" in c.source or "shard_map(" in c.source]:
     exec(source.replace("s[0]", "s[-1]"), cell)
 """
 
@@ -30,7 +31,14 @@ def test_tensorflow_with_eight_simulated_replicas_and_the_keras_bug_behind_its_s
         results, placed = cell["results"], cell["c"].device
         again = accel.setup("tensorflow", simulate_devices=8)  # re-running the cell works
         with acc.scope():
-            model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Rescaling(1 / 255), keras.layers.Conv2D(4, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(4, dtype="float32")])
+            model = keras.Sequential([
+                keras.Input((8, 8, 1)),
+                keras.layers.Rescaling(1 / 255),
+                keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Flatten(),
+                keras.layers.Dense(4, dtype="float32"),
+            ])
             model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=2)
         ds = tf.data.Dataset.from_tensor_slices((np.zeros((64, 8, 8, 1), "uint8"), np.zeros(64, "int64"))).batch(16)
         try:
@@ -68,7 +76,14 @@ def test_jax_with_eight_simulated_replicas_trains_with_steps_per_execution_and_s
         RUN_01_CELLS
         results, placed = cell["results"], [str(d) for d in cell["c"].devices()]
         with acc.scope():
-            model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Rescaling(1 / 255), keras.layers.Conv2D(4, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(2, dtype="float32")])
+            model = keras.Sequential([
+                keras.Input((8, 8, 1)),
+                keras.layers.Rescaling(1 / 255),
+                keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Flatten(),
+                keras.layers.Dense(2, dtype="float32"),
+            ])
             model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                           steps_per_execution=4)
         x = np.zeros((64, 8, 8, 1), "uint8"); y = np.zeros(64, "int64"); x[::2] = 255; y[::2] = 1

@@ -467,11 +467,23 @@ def test_a_killed_conversions_staging_folder_goes_at_the_next_one(tmp_path):
 def test_the_command_line(tmp_path, capsys, cassava):
     code = cli.main(
         [
-            "tfrecords", str(cassava / "train_images"), str(tmp_path / "cli-out"), "--size", "32",
-            "--labels", str(cassava / "train.csv"), "--test", str(cassava / "test_images"),
-            "--sample-submission", str(cassava / "sample_submission.csv"), "--metric", "qwk", "--workers", "1",
+            "tfrecords",
+            str(cassava / "train_images"),
+            str(tmp_path / "cli-out"),
+            "--size",
+            "32",
+            "--labels",
+            str(cassava / "train.csv"),
+            "--test",
+            str(cassava / "test_images"),
+            "--sample-submission",
+            str(cassava / "sample_submission.csv"),
+            "--metric",
+            "qwk",
+            "--workers",
+            "1",
         ]
-    )  # fmt: skip
+    )
     out = capsys.readouterr().out
     assert code == 0 and "train: 50 records in 16 files" in out and out.endswith("--dir-mode zip\n")
     assert f"kaggle datasets create -p {tmp_path / 'cli-out'} --dir-mode zip" in out

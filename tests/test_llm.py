@@ -89,7 +89,9 @@ def test_repeated_pairs_are_said_and_no_held_out_prompt_is_trained_on(tmp_path):
     # Item 5 of issue 50: 128 unlearnable pairs, each three times: on d3b5fd8 the split drew rows, so most
     # held-out prompts were trained on (exact match 0.842 against 0.000 without the repeats), and nothing was said.
     rng = np.random.default_rng(0)
-    lines = [json.dumps({"prompt": f"p{i} {rng.integers(10**6)}", "response": str(rng.integers(10**6))}) for i in range(128)]  # fmt: skip
+    lines = [
+        json.dumps({"prompt": f"p{i} {rng.integers(10**6)}", "response": str(rng.integers(10**6))}) for i in range(128)
+    ]
     pairs = llm_data.load_pairs(str(write(tmp_path / "pairs.jsonl", "\n".join(lines * 3))), "prompt", "response")
     assert "384 prompt/response pairs (256 of them repeat an earlier pair" in pairs.describe()
     train, held_out, line = llm_data.split(pairs, 0.1, 42)
@@ -173,12 +175,17 @@ def test_a_lora_rank_or_a_model_axis_the_model_cannot_take_is_refused_before_the
     # (exact match 0), and a model axis of 3 met a raw IndivisibleError at the build.
     tiny = dict(num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64, intermediate_dim=128)
     tiny.update(head_dim=32, vocabulary_size=200, use_query_key_norm=True)
-    with pytest.raises(ParameterError, match=r"LORA_RANK=1000 is at or above 32, the smallest dimension of the query kernels \(256 x 32\)"):  # fmt: skip
+    with pytest.raises(
+        ParameterError,
+        match=r"LORA_RANK=1000 is at or above 32, the smallest dimension of the query kernels \(256 x 32\)",
+    ):
         llm.memory_plan(tiny, 8, None, 32, 2, 1000)
     with pytest.raises(ParameterError, match=r"LORA_RANK=64 is at or above 64, .* ffw_linear kernels \(128 x 64\)"):
         llm.memory_plan(tiny, 8, None, 32, 2, 64, ["ffw_linear"])
     assert llm.memory_plan(tiny, 8, None, 32, 2, 16, ["query", "ffw_linear"]).fits  # the notebook's tiny default
-    with pytest.raises(ParameterError, match=r"MESH=1x3: .* hidden axis \(64\) .* 3 devices do not divide 64.* MESH='3x1'"):  # fmt: skip
+    with pytest.raises(
+        ParameterError, match=r"MESH=1x3: .* hidden axis \(64\) .* 3 devices do not divide 64.* MESH='3x1'"
+    ):
         llm.memory_plan(tiny, 3, (1, 3), 32, 2, 16)
     assert llm.memory_plan(GEMMA3["4b"], 6, None, 512, 2, 8, chip_gib=15.75).mesh == (3, 2)  # 2 divides 2,560; 6 not
 
@@ -207,7 +214,9 @@ def test_the_first_cell_refuses_what_would_fail_or_mislead_after_training(tmp_pa
     import importlib.util
 
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "safetensors" else find_spec(name, *a))  # fmt: skip
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "safetensors" else find_spec(name, *a)
+    )
     ns = {"__annotations__": {}}
     exec(notebook_cell('PRESET: str = "'), ns)
     ns.update(change, OUTPUT_DIR=str(tmp_path / "out"))
@@ -229,10 +238,15 @@ def test_tokens_per_second_counts_the_real_tokens_of_a_batch(monkeypatch):
     cell = notebook_cell("class Throughput(")
     ns = {
         "keras": SimpleNamespace(callbacks=SimpleNamespace(Callback=object)),
-        "DEVICE_KIND": "TPU v5 lite", "train_x": {"padding_mask": np.array([[1, 1, 1, 0], [1, 1, 0, 0]], bool)},
-        "steps_per_epoch": 3, "GLOBAL_BATCH": 2, "SEQUENCE_LENGTH": 4, "EPOCHS": 1,
-        "causal_lm": SimpleNamespace(count_params=lambda: 1000), "acc": SimpleNamespace(num_replicas=8),
-    }  # fmt: skip
+        "DEVICE_KIND": "TPU v5 lite",
+        "train_x": {"padding_mask": np.array([[1, 1, 1, 0], [1, 1, 0, 0]], bool)},
+        "steps_per_epoch": 3,
+        "GLOBAL_BATCH": 2,
+        "SEQUENCE_LENGTH": 4,
+        "EPOCHS": 1,
+        "causal_lm": SimpleNamespace(count_params=lambda: 1000),
+        "acc": SimpleNamespace(num_replicas=8),
+    }
     exec(cell, ns)
     monkeypatch.setattr(ns["time"], "perf_counter", iter([10.0, 12.0]).__next__)  # an epoch of 2 s, not timed
     throughput = ns["Throughput"]()
@@ -281,8 +295,9 @@ for preset in ("tiny", "tiny-gemma"):
         key = f"{preset} {mesh_name}"
         logits = np.asarray(m.predict_on_batch(x), np.float64)
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, logits, sample_weight=w)
-        found = {"loss": float(loss), "mesh": list(ns["plan"].mesh), "specs": {
-            v.path: [list(v.shape), list(v.value.sharding.shard_shape(v.shape))] for v in m.backbone.weights if "ffw_linear" in v.path or "embeddings" in v.path}}
+        shown = [v for v in m.backbone.weights if "ffw_linear" in v.path or "embeddings" in v.path]
+        specs = {v.path: [list(v.shape), list(v.value.sharding.shard_shape(v.shape))] for v in shown}
+        found = {"loss": float(loss), "mesh": list(ns["plan"].mesh), "specs": specs}
         found["trainable"] = sorted({v.path.split("/")[-1] for v in m.trainable_weights})
         if preset == "tiny" and mesh_name != "1x8":  # (each mesh compiles its own step: two meshes, for time)
             m.compile(optimizer=keras.optimizers.Adam(1e-2), loss=m.loss)  # a constant rate: the schedule starts at 0
@@ -293,7 +308,8 @@ for preset in ("tiny", "tiny-gemma"):
             found["weights_before_answer"] = float(w[0][: prompt_len - 1].sum())
             found["weights_of_answer"] = float(w[0][prompt_len - 1 :].sum())
             found["answer_tokens"] = len(tok(ns["chat_response"](ns["pairs"].responses[ns["train_rows"][0]])))
-            rules, hidden, axes = ns["layout_rules"], ns["config"]["hidden_dim"], dict(zip(ns["mesh"].axis_names, ns["mesh"].shape))
+            rules, hidden = ns["layout_rules"], ns["config"]["hidden_dim"]
+            axes = dict(zip(ns["mesh"].axis_names, ns["mesh"].shape))
             refused = []
             for wrong in ({**rules, ".*/ffw_gate/kernel": ("model", None)},
                           {p: r for p, r in rules.items() if p != ".*/ffw_gating/lora_kernel_a"},
@@ -329,9 +345,13 @@ def meshes(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("llm")
     run = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(out)], cwd=REPO, env=clean_env(NBKIT_WORKING_DIR=str(out / "work")),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [sys.executable, "-c", SCRIPT, str(out)],
+        cwd=REPO,
+        env=clean_env(NBKIT_WORKING_DIR=str(out / "work")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     return json.loads(run.stdout.split("RESULT ", 1)[1])
 

@@ -191,9 +191,15 @@ def edit_cell(path, row, column, value):
         (lambda files, t: (t / "out").write_text("mine"), r"out is in the way of oof.csv"),
         (lambda files, t: (t / "out" / "metrics.json").mkdir(parents=True), r"metrics.json is in the way"),
     ],
-    ids=["a NaN probability", "probabilities not summing to 1", "a label edited", "no fold folder", "out a file",
-         "out holding a folder metrics.json"],
-)  # fmt: skip
+    ids=[
+        "a NaN probability",
+        "probabilities not summing to 1",
+        "a label edited",
+        "no fold folder",
+        "out a file",
+        "out holding a folder metrics.json",
+    ],
+)
 def test_the_command_refuses_what_would_score_or_write_wrong(folded, folds_written, tmp_path, capsys, spoil, message):
     files = list(folds_written[0])
     spoil(files, tmp_path)

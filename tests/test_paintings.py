@@ -26,15 +26,19 @@ from nbkit.imagegen import sample as painting_sample
 from nbkit.images import writer
 
 # Cells the test adds to the notebook: the state before training, and after it what changed, as JSON.
-BEFORE = "import numpy as _np\n_before = {id(v): _np.array(v.value) for v in model.variables + model.non_trainable_variables}"
+BEFORE = (
+    "import numpy as _np\n"
+    "_before = {id(v): _np.array(v.value) for v in model.variables + model.non_trainable_variables}"
+)
 AFTER = """import json as _json
 _moved = lambda variables: any(not _np.array_equal(_before[id(v)], _np.array(v.value)) for v in variables)
 _seeds = lambda layer: [v for v in layer.non_trainable_variables if "seed" in v.path]
+_seeded = (*NETWORKS[:2], "diff_augment")
 print("STATE " + _json.dumps({
     "weights_moved": {n: _moved(getattr(model, n).trainable_variables) for n in NETWORKS},
     "adam_steps": {n: int(model.adams[n].iterations.numpy()) for n in NETWORKS},
     "adam_moments_moved": {n: _moved(model.adams[n].variables[2:]) for n in NETWORKS},
-    "seeds_moved": {n: bool(_seeds(getattr(model, n))) and _moved(_seeds(getattr(model, n))) for n in (*NETWORKS[:2], "diff_augment")},
+    "seeds_moved": {n: bool(_seeds(getattr(model, n))) and _moved(_seeds(getattr(model, n))) for n in _seeded},
     "unused_optimizer_steps": int(model.optimizer.iterations.numpy()),
     "steps": EPOCHS * steps_per_epoch}))"""
 

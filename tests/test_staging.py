@@ -27,8 +27,10 @@ def test_files_not_nbkits_are_named_first_and_kept_never_replaced(tmp_path):
     (folder / "metrics.json").write_bytes(b"my own metrics")
     (folder / "notes.txt").write_bytes(b"my notes")
     said, published = run(folder, {"images.zip": b"run 1 zip", "metrics.json": b"run 1 metrics"})
-    assert f"It holds images.zip, metrics.json, notes.txt, which nbkit did not write: any of them this run's outputs " \
-           f"would replace is moved to {folder / '.kept'} first (never deleted)." in said  # fmt: skip
+    assert (
+        f"It holds images.zip, metrics.json, notes.txt, which nbkit did not write: any of them this run's outputs "
+        f"would replace is moved to {folder / '.kept'} first (never deleted)." in said
+    )
     assert published == [
         "images.zip (the images.zip there before, not nbkit's, is in .kept/)",
         "metrics.json (the metrics.json there before, not nbkit's, is in .kept/)",

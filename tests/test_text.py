@@ -258,7 +258,8 @@ def test_labels_follow_the_converters_rules_number_forms_case_and_two_classes(wa
 
     with pytest.raises(
         DataError,
-        match=r"Labels '(E|e)ntailment' \(train.csv line \d+ \(id '\w+'\)\) and '(?!\1)[Ee]ntailment' \(train.csv line \d+",
+        match=r"Labels '(E|e)ntailment' \(train.csv line \d+ \(id '\w+'\)\) "
+        r"and '(?!\1)[Ee]ntailment' \(train.csv line \d+",
     ):
         load(edit(watson, tmp_path / "cased", "train.csv", cased))
     one = edit(watson, tmp_path / "one", "train.csv", lambda rows: [r.__setitem__(-1, "0") for r in rows[1:]])

@@ -1,16 +1,16 @@
-"""How many lines of nbkit each notebook's kernel bundle carries, as a Markdown table; with --check, exit 1
+"""How many Python tokens nbkit holds, and each notebook's kernel bundle, as a Markdown table; with --check, exit 1
 when a bundle is over its ceiling (CEILINGS, held by tests/test_architecture.py too).
 
     python tools/bundle_sizes.py [--check]
 
-Lines are the modules' whole files (docstrings and comments included); "code lines" leave out blank
-lines, comments and docstrings; "beyond its own" counts the non-blank lines the bundled notebook has
-beyond the notebook's own (the bundle cell: every module and the lines that unpack it).
+Tokens are Python's own (the tokenize module): names, keywords, operators, numbers and strings, a docstring or an
+f-string being one string; comments, blank lines and layout (line ends, indentation) are left out, so wrapping a
+line costs nothing and packing one saves nothing. "Its own" counts the notebook's code cells; "beyond its own" what
+its bundle adds: every nbkit module it carries, counted as code, and the lines that unpack them.
 """
 
 from __future__ import annotations
 
-import ast
 import io
 import sys
 import tokenize
@@ -21,72 +21,74 @@ import jupytext
 from nbkit.publish import bundle
 
 REPO = Path(__file__).resolve().parents[1]
-# notebook stem prefix -> (most code lines, most non-blank lines beyond its own); None: no ceiling. Issue 52 asked
-# for 02 under 2,450 and 05 under 2,950 lines beyond their own: 05 is there; 02 is held where it stands, carrying
-# only what it reaches (docs/architecture.md says what and why) until its plumbing shrinks further.
+# notebook stem prefix -> the most tokens its bundle may add beyond its own: the counts of 2026-12-06, when sizes
+# moved from lines to tokens. They replace the line ceilings (01: 700 code lines; 09, 10, 11: 1,500; 02, 05: 2,479
+# and 2,863 non-blank lines beyond their own), which wrapping lines at 120 characters moved with no code added.
 CEILINGS = {
-    "01": (700, None),
-    "02": (None, 2479),
-    "05": (None, 2863),
-    "09": (1500, None),
-    "10": (1500, None),
-    "11": (1500, None),
+    "01": 6_012,
+    "02": 18_359,
+    "05": 21_151,
+    "09": 12_370,
+    "10": 11_704,
+    "11": 12_908,
 }
+_LEFT_OUT = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+# Python 3.12 splits an f-string into its parts (PEP 701): counted as one string, as Python 3.11 counts it.
+_STRING_STARTS = {getattr(tokenize, name) for name in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, name)}
+_STRING_ENDS = {getattr(tokenize, name) for name in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, name)}
 
 
-def code_lines(text: str) -> int:
-    """Lines holding code: not blank, not only a comment, not part of a docstring."""
-    docstrings = set()
-    for node in ast.walk(ast.parse(text)):
-        body = getattr(node, "body", None)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
-            first = body[0]
-            if (
-                isinstance(first, ast.Expr)
-                and isinstance(first.value, ast.Constant)
-                and isinstance(first.value.value, str)
-            ):
-                docstrings.update(range(first.lineno, first.end_lineno + 1))
-    skipped = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
-    lines = set()
+def tokens(text: str) -> int:
+    """The tokens of Python source `text`, less comments and layout; each string (docstrings, f-strings) one."""
+    count, depth = 0, 0  # depth: inside how many f-strings
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        if token.type not in skipped:
-            lines.update(line for line in range(token.start[0], token.end[0] + 1) if line not in docstrings)
-    return len(lines)
+        if token.type in _STRING_STARTS:
+            count += depth == 0
+            depth += 1
+        elif token.type in _STRING_ENDS:
+            depth -= 1
+        elif depth == 0 and token.type not in _LEFT_OUT:
+            count += 1
+    return count
 
 
-def _non_blank(notebook: object) -> int:
-    return sum(1 for cell in notebook.cells for line in cell.source.splitlines() if line.strip())
+def nbkit_tokens() -> tuple[int, int]:
+    """(modules, tokens) of the whole nbkit package."""
+    files = sorted((REPO / "nbkit").rglob("*.py"))
+    return len(files), sum(tokens(path.read_text(encoding="utf-8")) for path in files)
 
 
-def sizes(notebook: Path) -> tuple[int, int, int, int]:
-    """(modules, lines, code lines, non-blank lines beyond the notebook's own) of `notebook`'s bundle."""
+def _code_tokens(notebook: object) -> int:
+    return sum(tokens(bundle._python(cell.source)) for cell in notebook.cells if cell.cell_type == "code")
+
+
+def sizes(notebook: Path) -> tuple[int, int, int]:
+    """(modules, the notebook's own tokens, the tokens its bundle adds beyond them) of `notebook`'s bundle."""
     bundled, modules = bundle.bundled_notebook(notebook)
-    texts = [bundle.module_file(m).read_text(encoding="utf-8") for m in modules]
-    beyond = _non_blank(bundled) - _non_blank(jupytext.read(notebook))
-    return len(modules), sum(len(t.splitlines()) for t in texts), sum(map(code_lines, texts)), beyond
+    own = _code_tokens(jupytext.read(notebook))
+    carried = sum(tokens(bundle.module_file(m).read_text(encoding="utf-8")) for m in modules)
+    # The bundle cell holds each module as one string: counted instead as the module's code.
+    return len(modules), own, _code_tokens(bundled) - own - len(modules) + carried
 
 
-def over_ceiling(notebook: Path, code: int, beyond: int) -> str:
+def over_ceiling(notebook: Path, beyond: int) -> str:
     """What of `notebook`'s bundle is over its ceiling, or ""."""
-    most_code, most_beyond = CEILINGS.get(notebook.stem[:2], (None, None))
-    if most_code is not None and code > most_code:
-        return f"{code:,} code lines > {most_code:,}"
-    if most_beyond is not None and beyond > most_beyond:
-        return f"{beyond:,} lines beyond its own > {most_beyond:,}"
-    return ""
+    most = CEILINGS.get(notebook.stem[:2])
+    return f"{beyond:,} tokens beyond its own > {most:,}" if most is not None and beyond > most else ""
 
 
 def main() -> int:
-    print("| notebook | modules | lines | code lines | beyond its own | ceiling |")
+    count, total = nbkit_tokens()
+    print(f"nbkit: {total:,} tokens in {count} modules\n")
+    print("| notebook | modules | tokens | its own | beyond its own | ceiling (beyond its own) |")
     print("|---|---|---|---|---|---|")
     over = []
     for notebook in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py")):
-        count, lines, code, beyond = sizes(notebook)
-        most_code, most_beyond = CEILINGS.get(notebook.stem[:2], (None, None))
-        ceiling = f"{most_code:,} code" if most_code else f"{most_beyond:,} beyond" if most_beyond else ""
-        print(f"| {notebook.stem} | {count} | {lines:,} | {code:,} | {beyond:,} | {ceiling} |")
-        if problem := over_ceiling(notebook, code, beyond):
+        modules, own, beyond = sizes(notebook)
+        most = CEILINGS.get(notebook.stem[:2])
+        ceiling = f"{most:,}" if most is not None else ""
+        print(f"| {notebook.stem} | {modules} | {own + beyond:,} | {own:,} | {beyond:,} | {ceiling} |")
+        if problem := over_ceiling(notebook, beyond):
             over.append(f"{notebook.stem}: {problem}")
     for line in over:
         print(f"over its ceiling: {line}", file=sys.stderr)

@@ -50,7 +50,8 @@ ENVIRONMENTS = {
     ),
     "kaggle-tpu": (
         ".venv-kaggle-tpu",
-        # 05 -> 06 from JAX on 8 devices to TensorFlow: the full profile's run, in bfloat16, checks what the smoke's would.
+        # 05 -> 06 from JAX on 8 devices to TensorFlow: the full profile's run, in bfloat16, checks what the
+        # smoke's would.
         [
             *SMOKE,
             "tests/matrix/test_pytorch_xla.py",
@@ -66,7 +67,8 @@ ENVIRONMENTS = {
         # KerasHub needs Keras 3.15 and Tunix JAX 0.10: 08's, 10's and 11's floor is the current versions
         [*SMOKE, "-k", "not 08_text and not 10_llm and not 11_grpo"],
         {},
-        "the oldest versions nbkit declares: the Keras notebooks' smoke runs but 08's, 10's and 11's (torch_xla's floor is Kaggle's)",
+        "the oldest versions nbkit declares: the Keras notebooks' smoke runs but 08's, 10's and 11's "
+        "(torch_xla's floor is Kaggle's)",
     ),
     "colab-gpu": (
         ".venv-colab-gpu",

@@ -70,7 +70,8 @@ class Accelerator:
         return distributed.scope() if distributed is not None else contextlib.nullcontext()
 
     def set_precision(self, requested: str = "auto") -> str:
-        """Set the Keras dtype policy for PRECISION=`requested` before the model is built; a line saying which and why."""
+        """Set the Keras dtype policy for PRECISION=`requested` before the model is built; a line saying which and
+        why."""
         policy, why = _precision(requested, self.kind, self.compute_capability)
         import keras
 

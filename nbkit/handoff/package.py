@@ -83,7 +83,8 @@ def _check_schema(manifest: Any, path: str | Path) -> dict[str, Any]:
         raise DataError(f"{path} is not an nbkit model manifest (format should be {FORMAT!r}).")
     if manifest.get("format_version") != _FORMAT_VERSION:
         raise DataError(
-            f"{path} has format_version {manifest.get('format_version')!r}; this nbkit reads version {_FORMAT_VERSION}. "
+            f"{path} has format_version {manifest.get('format_version')!r}; "
+            f"this nbkit reads version {_FORMAT_VERSION}. "
             "Use the nbkit version that wrote the package, or write the package again with this one (notebook 05)."
         )
     problems = _wrong(manifest, _SCHEMA)

@@ -61,7 +61,8 @@ class _Domains:
             digest.update(f"{pictures.domain} {len(pictures.names)}\0".encode())
             for name, data in zip(pictures.names, pictures.encoded):
                 digest.update(hashlib.sha256(name.encode() + b"\0" + data).digest())
-        return f"{len(self.monet.names)} monet and {len(self.photo.names)} photo pictures, sha256 {digest.hexdigest()[:16]}"
+        counts = f"{len(self.monet.names)} monet and {len(self.photo.names)} photo pictures"
+        return f"{counts}, sha256 {digest.hexdigest()[:16]}"
 
 
 def load(data_root: str, environment: Any = None) -> _Domains:
@@ -177,7 +178,8 @@ def _check_pictures(pictures: _Pictures, same_size: bool) -> set[tuple[int, int]
 
 def check_image_count(images: int, photos: _Pictures, full: bool) -> tuple[list[str], str]:
     """IMAGES, checked: Kaggle scores 7,000 to 10,000 pictures (the full profile); each photo gives two (as it is,
-    then mirrored). The zip's names (two equal ones: an error naming both pictures) and a line saying what is written."""
+    then mirrored). The zip's names (two equal ones: an error naming both pictures) and a line saying what is
+    written."""
     low, high, count = *_KAGGLE_IMAGES, len(photos.names)
     if full and not low <= images <= high:
         raise ParameterError(f"IMAGES={images}: Kaggle takes {low:,} to {high:,} pictures in images.zip; give one.")
@@ -186,7 +188,8 @@ def check_image_count(images: int, photos: _Pictures, full: bool) -> tuple[list[
     if images > 2 * count:
         raise DataError(
             f"IMAGES={images:,}, but {count:,} photos give {2 * count:,} different pictures (each as it is and "
-            f"mirrored; more would repeat them byte for byte): give at least {-(-images // 2):,} photos, or fewer IMAGES."
+            f"mirrored; more would repeat them byte for byte): give at least {-(-images // 2):,} photos, "
+            "or fewer IMAGES."
         )
     names, first = [*photos.names, *(f"{n}-mirrored" for n in photos.names)][:images], {}
     for index, name in enumerate(names):

@@ -34,12 +34,12 @@ GEMMA3_CONFIGS = {
         vocabulary_size=262144,
         head_dim=256,
         use_query_key_norm=True,
-    )  # fmt: skip
+    )
     for name, sizes in {
         "1B": (26, 4, 1, 1152, 6912),
         "4B": (34, 8, 4, 2560, 10240),
         "12B": (48, 16, 8, 3840, 15360),
-    }.items()  # fmt: skip
+    }.items()
 }
 
 
@@ -84,13 +84,15 @@ class _MemoryPlan:
 
     def describe(self) -> str:
         chip = f"of {_size(self.chip)}" if self.chip else "(the chip's memory is unknown here: not checked)"
-        return "\n".join([
-            f"memory plan, mesh {self.mesh[0]} (batch) x {self.mesh[1]} (model): {self.parameters / 1e6:,.1f}M "
-            f"parameters, {self.lora_parameters / 1e6:,.3f}M of them LoRA's",
-            f"per chip: weights {_size(self.weights)} + LoRA state {_size(self.lora_state)} + activations "
-            f"~{_size(self.activations)} = {_size(self.total)} {chip}",
-            *self.notes,
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                f"memory plan, mesh {self.mesh[0]} (batch) x {self.mesh[1]} (model): {self.parameters / 1e6:,.1f}M "
+                f"parameters, {self.lora_parameters / 1e6:,.3f}M of them LoRA's",
+                f"per chip: weights {_size(self.weights)} + LoRA state {_size(self.lora_state)} + activations "
+                f"~{_size(self.activations)} = {_size(self.total)} {chip}",
+                *self.notes,
+            ]
+        )
 
 
 def _size(count: float) -> str:
@@ -158,7 +160,17 @@ def memory_plan(
     chip, hidden = (chip_gib * 2**30 if chip_gib else None), config["hidden_dim"]
     split = max(d for d in range(1, devices + 1) if devices % d == 0 and hidden % d == 0)  # the widest model axis
     if mesh is None:
-        data = memory_plan(config, devices, (devices, 1), sequence_length, per_replica_batch, lora_rank, lora_targets, weight_bytes, chip_gib)  # fmt: skip
+        data = memory_plan(
+            config,
+            devices,
+            (devices, 1),
+            sequence_length,
+            per_replica_batch,
+            lora_rank,
+            lora_targets,
+            weight_bytes,
+            chip_gib,
+        )
         if data.fits:
             data.notes.append("MESH='auto': data parallel (the model fits one chip)")
             return data
@@ -181,18 +193,28 @@ def memory_plan(
     weights = (text / model_axis + vision) * weight_bytes
     plan = _MemoryPlan(text + vision, lora, mesh, weights, lora_on_chip * 4 * 4, activations, chip)
     if not plan.fits:
-        fixes = {
-            "the weights": (plan.weights, f"a smaller preset, or more devices on the model axis (MESH='1x{devices}')"),
-            "LoRA's state": (plan.lora_state, f"a smaller LORA_RANK (now {lora_rank}), or fewer LoRA targets"),
-            "the activations": (plan.activations, f"a shorter SEQUENCE_LENGTH (now {sequence_length}) or a smaller "
-                                f"PER_REPLICA_BATCH (now {per_replica_batch})"),
-        }  # fmt: skip
-        largest, (size, fix) = max(fixes.items(), key=lambda item: item[1][0])
-        plan.notes.append(
-            f"does not fit: {_size(plan.total)} a chip is over 90% of its {_size(chip)}, {largest} the most "
-            f"({_size(size)}). Give {fix}."
-        )
+        _note_the_largest_part(plan, devices, lora_rank, sequence_length, per_replica_batch)
     return plan
+
+
+def _note_the_largest_part(
+    plan: _MemoryPlan, devices: int, lora_rank: int, sequence_length: int, per_replica_batch: int
+) -> None:
+    """A note on `plan`, which does not fit a chip: its largest part, and how to make that smaller."""
+    fixes = {
+        "the weights": (plan.weights, f"a smaller preset, or more devices on the model axis (MESH='1x{devices}')"),
+        "LoRA's state": (plan.lora_state, f"a smaller LORA_RANK (now {lora_rank}), or fewer LoRA targets"),
+        "the activations": (
+            plan.activations,
+            f"a shorter SEQUENCE_LENGTH (now {sequence_length}) or a smaller "
+            f"PER_REPLICA_BATCH (now {per_replica_batch})",
+        ),
+    }
+    largest, (size, fix) = max(fixes.items(), key=lambda item: item[1][0])
+    plan.notes.append(
+        f"does not fit: {_size(plan.total)} a chip is over 90% of its {_size(plan.chip)}, {largest} the most "
+        f"({_size(size)}). Give {fix}."
+    )
 
 
 # ---- sharding ----

@@ -129,7 +129,8 @@ def _papermill_parameters(parameters: list[tuple[str, str]], processes: int, dev
     for name, value in launched.items():
         if given.setdefault(name, value) != value:
             raise ParameterError(
-                f"-p {name} {given[name]}: launch sets it to {value} (JAX's runtime, --devices-per-process); leave it out."
+                f"-p {name} {given[name]}: launch sets it to {value} (JAX's runtime, --devices-per-process); "
+                "leave it out."
             )
     return [item for name, value in given.items() for item in ("-p", name, value)]
 

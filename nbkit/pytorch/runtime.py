@@ -125,7 +125,8 @@ def check_outputs(model: Any, item: Any, num_classes: int) -> None:
         got = f"{shape[-1]} logits per input" if len(shape) == 2 else f"outputs of shape {shape} for one input"
         raise ParameterError(
             f"build_model() gives {got}, but the data has {num_classes} classes: end the model in one output of "
-            f"{num_classes} logits per input, e.g. nn.Linear(..., {num_classes}) (the number of classes, not a constant)."
+            f"{num_classes} logits per input, e.g. nn.Linear(..., {num_classes}) "
+            "(the number of classes, not a constant)."
         )
 
 

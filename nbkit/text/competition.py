@@ -193,7 +193,8 @@ def _read(
     notes: list[str] | None = None,
     table: labels.Table | None = None,
 ) -> _Split:
-    """The rows of `path`: an empty text is an error, or with `notes` (test.csv, each row a line of the submission) a note."""
+    """The rows of `path`: an empty text is an error, or with `notes` (test.csv, each row a line of the submission)
+    a note."""
     if table is None and not path.is_file():
         raise DataError(f"{path} is not there: DATA_ROOT must hold train.csv (and test.csv, sample_submission.csv).")
     table = table or labels.read_csv(path, path.name, delimiters=",;\t")

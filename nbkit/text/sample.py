@@ -45,7 +45,16 @@ def _rows(count: int, rng: np.random.Generator) -> list[dict[str, object]]:
         if label:
             hypothesis.insert(int(rng.integers(len(hypothesis) + 1)), negation if label == 2 else maybe)
         row_id = "".join(rng.choice(list("0123456789abcdef"), 10))
-        rows.append(dict(id=row_id, premise=" ".join(premise), hypothesis=" ".join(hypothesis), lang_abv=abv, language=name, label=label))  # fmt: skip
+        rows.append(
+            dict(
+                id=row_id,
+                premise=" ".join(premise),
+                hypothesis=" ".join(hypothesis),
+                lang_abv=abv,
+                language=name,
+                label=label,
+            )
+        )
     return rows
 
 

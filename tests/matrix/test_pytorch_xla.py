@@ -20,10 +20,15 @@ def test_04_trains_through_torch_xla_in_bfloat16_and_submits(tmp_path):
     with mock.patch.dict(os.environ, {"PJRT_DEVICE": "CPU"}):
         out = text_outputs(
             execute(
-                tmp_path, "04_pytorch_xla.ipynb", DATA_ROOT=str(sample), OUTPUT_DIR=str(output_dir),
-                PRECISION="mixed_bfloat16", AUGMENT="standard", TTA=4,
+                tmp_path,
+                "04_pytorch_xla.ipynb",
+                DATA_ROOT=str(sample),
+                OUTPUT_DIR=str(output_dir),
+                PRECISION="mixed_bfloat16",
+                AUGMENT="standard",
+                TTA=4,
             )
-        )  # fmt: skip
+        )
     assert "PyTorch/XLA on CPU: torch_xla is installed, PJRT_DEVICE=CPU" in out
     assert "precision mixed_bfloat16 (PRECISION='mixed_bfloat16' was asked for)" in out
     assert "core 0 of 1: xla:0" in out  # printed by the worker process torch_xla.launch forked

@@ -123,10 +123,24 @@ def run_bundled(fresh_python, tmp_path: Path, notebook: str, parameters: dict) -
     folder = bundle.write(REPO / "notebooks" / f"{notebook}.py", tmp_path / "kernels", owner="alice")
     executed = tmp_path / f"{notebook}.ipynb"
     run = subprocess.run(
-        [python, ENGINE_SCRIPT, str(folder / f"{notebook.replace('_', '-')}.ipynb"), str(executed), "-k", "fresh", "--cwd", str(tmp_path), "--no-progress-bar",
-         *[a for name, value in parameters.items() for a in ("-p", name, str(value))]],
-        cwd=tmp_path, env={**env, "NBKIT_KAGGLEHUB": "off"}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            python,
+            ENGINE_SCRIPT,
+            str(folder / f"{notebook.replace('_', '-')}.ipynb"),
+            str(executed),
+            "-k",
+            "fresh",
+            "--cwd",
+            str(tmp_path),
+            "--no-progress-bar",
+            *[a for name, value in parameters.items() for a in ("-p", name, str(value))],
+        ],
+        cwd=tmp_path,
+        env={**env, "NBKIT_KAGGLEHUB": "off"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", []))
 
@@ -211,9 +225,15 @@ def test_10_llm_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mes
     write_csv(tmp_path / "pairs.csv", ["question", "answer"], rows)
     out = tmp_path / "outputs"
     parameters = dict(
-        DATA_ROOT=tmp_path / "pairs.csv", PROMPT_COLUMN="question", RESPONSE_COLUMN="answer", PRESET="tiny",
-        EPOCHS=2, MESH="2x4", OUTPUT_DIR=out, SIMULATE_DEVICES=8,
-    )  # fmt: skip
+        DATA_ROOT=tmp_path / "pairs.csv",
+        PROMPT_COLUMN="question",
+        RESPONSE_COLUMN="answer",
+        PRESET="tiny",
+        EPOCHS=2,
+        MESH="2x4",
+        OUTPUT_DIR=out,
+        SIMULATE_DEVICES=8,
+    )
     said = run_bundled(fresh_python, tmp_path, "10_llm_finetune", parameters)
     assert "nbkit 0.2.0 from this notebook's bundle: " in said and "mesh 2 (batch) x 4 (model) over 8 devices" in said
     assert "64 prompt/response pairs" in said and "a tiny Gemma 3 from scratch" in said
@@ -232,12 +252,22 @@ def test_11_grpo_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_me
     (tmp_path / "sums.jsonl").write_text("\n".join(lines) + "\n")
     out = tmp_path / "outputs"
     parameters = dict(
-        DATA_ROOT=tmp_path / "sums.jsonl", QUESTION_COLUMN="task", ANSWER_COLUMN="solution", MODEL="tiny",
-        MAX_STEPS=3, MESH="2x4", OUTPUT_DIR=out, SIMULATE_DEVICES=8,
-    )  # fmt: skip
+        DATA_ROOT=tmp_path / "sums.jsonl",
+        QUESTION_COLUMN="task",
+        ANSWER_COLUMN="solution",
+        MODEL="tiny",
+        MAX_STEPS=3,
+        MESH="2x4",
+        OUTPUT_DIR=out,
+        SIMULATE_DEVICES=8,
+    )
     said = run_bundled(fresh_python, tmp_path, "11_grpo_reasoning", parameters)
     assert "nbkit 0.2.0 from this notebook's bundle: " in said and "mesh 2 (fsdp) x 4 (tp)" in said
     assert "48 question/answer pairs" in said and "a tiny Gemma 3 from scratch" in said and "steps 0 -> 3" in said
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["mesh"] == [2, 4] and metrics["steps"] == 3 and set(metrics["after"]) == {"accuracy", "format_share", "format_parts", "empty_share", "mean_length"}  # fmt: skip
+    assert (
+        metrics["mesh"] == [2, 4]
+        and metrics["steps"] == 3
+        and set(metrics["after"]) == {"accuracy", "format_share", "format_parts", "empty_share", "mean_length"}
+    )
     assert {p.name for p in (out / "model").iterdir()} == {"model.safetensors", "config.json", "tokenizer.model"}

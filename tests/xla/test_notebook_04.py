@@ -99,7 +99,8 @@ def test_without_torch_xla_it_trains_on_the_cpu_with_the_notebooks_own_edited_fu
     output_dir = tmp_path / "flowers"
     # The sample at 48 px, what the notebook pools 192 px down to (the same network, a sixteenth of the decoding).
     sample = flower_sample.make_sample(tmp_path / "sample", 104, image_sizes=(48,))
-    # Before whatever else is on the path (a checkout's own nbkit, extra packages); eager CPU is slower: 5 epochs suffice.
+    # Before whatever else is on the path (a checkout's own nbkit, extra packages); eager CPU is slower: 5 epochs
+    # suffice.
     path = os.pathsep.join(filter(None, [WITHOUT_TORCH_XLA, os.environ.get("PYTHONPATH")]))
     with mock.patch.dict(os.environ, {"PYTHONPATH": path}):
         out = text_outputs(

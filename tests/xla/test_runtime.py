@@ -49,9 +49,17 @@ def worker(index, scale):
         xla.optimizer_step(target, optimizer)
     xla.save(target, model.state_dict(), folder / "model.pt")
     xla.master_print(target, "the master prints this")
-    return {"index": index, "device": str(device), "world": xla.world_size(target), "ordinal": xla.ordinal(target),
-            "master": xla.ordinal(target) == 0, "indices": list(sampler), "batch_devices": batch_devices,
-            "reduced": xla.mesh_reduce(target, "sum", scale, sum), "trained": not torch.equal(before, model.weight.cpu())}
+    return {
+        "index": index,
+        "device": str(device),
+        "world": xla.world_size(target),
+        "ordinal": xla.ordinal(target),
+        "master": xla.ordinal(target) == 0,
+        "indices": list(sampler),
+        "batch_devices": batch_devices,
+        "reduced": xla.mesh_reduce(target, "sum", scale, sum),
+        "trained": not torch.equal(before, model.weight.cpu()),
+    }
 
 
 def failing_worker(index):
@@ -64,9 +72,15 @@ try:
 except ValueError as error:
     result["worker_error"] = str(error)
 state = xla.load(folder / "model.pt")
-result.update(kind=target.kind, runtime=target.runtime, device_kind=target.hardware, describe=target.describe(),
-              saved_devices=sorted({str(v.device) for v in state.values()}), files=sorted(p.name for p in folder.iterdir()),
-              torch_xla_imported="torch_xla" in sys.modules)
+result.update(
+    kind=target.kind,
+    runtime=target.runtime,
+    device_kind=target.hardware,
+    describe=target.describe(),
+    saved_devices=sorted({str(v.device) for v in state.values()}),
+    files=sorted(p.name for p in folder.iterdir()),
+    torch_xla_imported="torch_xla" in sys.modules,
+)
 print("RESULT " + json.dumps(result))
 """
 
