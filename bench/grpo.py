@@ -53,7 +53,12 @@ def worker(kind: str, steps: int) -> None:
     history = ns["history"]
     window = times[-1] - times[0]
     tokens = sum(h["completions/mean_length"] * ns["ROWS"] for h in history[1:])
-    print("RESULT " + json.dumps({"steps": len(history), "steps_per_s": (len(history) - 1) / window, "tokens_per_s": tokens / window}))  # fmt: skip
+    print(
+        "RESULT "
+        + json.dumps(
+            {"steps": len(history), "steps_per_s": (len(history) - 1) / window, "tokens_per_s": tokens / window}
+        )
+    )
 
 
 def demo_config(ns: dict):
@@ -70,16 +75,16 @@ def demo_config(ns: dict):
         optax.adamw(
             learning_rate=optax.schedules.warmup_cosine_decay_schedule(
                 0.0, ns["LEARNING_RATE"], max(1, steps // 10), steps
-            ),  # fmt: skip
+            ),
             b1=0.9,
             b2=0.99,
             weight_decay=0.1,
-        ),  # fmt: skip
+        ),
     )
     return rl_cluster_lib.ClusterConfig(
         role_to_mesh={role.ACTOR: mesh, role.REFERENCE: mesh, role.ROLLOUT: mesh},
         rollout_engine="vanilla",
-        offload_to_cpu=False,  # fmt: skip
+        offload_to_cpu=False,
         training_config=rl_cluster_lib.RLTrainingConfig(
             actor_optimizer=optimizer,
             eval_every_n_steps=64,
@@ -88,10 +93,10 @@ def demo_config(ns: dict):
             train_micro_batch_size=1,
             metrics_logging_options=metrics_logger.MetricsLoggerOptions(
                 log_dir=ns["OUTPUT_DIR"] + "/tensorboard", flush_every_n_steps=20
-            ),  # fmt: skip
+            ),
             checkpoint_root_directory=str(ns["checkpoints"]),
             checkpointing_options=ocp.CheckpointManagerOptions(save_interval_steps=500, max_to_keep=4),
-        ),  # fmt: skip
+        ),
         rollout_config=base_rollout.RolloutConfig(
             max_tokens_to_generate=ns["MAX_NEW_TOKENS"],
             max_prompt_length=ns["MAX_PROMPT_LENGTH"],
@@ -100,7 +105,7 @@ def demo_config(ns: dict):
             top_p=1.0,
             top_k=50,
             eos_tokens=ns["EOS"],
-        ),  # fmt: skip
+        ),
     )
 
 
@@ -108,18 +113,26 @@ def demo_rewards():
     """The demo's four reward functions, as it writes them (its regexes and scores)."""
     import re
 
-    match_format = re.compile(r"^[\s]{0,}<reasoning>.+?</reasoning>.*?<answer>(.+?)</answer>[\s]{0,}$", flags=re.MULTILINE | re.DOTALL)  # fmt: skip
+    match_format = re.compile(
+        r"^[\s]{0,}<reasoning>.+?</reasoning>.*?<answer>(.+?)</answer>[\s]{0,}$", flags=re.MULTILINE | re.DOTALL
+    )
     match_numbers = re.compile(r"<answer>.*?([\d\.]{1,})", flags=re.MULTILINE | re.DOTALL)
 
     def match_format_exactly(prompts, completions, **kargs):
         return [0 if match_format.search(r) is None else 3.0 for r in completions]
 
     def match_format_approximately(prompts, completions, **kargs):
-        return [sum(0.5 if r.count(t) == 1 else -0.5 for t in ("<reasoning>", "</reasoning>", "<answer>", "</answer>")) for r in completions]  # fmt: skip
+        return [
+            sum(0.5 if r.count(t) == 1 else -0.5 for t in ("<reasoning>", "</reasoning>", "<answer>", "</answer>"))
+            for r in completions
+        ]
 
     def check_answer(prompts, completions, answer, **kargs):
         found = [g.group(1) if (g := match_format.search(r)) else None for r in completions]
-        return [0 if g is None else 3.0 if g == a else 1.5 if g.strip() == a.strip() else -1.0 for g, a in zip(found, answer)]  # fmt: skip
+        return [
+            0 if g is None else 3.0 if g == a else 1.5 if g.strip() == a.strip() else -1.0
+            for g, a in zip(found, answer)
+        ]
 
     def check_numbers(prompts, completions, answer, **kargs):
         found = [g.group(1) if (g := match_numbers.search(r)) else None for r in completions]
@@ -141,16 +154,18 @@ def memory_plans() -> list[str]:
     configs = {
         "Gemma 3 1B": dict(
             num_layers=26, num_embed=262144, embed_dim=1152, hidden_dim=6912, num_heads=4, head_dim=256, num_kv_heads=1
-        ),  # fmt: skip
+        ),
         "Gemma 2 2B": dict(
             num_layers=26, num_embed=256128, embed_dim=2304, hidden_dim=9216, num_heads=8, head_dim=256, num_kv_heads=4
-        ),  # fmt: skip
+        ),
     }
     lines = ["| model | LoRA rank | per chip (v5e-8, 4 questions x 4 answers, 256 + 768 tokens) |", "|---|---|---|"]
     for name, sizes in configs.items():
         for rank in (64, 0):
             plan = gemma.memory_plan(sizes, 8, rank, 16, 256 + 768, chip_gib=15.75)
-            lines.append(f"| {name} | {rank or 'every weight'} | {plan.describe().splitlines()[1].removeprefix('per chip: ')} |")  # fmt: skip
+            lines.append(
+                f"| {name} | {rank or 'every weight'} | {plan.describe().splitlines()[1].removeprefix('per chip: ')} |"
+            )
     return lines
 
 
@@ -164,15 +179,28 @@ def main() -> None:
     results = {}
     for kind in SETUPS:
         start = time.perf_counter()
-        run = subprocess.run([sys.executable, __file__, "--worker", kind, "--steps", str(args.steps)], cwd=REPO,
-                             capture_output=True, text=True, env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, __file__, "--worker", kind, "--steps", str(args.steps)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"},
+        )
         if run.returncode:
             sys.exit(run.stdout[-2000:] + run.stderr[-3000:])
         results[kind] = {**json.loads(run.stdout.split("RESULT ", 1)[1]), "wall_s": time.perf_counter() - start}
     ours, demo = results["notebook 11"], results["demo as written"]
     lines = ["| setup | steps | GRPO steps/s | rollout tokens/s | wall s |", "|---|---|---|---|---|"]
-    lines += [f"| {k} | {r['steps']} | {r['steps_per_s']:.2f} | {r['tokens_per_s']:.0f} | {r['wall_s']:.0f} |" for k, r in results.items()]  # fmt: skip
-    lines += ["", f"notebook 11 / demo: steps/s {ours['steps_per_s'] / demo['steps_per_s']:.2f}, tokens/s {ours['tokens_per_s'] / demo['tokens_per_s']:.2f}", ""]  # fmt: skip
+    lines += [
+        f"| {k} | {r['steps']} | {r['steps_per_s']:.2f} | {r['tokens_per_s']:.0f} | {r['wall_s']:.0f} |"
+        for k, r in results.items()
+    ]
+    lines += [
+        "",
+        f"notebook 11 / demo: steps/s {ours['steps_per_s'] / demo['steps_per_s']:.2f}, "
+        f"tokens/s {ours['tokens_per_s'] / demo['tokens_per_s']:.2f}",
+        "",
+    ]
     lines += memory_plans()
     out = REPO / "out" / "bench"
     out.mkdir(parents=True, exist_ok=True)

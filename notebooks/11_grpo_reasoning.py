@@ -391,8 +391,8 @@ def build_model():
     keys = iter(jax.random.split(jax.random.key(SEED), 3 * len(model.layers)))
     for layer in model.layers:
         for kernel in (layer.mlp.gate_proj.kernel, layer.mlp.up_proj.kernel, layer.mlp.down_proj.kernel):
-            shape = kernel.value.shape
-            kernel.value = jax.random.normal(next(keys), shape, kernel.value.dtype) / shape[0] ** 0.5
+            shape, dtype = kernel[...].shape, kernel[...].dtype
+            kernel[...] = jax.random.normal(next(keys), shape, dtype) / shape[0] ** 0.5
     with jax.set_mesh(mesh):
         return reshard.reshard_model_to_mesh(model, mesh)
 
@@ -421,7 +421,7 @@ print(f"{parameters:,} parameters, {trained:,} of them trained")
 # answers; GRPO then has something to raise. Under full training the warm-started model is GRPO's reference.
 # Its checkpoint (checkpoints/sft/) is kept, so a resumed run does not repeat it.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 import optax
 import orbax.checkpoint as ocp
 from tunix.sft import peft_trainer
@@ -665,10 +665,10 @@ if steps > resumed_at and not all(moved):
 
 # %%
 if not model_folder:  # what the tiny run shows on any machine: checked over 10 seeds on two CPU float paths
-    rollout_answers = reward_change["answer_exact"]
     print(f"the warm start taught the format (half or more of the greedy answers): {before['format_share'] >= 0.5}")
-    print(f"GRPO raised the rollouts' answer reward by 0.1 or more: {rollout_answers[1] - rollout_answers[0] >= 0.1}")
-    print(f"greedy accuracy after GRPO at least as high as before: {after['accuracy'] >= before['accuracy']}")
+    raised = after["accuracy"] > before["accuracy"] or after["accuracy"] == 1
+    print(f"GRPO made more greedy answers right (or all of them): {raised}")
+    print(f"after GRPO 3 in 4 greedy answers or more are right: {after['accuracy'] >= 0.75}")
     print(f"greedy answers after GRPO keep the format's parts: {after['format_parts'] >= 0.8}")
 
 # %% [markdown]

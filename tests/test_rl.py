@@ -62,7 +62,9 @@ def test_each_reward_function_on_hand_made_completions(task):
     rewards = {f.__name__: f(prompts, completions, answer=answers) for f in functions}
     assert rewards["format_exact"] == [1, 1, 0, 0, 0, 0]
     assert rewards["format_partial"] == [1, 1, 0.8, 0, 0.2, 0]  # the parts in order; the fifth: nothing after
-    assert task["format_partial"](["p"] * 2, ["</answer><answer></reasoning><reasoning>", "<reasoning>x"], answer=["2"] * 2) == [0, 0.2]  # fmt: skip
+    assert task["format_partial"](
+        ["p"] * 2, ["</answer><answer></reasoning><reasoning>", "<reasoning>x"], answer=["2"] * 2
+    ) == [0, 0.2]
     assert rewards["not_empty"] == [0] * 6
     assert task["not_empty"](["p"] * 2, ["", " \n"]) == [-1, -1]  # an end token first
     assert rewards["answer_exact"] == [2, 0, 2, 2, 0, 0]
@@ -112,9 +114,14 @@ def test_the_loss_comes_from_the_completion_tokens_only():
     per_token = -advantages[:, None] + 0.04 * (jnp.exp(diff) - diff - 1)  # ratio 1 at the first iteration
     by_hand = float(jnp.mean(jnp.sum(per_token * mask, 1) / jnp.sum(mask, 1)))
     example = grpo_learner.TrainExample(
-        prompt_ids=prompt, prompt_mask=prompt != 0, completion_ids=completion, completion_mask=mask,
-        advantages=advantages, ref_per_token_logps=ref, old_per_token_logps=None,
-    )  # fmt: skip
+        prompt_ids=prompt,
+        prompt_mask=prompt != 0,
+        completion_ids=completion,
+        completion_mask=mask,
+        advantages=advantages,
+        ref_per_token_logps=ref,
+        old_per_token_logps=None,
+    )
     algo = grpo_learner.GRPOConfig(num_generations=2, beta=0.04, epsilon=0.2, kl_loss_mode="low_var_kl")
     algo.temperature = 1.0
     loss, _ = algo_core.grpo_loss_fn(model, example, algo, pad_id=0, eos_id=2)
@@ -133,7 +140,10 @@ def test_a_missing_column_is_named_with_the_parameter(tmp_path):
 
 
 def test_prompts_longer_than_max_prompt_length_are_counted():
-    with pytest.raises(DataError, match=r"2 of 3 prompts are longer than MAX_PROMPT_LENGTH=10 tokens \(the longest: 30 tokens, b.csv, line 3\)"):  # fmt: skip
+    with pytest.raises(
+        DataError,
+        match=r"2 of 3 prompts are longer than MAX_PROMPT_LENGTH=10 tokens \(the longest: 30 tokens, b.csv, line 3\)",
+    ):
         rl.check_prompt_lengths([12, 5, 30], 10, ["a.csv, line 2", "a.csv, line 3", "b.csv, line 3"])
     rl.check_prompt_lengths([10, 5], 10, ["x", "y"])
     # Sweep 6, poor: the smoke profile's cap said "raise MAX_PROMPT_LENGTH", which the cap undoes.
@@ -147,7 +157,9 @@ def test_a_mesh_that_does_not_divide_the_model_is_refused():
         gemma.pick_mesh(sizes, 8, 16, (2, 4))
     with pytest.raises(ParameterError, match=r"query heads \(4\) does not divide by 8"):
         gemma.pick_mesh(TINY, 8, 16, (1, 8))
-    with pytest.raises(ParameterError, match=r"rows a step \(BATCH_SIZE x NUM_GENERATIONS\) \(6\) does not divide by 4"):  # fmt: skip
+    with pytest.raises(
+        ParameterError, match=r"rows a step \(BATCH_SIZE x NUM_GENERATIONS\) \(6\) does not divide by 4"
+    ):
         gemma.pick_mesh(TINY, 8, 6, (4, 2))
     # Sweep 6, poor: 6 simulated devices advised MESH or BATCH_SIZE, and neither can fix a width of 64 over 6.
     with pytest.raises(ParameterError, match=r"width \(64\) does not divide by the 6 devices.* set SIMULATE_DEVICES"):
@@ -162,11 +174,17 @@ def test_a_tokenizer_other_than_the_models_vocabulary_is_refused():
 
     proto = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(["how many words: apple river stone"] * 20), model_writer=proto, model_type="BPE",
-        vocab_size=24, hard_vocab_limit=False, minloglevel=2,
-    )  # fmt: skip
+        sentence_iterator=iter(["how many words: apple river stone"] * 20),
+        model_writer=proto,
+        model_type="BPE",
+        vocab_size=24,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=proto.getvalue())
-    with pytest.raises(DataError, match=rf"the tokenizer has {tokenizer.get_piece_size()} pieces, the model a vocabulary of 256"):  # fmt: skip
+    with pytest.raises(
+        DataError, match=rf"the tokenizer has {tokenizer.get_piece_size()} pieces, the model a vocabulary of 256"
+    ):
         rl.check_tokenizer(tokenizer, 256, ["apple"], [])
     with pytest.raises(DataError, match=r"no piece for 'Z' in 'apple Z' \(q.csv, line 2\)"):
         rl.check_tokenizer(tokenizer, tokenizer.get_piece_size(), ["apple Z"], ["q.csv, line 2"])
@@ -317,8 +335,12 @@ def test_a_damaged_or_mismatched_model_folder_is_named_before_the_build(tmp_path
 
 
 def test_the_memory_plan_of_gemma_3_1b_and_gemma_2_2b_on_a_v5e_8():
-    gemma3_1b = dict(num_layers=26, num_embed=262144, embed_dim=1152, hidden_dim=6912, num_heads=4, head_dim=256, num_kv_heads=1)  # fmt: skip
-    gemma2_2b = dict(num_layers=26, num_embed=256128, embed_dim=2304, hidden_dim=9216, num_heads=8, head_dim=256, num_kv_heads=4)  # fmt: skip
+    gemma3_1b = dict(
+        num_layers=26, num_embed=262144, embed_dim=1152, hidden_dim=6912, num_heads=4, head_dim=256, num_kv_heads=1
+    )
+    gemma2_2b = dict(
+        num_layers=26, num_embed=256128, embed_dim=2304, hidden_dim=9216, num_heads=8, head_dim=256, num_kv_heads=4
+    )
     one = gemma.memory_plan(gemma3_1b, 8, 64, 4 * 4, 256 + 768, chip_gib=15.75)
     assert 0.95e9 < one.parameters < 1.05e9 and one.fits and one.parts["reference"] == 0
     two = gemma.memory_plan(gemma2_2b, 8, 0, 8 * 4, 256 + 768, chip_gib=15.75)
@@ -333,7 +355,8 @@ def test_the_memory_plan_of_gemma_3_1b_and_gemma_2_2b_on_a_v5e_8():
 SCRIPT = r"""
 import json, sys, jupytext, numpy as np
 from nbkit.llm import rl
-code = [c.source.replace("plt.show()", "") for c in jupytext.read("notebooks/11_grpo_reasoning.py").cells if c.cell_type == "code"]
+cells = jupytext.read("notebooks/11_grpo_reasoning.py").cells
+code = [c.source.replace("plt.show()", "") for c in cells if c.cell_type == "code"]
 out, found = sys.argv[1], {}
 given = []  # (run, batch index, prompts) of every batch the learner took
 
@@ -405,8 +428,11 @@ for name, overrides in {"model inside": dict(MODEL=f"{out}/resume/model", OUTPUT
     except Exception as error:
         found["refused"][name] = f"{type(error).__name__}: {error}"
 from tunix.models.gemma3 import params_safetensors
-loaded = params_safetensors.create_model_from_safe_tensors(f"{out}/resume/model", third["config"], third["mesh"], dtype=third["DTYPE"])
-found["completions"] = [second["after"]["completions"], second["evaluate"](loaded, second["held_out_rows"])["completions"]]
+loaded = params_safetensors.create_model_from_safe_tensors(
+    f"{out}/resume/model", third["config"], third["mesh"], dtype=third["DTYPE"]
+)
+reloaded = second["evaluate"](loaded, second["held_out_rows"])["completions"]
+found["completions"] = [second["after"]["completions"], reloaded]
 found["metrics"] = json.loads(open(f"{out}/resume/metrics.json").read())
 found["completions"].append(third["evaluate"](loaded, third["held_out_rows"])["completions"])
 
@@ -419,14 +445,18 @@ sys.path.insert(0, "tests")
 from test_rl import write_gemma2
 write_gemma2(Path(out) / "gemma2", second["sizes"]["num_embed"], second["tokenizer"].serialized_model_proto())
 RUN = 3
-g2 = run(MODEL=f"{out}/gemma2", MESH="2x4", LORA_RANK=8, MAX_STEPS=2, LEARNING_RATE=1e-2, OUTPUT_DIR=f"{out}/gemma2-grpo")
+g2 = run(
+    MODEL=f"{out}/gemma2", MESH="2x4", LORA_RANK=8, MAX_STEPS=2, LEARNING_RATE=1e-2, OUTPUT_DIR=f"{out}/gemma2-grpo"
+)
 saved = Path(out) / "gemma2-grpo" / "model"
 loaded = gemma2_safetensors.create_model_from_safe_tensors(str(saved), g2["config"], g2["mesh"], dtype=g2["DTYPE"])
 base, merged = load_file(f"{out}/gemma2/model.safetensors"), load_file(str(saved / "model.safetensors"))
 found["gemma2"] = {"family": g2["FAMILY"], "steps": g2["steps"], "config": type(g2["config"]).__module__,
     "completions": [g2["after"]["completions"], g2["evaluate"](loaded, g2["held_out_rows"])["completions"]],
-    "changed": sorted(k.split(".", 3)[-1] for k in base if not np.array_equal(base[k], merged[k])), "keys": sorted(base) == sorted(merged),
-    "saved_config": json.loads((saved / "config.json").read_text()), "files": sorted(p.name for p in (Path(out) / "gemma2-grpo").iterdir())}
+    "changed": sorted(k.split(".", 3)[-1] for k in base if not np.array_equal(base[k], merged[k])),
+    "keys": sorted(base) == sorted(merged),
+    "saved_config": json.loads((saved / "config.json").read_text()),
+    "files": sorted(p.name for p in (Path(out) / "gemma2-grpo").iterdir())}
 print("RESULT " + json.dumps(found))
 """
 
@@ -434,9 +464,13 @@ print("RESULT " + json.dumps(found))
 def run_fresh(script: str, out) -> dict:
     """`script` run in a fresh Python with `out` as its argument: the JSON it printed after "RESULT "."""
     run = subprocess.run(
-        [sys.executable, "-c", script, str(out)], cwd=REPO, env=clean_env(NBKIT_WORKING_DIR=str(out / "work"), MPLBACKEND="Agg"),
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [sys.executable, "-c", script, str(out)],
+        cwd=REPO,
+        env=clean_env(NBKIT_WORKING_DIR=str(out / "work"), MPLBACKEND="Agg"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     return json.loads(run.stdout.split("RESULT ", 1)[1])
 
@@ -454,13 +488,13 @@ def test_the_same_batch_gives_the_same_first_loss_on_every_mesh(runs):
 
 def test_time_budget_stops_with_a_checkpoint_and_a_resumed_run_continues_with_the_same_batches(runs):
     assert runs["first"]["steps"] == 2 and "after 2 steps" in runs["first"]["stopped"]
-    assert runs["second"] == {"steps": 4, "resumed_at": 2} and runs["metrics"]["steps"] == 4
+    assert runs["second"] == {"steps": 4, "resumed_at": 2, "sft": 0} and runs["metrics"]["steps"] == 4
     first = [prompts for run, _, prompts in runs["given"] if run == 1][:2]
     second = [prompts for run, _, prompts in runs["given"] if run == 2]
     assert second[:2] == first == runs["dataset"][:2]  # the learner skips the batches trained on
     assert second[2:4] == runs["dataset"][2:4]  # and goes on in the same order
     assert runs["history"] == [1, 2, 3, 4]  # the whole run's steps, the first run's kept with its checkpoint
-    assert runs["first"]["sft"] == 4 and runs["second"]["sft"] == 0  # the warm start restored, not repeated
+    assert runs["first"]["sft"] == 4  # the second run restored the warm start, not repeated (its "sft": 0 above)
 
 
 def test_a_finished_run_trains_no_more_and_its_outputs_are_the_same_model(runs):
@@ -479,8 +513,14 @@ def test_the_tiny_models_every_weight_trains(runs):
 
 def test_the_first_cells_refuse_a_model_in_the_output_folder_and_say_what_smoke_chose(runs):
     refused = runs["refused"]
-    assert refused["model inside"].startswith("ParameterError: MODEL=") and "is inside OUTPUT_DIR" in refused["model inside"]
-    assert refused["temperature"] == "ParameterError: TEMPERATURE=0.0: give a number above 0 and below 10 (see its comment)."
+    assert (
+        refused["model inside"].startswith("ParameterError: MODEL=")
+        and "is inside OUTPUT_DIR" in refused["model inside"]
+    )
+    assert (
+        refused["temperature"]
+        == "ParameterError: TEMPERATURE=0.0: give a number above 0 and below 10 (see its comment)."
+    )
     # Sweep 6, item 8: MAX_NEW_TOKENS 1 was said to become 20.
     assert "MAX_PROMPT_LENGTH, MAX_NEW_TOKENS 256, 1 -> 48, 1 (smoke)" in refused["tokens"]
     assert "MAX_PROMPT_LENGTH, MAX_NEW_TOKENS 256, 256 -> 48, 20 (smoke)" in runs["chosen"]
@@ -496,7 +536,8 @@ CHAIN = r"""
 import csv, json, subprocess, sys, jupytext, numpy as np
 from nbkit.llm import rl
 out = sys.argv[1]
-code = [c.source.replace("plt.show()", "") for c in jupytext.read("notebooks/11_grpo_reasoning.py").cells if c.cell_type == "code"]
+cells = jupytext.read("notebooks/11_grpo_reasoning.py").cells
+code = [c.source.replace("plt.show()", "") for c in cells if c.cell_type == "code"]
 ns = {"__annotations__": {}}
 exec(code[0], ns)
 exec(code[3].split("def chat_prompt")[0], ns)  # the task cell's SYSTEM_PROMPT
@@ -507,11 +548,13 @@ with open(folder / "questions.csv") as f, open(folder / "sft.csv", "w", newline=
     writer.writerow(["prompt", "response"])
     for row in csv.DictReader(f):
         worked, answer = row["answer"].split("\n#### ")
-        writer.writerow([f"{ns['SYSTEM_PROMPT']}\n\n{row['question']}", f"<reasoning>{worked}</reasoning><answer>{answer}</answer>"])
+        response = f"<reasoning>{worked}</reasoning><answer>{answer}</answer>"
+        writer.writerow([f"{ns['SYSTEM_PROMPT']}\n\n{row['question']}", response])
 ten = {"PRESET": "tiny", "PROFILE": "full", "SEQUENCE_LENGTH": 64, "EPOCHS": 8, "EXPORT_TRANSFORMERS": True,
        "SIMULATE_DEVICES": 8, "DATA_ROOT": str(folder / "sft.csv"), "OUTPUT_DIR": f"{out}/sft"}
-subprocess.run([sys.executable, "-m", "nbkit.publish.engine", "notebooks/10_llm_finetune.ipynb", f"{out}/10.ipynb", "--cwd", out,
-                "--no-progress-bar", *[a for k, v in ten.items() for a in ("-p", k, str(v))]], check=True, capture_output=True)
+given = [a for k, v in ten.items() for a in ("-p", k, str(v))]
+engine = [sys.executable, "-m", "nbkit.publish.engine", "notebooks/10_llm_finetune.ipynb", f"{out}/10.ipynb"]
+subprocess.run([*engine, "--cwd", out, "--no-progress-bar", *given], check=True, capture_output=True)
 # Notebook 11 starts from 10's export and improves the answer reward by GRPO (LoRA beside the SFT weights).
 ns.update(MODEL=f"{out}/sft/transformers", DATA_ROOT=str(folder / "questions.csv"), LORA_RANK=8, LEARNING_RATE=1e-3,
           TEMPERATURE=0.4, MAX_STEPS=40, SIMULATE_DEVICES=8, OUTPUT_DIR=f"{out}/grpo")
@@ -522,11 +565,18 @@ for source in code[1:]:
 from safetensors.numpy import load_file
 from tunix.models.gemma3 import params_safetensors
 folder = ns["outputs"].folder
-merged = params_safetensors.create_model_from_safe_tensors(str(folder / "model"), ns["config"], ns["mesh"], dtype=ns["DTYPE"])
+merged = params_safetensors.create_model_from_safe_tensors(
+    str(folder / "model"), ns["config"], ns["mesh"], dtype=ns["DTYPE"]
+)
 lora, trained = load_file(str(folder / "lora.safetensors")), ns["weights"](ns["actor"], ns["nnx"].LoRAParam)
-print("RESULT " + json.dumps({"rewards": ns["reward_change"], "before": ns["before"]["accuracy"], "files": sorted(p.name for p in folder.iterdir()),
-      "completions": [ns["before"]["completions"], ns["after"]["completions"], ns["evaluate"](merged, ns["held_out_rows"])["completions"]],
-      "lora": [len(trained), sorted(lora) == sorted(trained) and all(np.array_equal(lora[k], v) for k, v in trained.items())]}))
+reloaded = ns["evaluate"](merged, ns["held_out_rows"])["completions"]
+same_lora = sorted(lora) == sorted(trained) and all(np.array_equal(lora[k], v) for k, v in trained.items())
+print("RESULT " + json.dumps({
+    "rewards": ns["reward_change"], "before": ns["before"]["accuracy"],
+    "files": sorted(p.name for p in folder.iterdir()),
+    "completions": [ns["before"]["completions"], ns["after"]["completions"], reloaded],
+    "lora": [len(trained), same_lora],
+}))
 """
 
 
@@ -553,7 +603,9 @@ def write_gemma2(folder, vocab: int, tokenizer_proto: bytes, seed: int = 0, **co
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    L, D, F, N, K, H = (GEMMA2[k] for k in ("num_layers", "embed_dim", "hidden_dim", "num_heads", "num_kv_heads", "head_dim"))  # fmt: skip
+    L, D, F, N, K, H = (
+        GEMMA2[k] for k in ("num_layers", "embed_dim", "hidden_dim", "num_heads", "num_kv_heads", "head_dim")
+    )
 
     def r(*shape):
         return (rng.standard_normal(shape) * 0.2).astype(np.float32)
@@ -561,29 +613,73 @@ def write_gemma2(folder, vocab: int, tokenizer_proto: bytes, seed: int = 0, **co
     weights = {"model.embed_tokens.weight": r(vocab, D), "model.norm.weight": r(D)}
     for i in range(L):
         at = f"model.layers.{i}."
-        weights.update({f"{at}self_attn.q_proj.weight": r(N * H, D), f"{at}self_attn.k_proj.weight": r(K * H, D),
-                        f"{at}self_attn.v_proj.weight": r(K * H, D), f"{at}self_attn.o_proj.weight": r(D, N * H),
-                        f"{at}mlp.gate_proj.weight": r(F, D), f"{at}mlp.up_proj.weight": r(F, D), f"{at}mlp.down_proj.weight": r(D, F)})  # fmt: skip
-        weights.update({f"{at}{n}.weight": r(D) for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")})  # fmt: skip
+        weights.update(
+            {
+                f"{at}self_attn.q_proj.weight": r(N * H, D),
+                f"{at}self_attn.k_proj.weight": r(K * H, D),
+                f"{at}self_attn.v_proj.weight": r(K * H, D),
+                f"{at}self_attn.o_proj.weight": r(D, N * H),
+                f"{at}mlp.gate_proj.weight": r(F, D),
+                f"{at}mlp.up_proj.weight": r(F, D),
+                f"{at}mlp.down_proj.weight": r(D, F),
+            }
+        )
+        weights.update(
+            {
+                f"{at}{n}.weight": r(D)
+                for n in (
+                    "input_layernorm",
+                    "post_attention_layernorm",
+                    "pre_feedforward_layernorm",
+                    "post_feedforward_layernorm",
+                )
+            }
+        )
     save_file(weights, str(folder / "model.safetensors"))
     (folder / "tokenizer.model").write_bytes(tokenizer_proto)
-    (folder / "config.json").write_text(json.dumps({
-        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": vocab, "hidden_size": D,
-        "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": N, "num_key_value_heads": K, "head_dim": H,
-        "sliding_window": 16, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "query_pre_attn_scalar": H,
-        "rope_theta": 10000.0, "hidden_activation": "gelu_pytorch_tanh", **config,
-    }))  # fmt: skip
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["Gemma2ForCausalLM"],
+                "model_type": "gemma2",
+                "vocab_size": vocab,
+                "hidden_size": D,
+                "intermediate_size": F,
+                "num_hidden_layers": L,
+                "num_attention_heads": N,
+                "num_key_value_heads": K,
+                "head_dim": H,
+                "sliding_window": 16,
+                "attn_logit_softcapping": 50.0,
+                "final_logit_softcapping": 30.0,
+                "query_pre_attn_scalar": H,
+                "rope_theta": 10000.0,
+                "hidden_activation": "gelu_pytorch_tanh",
+                **config,
+            }
+        )
+    )
 
 
 def test_a_gemma_2_config_gives_tunix_gemma_sizes_and_other_models_are_refused(tmp_path):
     write_gemma2(tmp_path / "g2", 64, b"not read here")
     sizes = gemma.gemma_config(tmp_path / "g2")
     assert sizes == {
-        "family": "gemma2", "num_layers": 2, "num_embed": 64, "embed_dim": 64, "hidden_dim": 128, "num_heads": 8,
-        "head_dim": 8, "num_kv_heads": 4, "sliding_window_size": 16, "final_logit_softcap": 30.0,
-        "attn_logits_soft_cap": 50.0, "use_post_attn_norm": True, "use_post_ffw_norm": True,
+        "family": "gemma2",
+        "num_layers": 2,
+        "num_embed": 64,
+        "embed_dim": 64,
+        "hidden_dim": 128,
+        "num_heads": 8,
+        "head_dim": 8,
+        "num_kv_heads": 4,
+        "sliding_window_size": 16,
+        "final_logit_softcap": 30.0,
+        "attn_logits_soft_cap": 50.0,
+        "use_post_attn_norm": True,
+        "use_post_ffw_norm": True,
         "attention_types": ["LOCAL_SLIDING", "GLOBAL"],
-    }  # fmt: skip
+    }
     assert gemma.pick_mesh(sizes, 8, 16, "auto") == (2, 4)  # kv heads 4 over tp 4
     assert gemma.memory_plan(sizes, 8, 8, 16, 64).parameters > 0
     write_gemma2(tmp_path / "g2", 64, b"", layer_types=["full_attention", "sliding_attention"])
@@ -602,7 +698,21 @@ def test_a_gemma_2_folder_trains_with_lora_and_its_merged_save_loads_back_with_t
     trained, loaded = found["completions"]
     assert trained == loaded and len(trained) == 16  # the merged save is the trained model
     assert found["keys"]  # Hugging Face's Gemma 2 names, as given
-    lora = {f"{p}.weight" for p in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}  # fmt: skip
+    lora = {
+        f"{p}.weight"
+        for p in (
+            "self_attn.q_proj",
+            "self_attn.k_proj",
+            "self_attn.v_proj",
+            "self_attn.o_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "mlp.down_proj",
+        )
+    }
     assert set(found["changed"]) == lora, found["changed"]  # LoRA merged into those, the norms and embedding as given
-    assert found["saved_config"]["model_type"] == "gemma2" and found["saved_config"]["layer_types"] == ["sliding_attention", "full_attention"]  # fmt: skip
+    assert found["saved_config"]["model_type"] == "gemma2" and found["saved_config"]["layer_types"] == [
+        "sliding_attention",
+        "full_attention",
+    ]
     assert {"model", "lora.safetensors", "metrics.json"} <= set(found["files"])

@@ -38,9 +38,12 @@ class _Pairs:
 
 
 def load_pairs(
-    data_root: str, prompt_column: str, response_column: str, environment: Any = None,
+    data_root: str,
+    prompt_column: str,
+    response_column: str,
+    environment: Any = None,
     names: tuple[str, str] = ("PROMPT_COLUMN", "RESPONSE_COLUMN"),
-) -> _Pairs:  # fmt: skip
+) -> _Pairs:
     """The pairs of a CSV or JSONL file, or of every such file in a folder (sorted by name); "auto": the
     generated sample (in the working folder's llm-sample/). Every row is checked: both columns there and
     neither empty, both text. A CSV is `,` separated with a header; a JSONL file holds one JSON object a line.

@@ -1,5 +1,5 @@
-"""The Gemma 3 or Gemma 2 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached or
-fetched), its Hugging Face config.json read and checked against the weights' headers, the mesh checked against how
+"""The Gemma 3 or Gemma 2 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached
+or fetched), its Hugging Face config.json read and checked against the weights' headers, the mesh checked against how
 Tunix shards a Gemma, and the memory plan of a GRPO run (the trained model is written back by `export`). No Tunix or
 JAX import: the notebook builds, trains and saves."""
 
@@ -52,21 +52,33 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
             f"Use the config.json that came with the weights (Hugging Face's Gemma configs give them all)."
         )
     sizes = {
-        "num_layers": config["num_hidden_layers"], "num_embed": config["vocab_size"],
-        "embed_dim": config["hidden_size"], "hidden_dim": config["intermediate_size"],
-        "num_heads": config["num_attention_heads"], "head_dim": config["head_dim"],
-        "num_kv_heads": config["num_key_value_heads"], "sliding_window_size": config.get("sliding_window"),
-    }  # fmt: skip
+        "num_layers": config["num_hidden_layers"],
+        "num_embed": config["vocab_size"],
+        "embed_dim": config["hidden_size"],
+        "hidden_dim": config["intermediate_size"],
+        "num_heads": config["num_attention_heads"],
+        "head_dim": config["head_dim"],
+        "num_kv_heads": config["num_key_value_heads"],
+        "sliding_window_size": config.get("sliding_window"),
+    }
     if kind == "gemma2":
         sizes = {"family": "gemma2", **sizes, **_gemma2_sizes(config, folder)}
     else:
         rope = config.get("rope_parameters") or {}
-        sizes.update({
-            "family": "gemma3",
-            "local_base_frequency": int(config.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta", 10_000)),
-            "global_base_frequency": int(rope.get("full_attention", {}).get("rope_theta") or config.get("rope_theta", 10_000)),
-            "global_scale_factor": float((config.get("rope_scaling") or rope.get("full_attention") or {}).get("factor", 1.0)),
-        })  # fmt: skip
+        sizes.update(
+            {
+                "family": "gemma3",
+                "local_base_frequency": int(
+                    config.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta", 10_000)
+                ),
+                "global_base_frequency": int(
+                    rope.get("full_attention", {}).get("rope_theta") or config.get("rope_theta", 10_000)
+                ),
+                "global_scale_factor": float(
+                    (config.get("rope_scaling") or rope.get("full_attention") or {}).get("factor", 1.0)
+                ),
+            }
+        )
     _check_weights(files, sizes)
     return sizes
 
@@ -85,19 +97,38 @@ _SIZE_KEYS = (
 def _gemma2_sizes(config: dict[str, Any], folder: Path) -> dict[str, Any]:
     """What tunix.models.gemma's ModelConfig adds for Gemma 2; what it cannot express is refused: it scales
     queries by head_dim ** -0.5 (Gemma 2 2B's and 9B's query_pre_attn_scalar, not 27B's), RoPE base 10,000."""
-    head, rope = config["head_dim"], (config.get("rope_parameters") or {}).get("rope_theta", config.get("rope_theta", 10_000))  # fmt: skip
-    wrong = [f"{name} {value!r} (Tunix's Gemma 2 has {want})" for name, value, want in (
-        ("query_pre_attn_scalar", config.get("query_pre_attn_scalar", head), head), ("rope_theta", rope, 10_000),
-        ("hidden_activation", config.get("hidden_activation") or config.get("hidden_act", "gelu_pytorch_tanh"), "gelu_pytorch_tanh"),
-    ) if value != want]  # fmt: skip
+    head, rope = (
+        config["head_dim"],
+        (config.get("rope_parameters") or {}).get("rope_theta", config.get("rope_theta", 10_000)),
+    )
+    wrong = [
+        f"{name} {value!r} (Tunix's Gemma 2 has {want})"
+        for name, value, want in (
+            ("query_pre_attn_scalar", config.get("query_pre_attn_scalar", head), head),
+            ("rope_theta", rope, 10_000),
+            (
+                "hidden_activation",
+                config.get("hidden_activation") or config.get("hidden_act", "gelu_pytorch_tanh"),
+                "gelu_pytorch_tanh",
+            ),
+        )
+        if value != want
+    ]
     if wrong:
-        raise ParameterError(f"{folder}/config.json: {'; '.join(wrong)}: Tunix's Gemma 2 code would compute another model. Give Gemma 2 2B or 9B.")  # fmt: skip
-    types = config.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(config["num_hidden_layers"])]  # fmt: skip
+        raise ParameterError(
+            f"{folder}/config.json: {'; '.join(wrong)}: Tunix's Gemma 2 code would compute another model. "
+            f"Give Gemma 2 2B or 9B."
+        )
+    types = config.get("layer_types") or [
+        "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(config["num_hidden_layers"])
+    ]
     return {
-        "final_logit_softcap": config.get("final_logit_softcapping"), "attn_logits_soft_cap": config.get("attn_logit_softcapping"),
-        "use_post_attn_norm": True, "use_post_ffw_norm": True,
+        "final_logit_softcap": config.get("final_logit_softcapping"),
+        "attn_logits_soft_cap": config.get("attn_logit_softcapping"),
+        "use_post_attn_norm": True,
+        "use_post_ffw_norm": True,
         "attention_types": ["LOCAL_SLIDING" if t == "sliding_attention" else "GLOBAL" for t in types],
-    }  # fmt: skip
+    }
 
 
 def _check_weights(files: Sequence[Path], sizes: dict[str, Any]) -> None:
@@ -119,8 +150,8 @@ def _check_weights(files: Sequence[Path], sizes: dict[str, Any]) -> None:
     lacking = [n for n in ("post_attention_layernorm", "post_feedforward_layernorm") if not any(n in k for k in shapes)]
     if lacking:
         raise ParameterError(
-            f"{files[0].parent}: this Gemma has no {' and no '.join(lacking)} weights, which Tunix's Gemma 3 and 2 need "
-            f"(a KerasHub Gemma3Backbone built without use_post_attention_norm / use_post_ffw_norm). Re-export it "
+            f"{files[0].parent}: this Gemma has no {' and no '.join(lacking)} weights, which Tunix's Gemma 3 and 2 "
+            f"need (a KerasHub Gemma3Backbone built without use_post_attention_norm / use_post_ffw_norm). Re-export it "
             f"with notebook 10 of this kit (its tiny Gemma 3 has them), or give a Gemma 3 checkpoint."
         )
     width, heads = sizes["embed_dim"], sizes["head_dim"]
@@ -148,10 +179,12 @@ def _mesh_problems(sizes: dict[str, Any], fsdp: int, tp: int, rows: int) -> list
     one) key/value heads over tp; the width over fsdp and tp; the rows of a step (batch x generations) over
     fsdp. Empty: the mesh fits."""
     needs = [
-        ("vocabulary", sizes["num_embed"], tp), ("query heads", sizes["num_heads"], tp),
-        ("feed-forward width", sizes["hidden_dim"], tp), ("width", sizes["embed_dim"], fsdp * tp),
+        ("vocabulary", sizes["num_embed"], tp),
+        ("query heads", sizes["num_heads"], tp),
+        ("feed-forward width", sizes["hidden_dim"], tp),
+        ("width", sizes["embed_dim"], fsdp * tp),
         ("rows a step (BATCH_SIZE x NUM_GENERATIONS)", rows, fsdp),
-    ]  # fmt: skip
+    ]
     if sizes["num_kv_heads"] > 1:
         needs.append(("key/value heads", sizes["num_kv_heads"], tp))
     return [f"the {what} ({size}) does not divide by {by}" for what, size, by in needs if size % by]
@@ -163,7 +196,10 @@ def pick_mesh(sizes: dict[str, Any], devices: int, rows: int, mesh: str | tuple[
     if isinstance(mesh, str) and mesh != "auto":
         found = re.fullmatch(r"(\d+)x(\d+)", mesh) if mesh != "data" else re.match("", "")
         if not found or (mesh != "data" and int(found[1]) * int(found[2]) != devices):
-            raise ParameterError(f"MESH={mesh!r}: 'auto', 'data', or fsdp x tp devices multiplying to the {devices} here (such as '2x{devices // 2}').")  # fmt: skip
+            raise ParameterError(
+                f"MESH={mesh!r}: 'auto', 'data', or fsdp x tp devices multiplying to the {devices} here "
+                f"(such as '2x{devices // 2}')."
+            )
         mesh = (devices, 1) if mesh == "data" else (int(found[1]), int(found[2]))
     candidates = [mesh] if mesh != "auto" else [(devices // tp, tp) for tp in (4, 2, 1, 8) if devices % tp == 0]
     for fsdp, tp in candidates:
@@ -199,10 +235,13 @@ class _Plan:
     def describe(self) -> str:
         chip = f"of {_gib(self.chip)}" if self.chip else "(the chip's memory is unknown here: not checked)"
         parts = " + ".join(f"{name} {_gib(size)}" for name, size in self.parts.items())
-        return "\n".join([
-            f"memory plan: {self.parameters / 1e6:,.1f}M parameters, {self.trained / 1e6:,.2f}M of them trained",
-            f"per chip: {parts} = {_gib(sum(self.parts.values()))} {chip}", *self.notes,
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                f"memory plan: {self.parameters / 1e6:,.1f}M parameters, {self.trained / 1e6:,.2f}M of them trained",
+                f"per chip: {parts} = {_gib(sum(self.parts.values()))} {chip}",
+                *self.notes,
+            ]
+        )
 
 
 def _gib(count: float) -> str:
@@ -210,9 +249,14 @@ def _gib(count: float) -> str:
 
 
 def memory_plan(
-    sizes: dict[str, Any], devices: int, lora_rank: int, rows: int, tokens: int, weight_bytes: int = 2,
+    sizes: dict[str, Any],
+    devices: int,
+    lora_rank: int,
+    rows: int,
+    tokens: int,
+    weight_bytes: int = 2,
     chip_gib: float | None = None,
-) -> _Plan:  # fmt: skip
+) -> _Plan:
     """The plan (no weights read): the actor's weights; what trains (LoRA on attention and MLP, or every
     weight) with its gradient and AdamW's two moments in float32; the reference model (shared with the actor
     under LoRA, a copy otherwise); the rollout's KV cache, `rows` (batch x generations) x `tokens` (prompt +
@@ -222,7 +266,11 @@ def memory_plan(
     attention = embed * sizes["head_dim"] * (2 * sizes["num_heads"] + 2 * sizes["num_kv_heads"])
     per_layer = attention + 3 * embed * hidden + 4 * embed
     parameters = sizes["num_embed"] * embed + layers * per_layer + embed
-    lora = layers * lora_rank * (2 * embed + sizes["head_dim"] * (2 * sizes["num_heads"] + 2 * sizes["num_kv_heads"]) + 3 * (embed + hidden))  # fmt: skip
+    lora = (
+        layers
+        * lora_rank
+        * (2 * embed + sizes["head_dim"] * (2 * sizes["num_heads"] + 2 * sizes["num_kv_heads"]) + 3 * (embed + hidden))
+    )
     trained = lora if lora_rank else parameters
     weights = parameters * weight_bytes
     parts = {
@@ -249,13 +297,17 @@ def find_model(model: str, environment: Any = None) -> tuple[str, str]:
     attached to the notebook, else fetched by kagglehub (internet on)."""
     if Path(model).is_dir() or model.startswith(("/", ".")) or model.count("/") < 3:
         if not Path(model).is_dir():
-            raise ParameterError(f"MODEL={model!r} is not a folder, nor a Kaggle Models handle owner/model/framework/variation.")  # fmt: skip
+            raise ParameterError(
+                f"MODEL={model!r} is not a folder, nor a Kaggle Models handle owner/model/framework/variation."
+            )
         return model, "MODEL is a folder"
     from nbkit.inputs import datasets
 
     environment = environment or nbenv.detect()
     owner, name, framework, variation = model.split("/")[:4]
-    versions = sorted((environment.input_dir / name / framework / variation).glob("*"), key=lambda p: (len(p.name), p.name))  # fmt: skip
+    versions = sorted(
+        (environment.input_dir / name / framework / variation).glob("*"), key=lambda p: (len(p.name), p.name)
+    )
     if versions:
         return str(versions[-1]), f"{model} is attached as a Kaggle Model"
     found, why_not = datasets.through_kagglehub(model, environment.platform, "model")
