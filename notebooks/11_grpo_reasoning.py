@@ -60,7 +60,8 @@ SEED: int = 42  # fixes the split, the tiny model, LoRA's initial weights, the d
 OUTPUT_DIR: str = "auto"  # the model, metrics.json, plots and checkpoints; "auto": the working folder's grpo-reasoning/
 
 # %% [markdown]
-# `MODEL="auto"`: the tiny Gemma 3 on a CPU, else Gemma 3 1B for Tunix attached (or fetched by kagglehub).
+# `MODEL="auto"`: the tiny Gemma 3 in the smoke profile (a CPU's default), else Gemma 3 1B for Tunix attached (or
+# fetched by kagglehub).
 # `DATA_ROOT="auto"`: GSM8K's `main_train.csv` where a dataset holding it is attached, else a generated sample in
 # GSM8K's shape (the question lists words, the answer numbers them and ends in `#### <how many>`).
 #

@@ -80,26 +80,31 @@ def load_pairs(
         rows = _jsonl_rows(path) if path.suffix.lower() == ".jsonl" else _csv_rows(path)
         for line, row in rows:
             for name, parameter in zip((prompt_column, response_column), names):
-                if name not in row:
-                    close = difflib.get_close_matches(name, list(row), n=1)
-                    hint = f" Did you mean {close[0]!r}?" if close else ""
-                    raise DataError(
-                        f"{path.name}, line {line}: no column {name!r} ({parameter}); it has {', '.join(row)}.{hint} "
-                        f"Set {parameter} to the right one."
-                    )
-                if not isinstance(row[name], str):  # JSON: a number, list, object, bool or null
-                    raise DataError(
-                        f"{path.name}, line {line}: {name!r} is {json.dumps(row[name])[:80]}, not text. Write it as "
-                        f"a JSON string (in quotes) or remove that line."
-                    )
-                if not row[name].strip():
-                    raise DataError(f"{path.name}, line {line}: column {name!r} is empty. Fill in or remove that row.")
+                _check_cell(row, name, parameter, f"{path.name}, line {line}")
             pairs.prompts.append(row[prompt_column])
             pairs.responses.append(row[response_column])
             pairs.where.append(f"{path.name}, line {line}")
     if not pairs.prompts:
         raise DataError(f"{data_root}: no prompt/response pairs in {', '.join(p.name for p in files)}.")
     return pairs
+
+
+def _check_cell(row: dict[str, Any], name: str, parameter: str, where: str) -> None:
+    """The column `name` (the parameter that names it) is in `row`, holds text, and is not empty."""
+    if name not in row:
+        close = difflib.get_close_matches(name, list(row), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise DataError(
+            f"{where}: no column {name!r} ({parameter}); it has {', '.join(row)}.{hint} "
+            f"Set {parameter} to the right one."
+        )
+    if not isinstance(row[name], str):  # JSON: a number, list, object, bool or null
+        raise DataError(
+            f"{where}: {name!r} is {json.dumps(row[name])[:80]}, not text. Write it as a JSON string (in quotes) or "
+            f"remove that line."
+        )
+    if not row[name].strip():
+        raise DataError(f"{where}: column {name!r} is empty. Fill in or remove that row.")
 
 
 def split(pairs: _Pairs, held_out: float, seed: int) -> tuple[np.ndarray, np.ndarray, str]:

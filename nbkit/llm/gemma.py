@@ -32,25 +32,8 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
             f"MODEL={str(folder)!r} lacks {', '.join(missing or ['*.safetensors'])}: give a folder of Hugging Face "
             f"safetensors with config.json and tokenizer.model (notebook 10 writes one with EXPORT_TRANSFORMERS=True)."
         )
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ParameterError(
-            f"{folder}/config.json is not JSON ({error}): it is damaged or cut short. Copy the model folder again."
-        ) from None
-    config = config.get("text_config", config) if config.get("model_type") == "gemma3" else config
-    kind = config.get("model_type")
-    if kind not in ("gemma3_text", "gemma3", "gemma2"):
-        raise ParameterError(
-            f"{folder}/config.json: model_type {kind!r}: notebook 11 trains Gemma 3 (model_type gemma3_text or gemma3, "
-            f"Tunix's tunix.models.gemma3) or Gemma 2 (gemma2, tunix.models.gemma). Give such a folder."
-        )
-    lacking = [key for key in _SIZE_KEYS if not isinstance(config.get(key), int)]
-    if lacking:
-        raise ParameterError(
-            f"{folder}/config.json has no whole number for {', '.join(lacking)}: Tunix needs every size of the model. "
-            f"Use the config.json that came with the weights (Hugging Face's Gemma configs give them all)."
-        )
+    config = _read_config(folder)
+    kind = config["model_type"]
     sizes = {
         "num_layers": config["num_hidden_layers"],
         "num_embed": config["vocab_size"],
@@ -81,6 +64,31 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
         )
     _check_weights(files, sizes)
     return sizes
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    """config.json's text model (Gemma 3's text_config where it has one), refused unless it is Gemma 3 or 2 and
+    gives every size as a whole number."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ParameterError(
+            f"{folder}/config.json is not JSON ({error}): it is damaged or cut short. Copy the model folder again."
+        ) from None
+    config = config.get("text_config", config) if config.get("model_type") == "gemma3" else config
+    kind = config.get("model_type")
+    if kind not in ("gemma3_text", "gemma3", "gemma2"):
+        raise ParameterError(
+            f"{folder}/config.json: model_type {kind!r}: notebook 11 trains Gemma 3 (model_type gemma3_text or gemma3, "
+            f"Tunix's tunix.models.gemma3) or Gemma 2 (gemma2, tunix.models.gemma). Give such a folder."
+        )
+    lacking = [key for key in _SIZE_KEYS if not isinstance(config.get(key), int)]
+    if lacking:
+        raise ParameterError(
+            f"{folder}/config.json has no whole number for {', '.join(lacking)}: Tunix needs every size of the model. "
+            f"Use the config.json that came with the weights (Hugging Face's Gemma configs give them all)."
+        )
+    return config
 
 
 _SIZE_KEYS = (
