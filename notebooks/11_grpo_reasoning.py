@@ -244,9 +244,10 @@ if not LEARNING_RATE:
 if not MAX_STEPS:
     MAX_STEPS = 500 if model_folder else 120
     chosen.append(f"MAX_STEPS=0: {MAX_STEPS}")
+has_worked = any(worked[i] for i in train_rows)
 if SFT_STEPS < 0:
-    SFT_STEPS = 0 if model_folder else 100
-    chosen.append(f"SFT_STEPS=-1: {SFT_STEPS}")
+    SFT_STEPS = 100 if has_worked and not model_folder else 0
+    chosen.append(f"SFT_STEPS=-1: {SFT_STEPS}" + ("" if has_worked else " (the data has no worked solutions)"))
 if not model_folder and LORA_RANK:
     chosen.append(f"LORA_RANK={LORA_RANK} -> 0: the tiny model's weights are random, every one trains")
     LORA_RANK = 0
@@ -256,7 +257,7 @@ if SMOKE and (MAX_PROMPT_LENGTH > 48 or MAX_NEW_TOKENS > 20):
         f"MAX_PROMPT_LENGTH, MAX_NEW_TOKENS {MAX_PROMPT_LENGTH}, {MAX_NEW_TOKENS} -> {capped[0]}, {capped[1]} (smoke)"
     )
     MAX_PROMPT_LENGTH, MAX_NEW_TOKENS = capped
-if SFT_STEPS and not any(worked[i] for i in train_rows):
+if SFT_STEPS and not has_worked:
     raise ParameterError(
         f"SFT_STEPS={SFT_STEPS}: the data has no worked solutions to learn from (answers written as GSM8K's: the "
         f"solution, then '#### <answer>'). Set SFT_STEPS=0, or give such answers."
@@ -578,7 +579,8 @@ cluster_config = rl_cluster_lib.ClusterConfig(
         seed=SEED,
     ),
 )
-start_state = jax.tree.map(jnp.copy, nnx.state(actor, TRAINED))  # to count what GRPO moved
+# Where GRPO starts, to count what it moved: under full training the reference is that copy; LoRA's weights are small.
+start_state = jax.tree.map(jnp.copy, nnx.state(actor, TRAINED)) if LORA_RANK else nnx.state(reference, nnx.Param)
 cluster = rl_cluster_lib.RLCluster(actor=actor, reference=reference, tokenizer=tokenizer, cluster_config=cluster_config)
 
 
@@ -656,11 +658,10 @@ if sum(b - a for a, b in reward_change.values()) <= 0:  # GRPO learns only where
         "WARNING: the rewards did not rise: few answers earned any. Warm-start longer (SFT_STEPS, or notebook 10), "
         "raise TEMPERATURE or MAX_STEPS, or add a reward that some answers already earn."
     )
-moved = [
-    not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(start_state), jax.tree.leaves(nnx.state(actor, TRAINED)))
-]
-sizes_of = [x.size for x in jax.tree.leaves(start_state)]
-print(f"GRPO moved {sum(s for s, m in zip(sizes_of, moved) if m):,} of the {trained:,} trained parameters")
+pairs_of_arrays = zip(jax.tree.leaves(start_state), jax.tree.leaves(nnx.state(actor, TRAINED)))
+moved = [not bool(jnp.array_equal(a, b)) for a, b in pairs_of_arrays]  # compared where the arrays are
+moved_count = sum(x.size for x, m in zip(jax.tree.leaves(start_state), moved) if m)
+print(f"GRPO moved {moved_count:,} of the {trained:,} trained parameters")
 if steps > resumed_at and not all(moved):
     print(f"WARNING: {moved.count(False)} of the {len(moved)} trained arrays never moved: their gradient is 0.")
 
@@ -712,7 +713,7 @@ metrics = {
     "before": {k: v for k, v in before.items() if k != "completions"},
     "after": {k: v for k, v in after.items() if k != "completions"},
     "rewards_first_last": reward_change,
-    "trained_parameters_moved": sum(s for s, m in zip(sizes_of, moved) if m),
+    "trained_parameters_moved": moved_count,
     "settings": settings,
     "chosen": chosen,
 }

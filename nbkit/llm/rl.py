@@ -170,7 +170,8 @@ def checkpoint_run(folder: str | Path, settings: dict[str, Any], restart: bool) 
         changed = sorted(k for k in {*kept, *settings} if kept.get(k) != settings.get(k))
         if changed:
             raise ParameterError(
-                f"the checkpoint in {folder} (step {max(steps, default=0)}) was trained with other settings: "
+                f"the checkpoint in {folder} ({f'step {max(steps)}' if steps else 'its warm start'}) was trained "
+                f"with other settings: "
                 + ", ".join(f"{k} {kept.get(k)!r} -> {settings.get(k)!r}" for k in changed)
                 + ". Run with RESUME='restart' (the run's checkpoints are deleted, nothing else), another "
                 "OUTPUT_DIR, or the same settings."
