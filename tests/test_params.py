@@ -253,8 +253,13 @@ def test_a_profile_that_replaces_a_value_given_says_so():
 @pytest.mark.parametrize("notebook", ["02_flowers_classifier.py", "05_train_on_tpu.py"])
 def test_the_smoke_profile_of_02_and_05_says_what_it_replaces(notebook):
     source = (Path(__file__).parents[1] / "notebooks" / notebook).read_text()
-    smoke = source.split("if SMOKE:", 1)[1].split("\n")[1]
-    assert smoke.startswith('    print(params.override(globals(), "smoke profile') and 'MODEL="small_cnn"' in smoke
+    block = []  # the statements under `if SMOKE:`, their lines joined
+    for line in source.split("if SMOKE:", 1)[1].split("\n")[1:]:
+        if not line.startswith("    "):
+            break
+        block.append(line.strip())
+    smoke = " ".join(block)
+    assert smoke.startswith('print(params.override( globals(), "smoke profile') and 'MODEL="small_cnn"' in smoke
     assert 'MODEL, WEIGHTS, EPOCHS = "small_cnn"' not in source  # the silent form
 
 

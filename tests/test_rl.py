@@ -422,6 +422,7 @@ found["third"] = {"steps": third["steps"], "history": [h["step"] for h in third[
     "same": third["after"]["completions"] == second["after"]["completions"]}
 found["refused"] = {}
 for name, overrides in {"model inside": dict(MODEL=f"{out}/resume/model", OUTPUT_DIR=f"{out}/resume"),
+                        "held out": dict(MAX_STEPS=4, SFT_STEPS=4, HELD_OUT=8, OUTPUT_DIR=f"{out}/resume"),
                         "temperature": dict(TEMPERATURE=0.0), "tokens": dict(MAX_NEW_TOKENS=1)}.items():
     try:
         found["refused"][name] = ", ".join(run(upto=5, **{"OUTPUT_DIR": f"{out}/{name}", **overrides})["chosen"])
@@ -521,6 +522,10 @@ def test_the_first_cells_refuse_a_model_in_the_output_folder_and_say_what_smoke_
         refused["temperature"]
         == "ParameterError: TEMPERATURE=0.0: give a number above 0 and below 10 (see its comment)."
     )
+    # Sweep 6, item 4 and a late one: HELD_OUT changed on resume went on silently, and another setting was refused
+    # only after the model's build and the "before" evaluation. Now in the first cells (upto=5: before the tokenizer).
+    assert refused["held out"].startswith("ParameterError: the checkpoint in ")
+    assert "(step 4) was trained with other settings: held_out 16 -> 8" in refused["held out"]
     # Sweep 6, item 8: MAX_NEW_TOKENS 1 was said to become 20.
     assert "MAX_PROMPT_LENGTH, MAX_NEW_TOKENS 256, 1 -> 48, 1 (smoke)" in refused["tokens"]
     assert "MAX_PROMPT_LENGTH, MAX_NEW_TOKENS 256, 256 -> 48, 20 (smoke)" in runs["chosen"]
