@@ -37,6 +37,7 @@ MODEL: str = "auto"  # a Gemma 3 / Gemma 2 safetensors folder or Kaggle Models h
 DATA_ROOT: str = "auto"  # a CSV or JSONL file of questions and answers, or a folder of them; "auto": see below
 QUESTION_COLUMN: str = "question"  # the column (CSV) or key (JSONL) of the questions
 ANSWER_COLUMN: str = "answer"  # the column or key of the answers (GSM8K's: worked solution, then "#### <answer>")
+REASONING_COLUMN: str = ""  # a column of worked solutions for the warm start; "": the answer's text before "####"
 NUM_GENERATIONS: int = 4  # answers written per question: GRPO scores each against its group (at least 2)
 BATCH_SIZE: int = 4  # questions a step; BATCH_SIZE x NUM_GENERATIONS must divide by the mesh's fsdp
 BETA: float = 0.04  # the KL term's weight: how hard the model is held near the reference
@@ -109,13 +110,17 @@ SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 # ## Data
 # Every question/answer pair is read and checked before anything loads. GSM8K's answers are a worked solution
 # that ends in `#### <number>`: the number is the reference answer, the solution is what the warm start learns
-# to write inside `<reasoning>`. The held-out questions are drawn among the distinct ones, so a question repeated
-# in the data is never both trained on and evaluated.
+# to write inside `<reasoning>` (`REASONING_COLUMN` names a column of worked solutions instead, where the data has
+# one). The held-out questions are drawn among the distinct ones, so a question repeated in the data is never both
+# trained on and evaluated.
 
 # %%
 path, source = rl.find_questions(DATA_ROOT)
 pairs = data.load_pairs(path, QUESTION_COLUMN, ANSWER_COLUMN, names=("QUESTION_COLUMN", "ANSWER_COLUMN"))
 worked, answers = rl.references(pairs.responses, pairs.where)
+if REASONING_COLUMN:  # the worked solutions in a column of their own, read and checked as the pairs are
+    names = ("QUESTION_COLUMN", "REASONING_COLUMN")
+    worked = data.load_pairs(path, QUESTION_COLUMN, REASONING_COLUMN, names=names).responses
 print(f"data: {source}; {len(answers)} question/answer pairs, {sum(map(bool, worked))} with a worked solution")
 train_rows, held_out_rows, split_line = data.split(pairs, HELD_OUT, SEED)
 print(split_line)
@@ -293,6 +298,7 @@ settings = {  # a checkpoint continues only with the same settings (MAX_STEPS ma
     "seed": SEED,
     "lora_rank": LORA_RANK,
     "sft_steps": SFT_STEPS,
+    "reasoning_column": REASONING_COLUMN,
     "sft_learning_rate": SFT_LEARNING_RATE,
     "learning_rate": LEARNING_RATE,
     "batch_size": BATCH_SIZE,
@@ -420,8 +426,10 @@ print(f"{parameters:,} parameters, {trained:,} of them trained")
 # the winners of Kaggle's Tunix hackathon fine-tuned first, then ran GRPO. So `SFT_STEPS` supervised steps on the
 # worked answers come first, through Tunix's own `PeftTrainer`: `<reasoning>` the worked solution, `<answer>` the
 # reference, the loss on the answer's tokens only. A hundred steps teach the tiny model the format and some right
-# answers; GRPO then has something to raise. Under full training the warm-started model is GRPO's reference.
-# Its checkpoint (checkpoints/sft/) is kept, so a resumed run does not repeat it.
+# answers on the sample; GRPO then has something to raise. A rule of your own may want more: copying a question's
+# first word took the tiny model 400 steps (after 100 it answered 0-12% right, and GRPO had nothing to raise).
+# Under full training the warm-started model is GRPO's reference. Its checkpoint (checkpoints/sft/) is kept, so a
+# resumed run does not repeat it.
 
 # %% tags=["nbval-ignore-output"]
 import optax

@@ -255,6 +255,28 @@ def test_references_are_gsm8k_numbers_and_an_empty_one_is_refused():
         rl.references(["x #### 2", "so it is ####  "], ["q.csv, line 2", "q.csv, line 3"])
 
 
+def test_worked_solutions_in_a_column_of_their_own_feed_the_warm_start(tmp_path):
+    # The old sample's form (question, answer, reasoning): REASONING_COLUMN names the worked solutions.
+    rows = [{"q": f"question {i}", "a": str(i % 3 + 2), "why": "a 1 a 2"} for i in range(30)]
+    (tmp_path / "own.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    parameters, _, data_cell = cells_until("## The task")
+
+    found = {}
+    namespace = {"__annotations__": {}}
+    exec(parameters, namespace)
+    namespace.update(rl=rl, data=data, ParameterError=ParameterError, DATA_ROOT=str(tmp_path / "own.jsonl"))
+    namespace.update(QUESTION_COLUMN="q", ANSWER_COLUMN="a", HELD_OUT=3)
+    exec(data_cell, namespace)
+    found["without"] = namespace["worked"][:2]
+    namespace["REASONING_COLUMN"] = "why"
+    exec(data_cell, namespace)
+    assert found["without"] == ["", ""] and namespace["worked"] == ["a 1 a 2"] * 30
+    assert namespace["answers"][:3] == ["2", "3", "4"]
+    namespace["REASONING_COLUMN"] = "because"
+    with pytest.raises(DataError, match=r"no column 'because' \(REASONING_COLUMN\); it has q, a, why"):
+        exec(data_cell, namespace)
+
+
 def test_csv_headers_naming_a_column_twice_or_another_separator_are_refused(tmp_path):
     # Sweep 6, item 7 and a poor one: a repeated column took the last one silently; ";" got "Did you mean ...".
     (tmp_path / "twice.csv").write_text("question,answer,answer\nhow many,2,3\n")
