@@ -360,7 +360,7 @@ fixed = [chat_prompt(""), *TAGS]  # the notebook's own text first, so an unknown
 where = ["the system prompt and chat turn"] + ["a tag"] * len(TAGS) + pairs.where
 rl.check_tokenizer(tokenizer, sizes["num_embed"], fixed + texts, where)
 prompt_lengths = [len(tokenizer.encode(chat_prompt(q))) + 1 for q in pairs.prompts]  # + <bos>
-rl.check_prompt_lengths(prompt_lengths, MAX_PROMPT_LENGTH, pairs.where, smoke=SMOKE and MAX_PROMPT_LENGTH == 48)
+rl.check_prompt_lengths(prompt_lengths, MAX_PROMPT_LENGTH, pairs.where, smoke_cap=48 if SMOKE else None)
 print(
     f"vocabulary of {tokenizer.get_piece_size()} pieces; prompts of {min(prompt_lengths)}-{max(prompt_lengths)} tokens"
 )
@@ -675,11 +675,15 @@ if steps > resumed_at and not all(moved):
 
 # %%
 if not model_folder:  # what the tiny run shows on any machine: checked over 11 seeds on two CPU float paths
-    print(f"the warm start taught the format (half or more of the greedy answers): {before['format_share'] >= 0.5}")
     raised = after["accuracy"] > before["accuracy"] or after["accuracy"] == 1
-    print(f"GRPO made more greedy answers right (or all of them): {raised}")
-    print(f"after GRPO 3 in 4 greedy answers or more are right: {after['accuracy'] >= 0.75}")
-    print(f"greedy answers after GRPO keep the format's parts: {after['format_parts'] >= 0.8}")
+    claims = {
+        "the warm start taught the format (half or more of the greedy answers)": before["format_share"] >= 0.5,
+        "GRPO made more greedy answers right (or all of them)": raised,
+        "after GRPO 3 in 4 greedy answers or more are right": after["accuracy"] >= 0.75,
+        "greedy answers after GRPO keep the format's parts": after["format_parts"] >= 0.8,
+    }
+    for claim, held in claims.items():
+        print(f"{claim}: {held}")
 
 # %% [markdown]
 # ## Save

@@ -148,7 +148,9 @@ def test_prompts_longer_than_max_prompt_length_are_counted():
     rl.check_prompt_lengths([10, 5], 10, ["x", "y"])
     # Sweep 6, poor: the smoke profile's cap said "raise MAX_PROMPT_LENGTH", which the cap undoes.
     with pytest.raises(DataError, match=r"the smoke profile .* caps MAX_PROMPT_LENGTH at 48: run with PROFILE='full'"):
-        rl.check_prompt_lengths([60], 48, ["q.csv, line 2"], smoke=True)
+        rl.check_prompt_lengths([60], 48, ["q.csv, line 2"], smoke_cap=48)
+    with pytest.raises(DataError, match=r"longest: 45 tokens, q.csv, line 2\): raise MAX_PROMPT_LENGTH"):
+        rl.check_prompt_lengths([45], 40, ["q.csv, line 2"], smoke_cap=48)  # within the cap: raising it helps
 
 
 def test_a_mesh_that_does_not_divide_the_model_is_refused():

@@ -206,18 +206,20 @@ def check_tokenizer(tokenizer: Any, vocabulary: int, texts: Sequence[str], where
             )
 
 
-def check_prompt_lengths(lengths: Sequence[int], limit: int, where: Sequence[str], smoke: bool = False) -> None:
+def check_prompt_lengths(
+    lengths: Sequence[int], limit: int, where: Sequence[str], smoke_cap: int | None = None
+) -> None:
     """Stop when prompts are longer than MAX_PROMPT_LENGTH tokens (Tunix would cut their beginnings, the
-    question among them), saying how many and the longest; `smoke`: the smoke profile capped the limit, so the
-    way out is PROFILE="full"."""
+    question among them), saying how many and the longest; `smoke_cap`: the most the smoke profile lets
+    MAX_PROMPT_LENGTH be, so that the way out for longer prompts is PROFILE="full"."""
     lengths = np.asarray(lengths)
     over = int((lengths > limit).sum())
     if over:
         longest = int(lengths.argmax())
         fix = (
-            f"the smoke profile (a CPU's default) caps MAX_PROMPT_LENGTH at {limit}: run with PROFILE='full' for "
+            f"the smoke profile (a CPU's default) caps MAX_PROMPT_LENGTH at {smoke_cap}: run with PROFILE='full' for "
             f"these prompts, or give shorter ones"
-            if smoke
+            if smoke_cap is not None and lengths[longest] > smoke_cap
             else "raise MAX_PROMPT_LENGTH or shorten them"
         )
         raise DataError(
