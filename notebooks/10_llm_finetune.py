@@ -112,8 +112,8 @@ if PRESET not in ("tiny", "tiny-gemma"):
         )
 if preset_folder:
     config = json.loads(open(f"{preset_folder}/config.json").read())["config"]  # the backbone's sizes
-else:  # the vocabulary's size is known once the tokenizer is learned: 456 at most (256 of them bytes)
-    config = dict(TINY, vocabulary_size=456, use_query_key_norm=PRESET != "tiny-gemma")
+else:  # the vocabulary's size is known once the tokenizer is learned: 200 at most
+    config = dict(TINY, vocabulary_size=200, use_query_key_norm=PRESET != "tiny-gemma")
 # The tiny model's base weights are random: LoRA must reach every kernel to teach it anything. A pretrained
 # Gemma needs only KerasHub's default, the attention's query and value.
 LORA_TARGETS = (
@@ -187,8 +187,9 @@ def build_preprocessor():
     if preset_folder:
         return keras_hub.models.CausalLMPreprocessor.from_preset(preset_folder, sequence_length=SEQUENCE_LENGTH)
     # BPE with Gemma's special tokens as symbols: a WORD model would keep "river<end_of_turn>" one (unknown) piece.
-    # Any character the data lacks is written as its UTF-8 bytes (256 pieces), as Gemma's tokenizer does, instead
-    # of <unk>; `gemma_pieces` gives Gemma's special pieces and ids, so that Hugging Face reads the export alike.
+    # `gemma_pieces` gives Gemma's special pieces and ids, so that Hugging Face reads the export alike. Not Gemma's
+    # byte fallback: 256 pieces the data never uses, whose random rows the tiny model's LoRA cannot train (GRPO
+    # from this model in notebook 11 then raised no reward).
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter([chat_prompt(pairs.prompts[i]) + chat_response(pairs.responses[i]) for i in train_rows]),
@@ -196,7 +197,6 @@ def build_preprocessor():
         model_type="BPE",
         vocab_size=config["vocabulary_size"],
         hard_vocab_limit=False,
-        byte_fallback=True,
         minloglevel=2,
         **export.gemma_pieces(TURNS_AND_IMAGES),
     )

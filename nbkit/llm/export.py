@@ -162,7 +162,6 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
 )
 END_OF_TURN = "<end_of_turn>"
-_SPECIAL = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
 
 
 def gemma_pieces(symbols: Sequence[str]) -> dict[str, Any]:
@@ -268,7 +267,7 @@ def write_for_transformers(
     )
     tokenizer_config.setdefault("chat_template", CHAT_TEMPLATE)
     tokenizer_config_file.write_text(json.dumps(tokenizer_config, indent=1))
-    special = {key: tokenizer_config[key] for key in _SPECIAL}
+    special = {key: tokenizer_config[key] for key in ("bos_token", "eos_token", "pad_token", "unk_token")}
     (folder / "special_tokens_map.json").write_text(json.dumps(special, indent=1))
     if corrected and made_by:
         corrected = [f"{made_by}'s export wrote {change}: corrected" for change in corrected]
@@ -326,7 +325,8 @@ def check_for_transformers(
         checked += f", {len(texts)} texts' ids and {len(chats)} chat prompts in transformers {version}"
     if wrong:
         raise RunError(
-            f"{folder} would not load as trained: {'; '.join(wrong)}. Nothing was published; this is a bug in "
-            f"nbkit's export for this model: report it with this message."
+            f"{folder} would not load as trained: {'; '.join(wrong)}. Nothing was published. Where the model "
+            f"folder's own tokenizer files or chat template say otherwise than its training, mend them; else this is "
+            f"a bug in nbkit's export: report it with this message."
         )
     return checked
