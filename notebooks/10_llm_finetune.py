@@ -59,7 +59,7 @@ import importlib.util
 
 from nbkit import accel, atomic, params, staging
 from nbkit.errors import ParameterError
-from nbkit.llm import data, export, sharding
+from nbkit.llm import data, export, model_sizes, planning, sharding
 
 params.check_parameters(globals(), EPOCHS=0, PER_REPLICA_BATCH=0, SEQUENCE_LENGTH=8, LORA_RANK=1, BACKEND=("jax",))
 if not 0 < HELD_OUT_SHARE < 1:
@@ -73,7 +73,7 @@ if EXPORT_TRANSFORMERS and importlib.util.find_spec("safetensors") is None:  # c
 outputs = staging.start(OUTPUT_DIR, default="llm-finetune", data_root=DATA_ROOT)
 print(outputs.describe())
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
-MESH_SHAPE = sharding.parse_mesh(MESH, acc.num_replicas)  # None: the memory plan picks
+MESH_SHAPE = planning.parse_mesh(MESH, acc.num_replicas)  # None: the memory plan picks
 
 # %% [markdown]
 # ## Data
@@ -131,9 +131,17 @@ if SMOKE and SEQUENCE_LENGTH > 32:
 import jax
 
 DEVICE_KIND = jax.devices()[0].device_kind  # "TPU v5 lite" on a v5e; "cpu"
-chip_gib = sharding.CHIP_GIB.get(DEVICE_KIND)  # None: unknown, not checked
-plan = sharding.memory_plan(
-    config, acc.num_replicas, MESH_SHAPE, SEQUENCE_LENGTH, PER_REPLICA_BATCH or 1, LORA_RANK, LORA_TARGETS, 2, chip_gib
+chip_gib = planning.CHIP_GIB.get(DEVICE_KIND)  # None: unknown, not checked
+plan = planning.memory_plan(
+    model_sizes.from_config(config),
+    acc.num_replicas,
+    MESH_SHAPE,
+    PER_REPLICA_BATCH or 1,
+    SEQUENCE_LENGTH,
+    LORA_RANK,
+    LORA_TARGETS,
+    2,
+    chip_gib,
 )
 print(plan.describe())
 if not plan.fits:

@@ -19,6 +19,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.errors import RunError
+from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 # Each family's norms, every one written (a missing one is a KeyError, never a model without it): Gemma 2's
 # post-attention norm is post_attn_norm, Gemma 3's post_attention_norm, and Gemma 3 has query/key norms.
@@ -101,13 +102,7 @@ def save_gemma(
     weights = {n: np.asarray(w) for n, w in _hf_weights(family, _merge_lora(params, lora_scale), sizes).items()}
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
     config = {
-        "vocab_size": sizes["num_embed"],
-        "hidden_size": sizes["embed_dim"],
-        "intermediate_size": sizes["hidden_dim"],
-        "num_hidden_layers": sizes["num_layers"],
-        "num_attention_heads": sizes["num_heads"],
-        "num_key_value_heads": sizes["num_kv_heads"],
-        "head_dim": sizes["head_dim"],
+        **{names[HUGGING_FACE]: sizes[names[TUNIX]] for names in NAMES.values()},
         "sliding_window": sizes.get("sliding_window_size"),
         "query_pre_attn_scalar": sizes["head_dim"],
         "torch_dtype": str(next(iter(weights.values())).dtype),
