@@ -80,7 +80,7 @@ def keras_hub_0_31_folder(folder, proto: bytes):
 def test_a_keras_hub_0_31_export_is_completed_and_reads_back_as_trained(tmp_path):
     proto = tokenizer_proto()
     folder = keras_hub_0_31_folder(tmp_path / "transformers", proto)
-    rope = export.gemma3_rope(10_000.0, 1_000_000.0, 8.0)  # Gemma 3 4B's global factor
+    rope = export._gemma3_rope(10_000.0, 1_000_000.0, 8.0)  # Gemma 3 4B's global factor
     said = export.write_for_transformers(folder, proto, rope, made_by="KerasHub 0.31.1")
     assert said == [
         "KerasHub 0.31.1's export wrote bos_token_id 1 -> 2: corrected",

@@ -125,7 +125,7 @@ def save_gemma(
             }
         )
     else:
-        rope = gemma3_rope(
+        rope = _gemma3_rope(
             sizes.get("local_base_frequency", 10_000),
             sizes.get("global_base_frequency", 10_000),
             sizes.get("global_scale_factor", 1.0),
@@ -156,7 +156,7 @@ CHAT_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
 )
-END_OF_TURN = "<end_of_turn>"
+_END_OF_TURN = "<end_of_turn>"
 
 
 def gemma_pieces(symbols: Sequence[str]) -> dict[str, Any]:
@@ -180,7 +180,7 @@ def gemma_pieces(symbols: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def gemma3_rope(local_frequency: float, global_frequency: float, global_factor: float) -> dict[str, Any]:
+def _gemma3_rope(local_frequency: float, global_frequency: float, global_factor: float) -> dict[str, Any]:
     """Gemma 3's RoPE as transformers 5 reads it from config.json: the sliding layers' base frequency, the global
     layers' and their linear scaling factor (8.0 in Gemma 3 4B, 12B and 27B)."""
     return {
@@ -193,11 +193,11 @@ def gemma3_rope(local_frequency: float, global_frequency: float, global_factor: 
 
 
 def keras_hub_rope(backbone: Any) -> dict[str, Any]:
-    """`gemma3_rope` of a KerasHub Gemma3Backbone: its layers' wavelengths and its global scaling factor."""
+    """`_gemma3_rope` of a KerasHub Gemma3Backbone: its layers' wavelengths and its global scaling factor."""
     layers = [backbone.get_layer(f"decoder_block_{i}") for i in range(backbone.num_layers)]
     local = [b.rope_wavelength for b in layers if b.use_sliding_window_attention] or [10_000.0]
     full = [b.rope_wavelength for b in layers if not b.use_sliding_window_attention] or [1_000_000.0]
-    return gemma3_rope(float(local[0]), float(full[0]), float(backbone.global_rope_scaling_factor))
+    return _gemma3_rope(float(local[0]), float(full[0]), float(backbone.global_rope_scaling_factor))
 
 
 def _rope_read(config: dict[str, Any]) -> tuple[float, float, float]:
@@ -218,16 +218,16 @@ def write_for_transformers(
     from the SentencePiece tokenizer itself (KerasHub writes Gemma's as bos 1 / eos 2 where they are eos 1 /
     bos 2), generation_config.json stopping at <eos> and at the end of a turn, tokenizer_config.json with the chat
     template (kept where the folder has one), special_tokens_map.json; Gemma 2's eager attention, the one that caps
-    its logits. `rope`: a Gemma 3's `gemma3_rope` as trained, written where config.json says otherwise (KerasHub
+    its logits. `rope`: a Gemma 3's `_gemma3_rope` as trained, written where config.json says otherwise (KerasHub
     0.31.1 leaves the global factor out)."""
     import sentencepiece
 
     folder = Path(folder)
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
-    end_of_turn = tokenizer.piece_to_id(END_OF_TURN)
+    end_of_turn = tokenizer.piece_to_id(_END_OF_TURN)
     if end_of_turn == tokenizer.unk_id() or tokenizer.bos_id() < 0 or tokenizer.eos_id() < 0:
         raise RunError(
-            f"{folder}: the tokenizer lacks {END_OF_TURN}, a <bos> or an <eos> piece: a model trained with it cannot "
+            f"{folder}: the tokenizer lacks {_END_OF_TURN}, a <bos> or an <eos> piece: a model trained with it cannot "
             f"end its turn where transformers would stop. Train the tokenizer with Gemma's special pieces."
         )
     ids = {"pad_token_id": tokenizer.pad_id(), "bos_token_id": tokenizer.bos_id(), "eos_token_id": tokenizer.eos_id()}
@@ -288,8 +288,8 @@ def check_for_transformers(
         for name, want in (("bos_token_id", trained.bos_id()), ("eos_token_id", trained.eos_id()))
         if config.get(name) != want
     ]
-    if trained.piece_to_id(END_OF_TURN) not in generation.get("eos_token_id", []):
-        wrong.append(f"generation_config.json does not stop at {END_OF_TURN}")
+    if trained.piece_to_id(_END_OF_TURN) not in generation.get("eos_token_id", []):
+        wrong.append(f"generation_config.json does not stop at {_END_OF_TURN}")
     checked = "config.json's ids, the stop tokens"
     if importlib.util.find_spec("transformers") is not None:
         from transformers import AutoTokenizer
