@@ -53,8 +53,8 @@ def test_a_sample_in_another_order_gives_the_submission_its_order_ids_kept_as_te
     test = load(competition)
     assert test.ids == ["007", "010", "3"] and test.prompts[2] == "a\nb" and test.where[0] == "test.csv, line 2"
     assert test.header == ["id", "answer"] and "another order" in test.describe()
-    written = test.write_submission(['"four"', "1, 2", "x\ny"], tmp_path / "submission.csv")
-    assert read(written) == [["id", "answer"], ["3", "x\ny"], ["007", '"four"'], ["010", "1, 2"]]
+    written = test.write_submission(['"four"', "1, 2", "y\rz"], tmp_path / "submission.csv")  # a lone \r quoted
+    assert read(written) == [["id", "answer"], ["3", "y\rz"], ["007", '"four"'], ["010", "1, 2"]]
 
 
 def test_without_a_sample_the_test_files_ids_in_its_order_and_jsonl_whole_number_ids(tmp_path):
@@ -160,6 +160,8 @@ def test_prompts_are_checked_against_the_vocabulary_and_the_context():
     answers.check_prompts([[2, 5], [2, 6, 7]], where, vocabulary=8, context=10, max_new_tokens=7)
     with pytest.raises(DataError, match="t.csv, line 3: the tokenizer gives the token 8, past the model's vocabulary"):
         answers.check_prompts([[2, 5], [2, 8]], where, vocabulary=8, context=None, max_new_tokens=7)
+    with pytest.raises(DataError, match="the longest: 3 tokens, t.csv, line 3\\): shorten them."):
+        answers.check_prompts([[2, 5], [2, 6, 7]], where, vocabulary=8, context=3, max_new_tokens=1)
     with pytest.raises(DataError) as error:
         answers.check_prompts([[2, 5], [2, 6, 7]], where, vocabulary=8, context=9, max_new_tokens=7)
     assert str(error.value) == (
