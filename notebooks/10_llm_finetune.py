@@ -59,7 +59,7 @@ import importlib.util
 
 from nbkit import accel, atomic, params, staging
 from nbkit.errors import ParameterError
-from nbkit.llm import data, sharding
+from nbkit.llm import data, export, sharding
 
 params.check_parameters(globals(), EPOCHS=0, PER_REPLICA_BATCH=0, SEQUENCE_LENGTH=8, LORA_RANK=1, BACKEND=("jax",))
 if not 0 < HELD_OUT_SHARE < 1:
@@ -112,8 +112,8 @@ if PRESET not in ("tiny", "tiny-gemma"):
         )
 if preset_folder:
     config = json.loads(open(f"{preset_folder}/config.json").read())["config"]  # the backbone's sizes
-else:  # the vocabulary's size is known once the tokenizer is learned: 200 at most
-    config = dict(TINY, vocabulary_size=200, use_query_key_norm=PRESET != "tiny-gemma")
+else:  # the vocabulary's size is known once the tokenizer is learned: 456 at most (256 of them bytes)
+    config = dict(TINY, vocabulary_size=456, use_query_key_norm=PRESET != "tiny-gemma")
 # The tiny model's base weights are random: LoRA must reach every kernel to teach it anything. A pretrained
 # Gemma needs only KerasHub's default, the attention's query and value.
 LORA_TARGETS = (
@@ -179,18 +179,26 @@ def chat_response(response):
     return f"{response}<end_of_turn>"
 
 
+# Gemma's turn markers, and the image markers KerasHub's Gemma 3 tokenizer looks up, each kept one piece.
+TURNS_AND_IMAGES = ["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>", "<img>", "\n"]
+
+
 def build_preprocessor():
     if preset_folder:
         return keras_hub.models.CausalLMPreprocessor.from_preset(preset_folder, sequence_length=SEQUENCE_LENGTH)
     # BPE with Gemma's special tokens as symbols: a WORD model would keep "river<end_of_turn>" one (unknown) piece.
+    # Any character the data lacks is written as its UTF-8 bytes (256 pieces), as Gemma's tokenizer does, instead
+    # of <unk>; `gemma_pieces` gives Gemma's special pieces and ids, so that Hugging Face reads the export alike.
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter([chat_prompt(pairs.prompts[i]) + chat_response(pairs.responses[i]) for i in train_rows]),
-        model_writer=model, model_type="BPE", vocab_size=config["vocabulary_size"], hard_vocab_limit=False,
-        pad_id=0, bos_id=1, eos_id=2, unk_id=3,
-        pad_piece="<pad>", bos_piece="<bos>", eos_piece="<eos>", unk_piece="<unk>",
-        user_defined_symbols=["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>", "<img>", "\n"],
-        normalization_rule_name="nfkc", remove_extra_whitespaces=False, minloglevel=2,
+        model_writer=model,
+        model_type="BPE",
+        vocab_size=config["vocabulary_size"],
+        hard_vocab_limit=False,
+        byte_fallback=True,
+        minloglevel=2,
+        **export.gemma_pieces(TURNS_AND_IMAGES),
     )
     if GEMMA3:
         tokenizer = keras_hub.models.Gemma3Tokenizer(proto=model.getvalue())
@@ -420,7 +428,23 @@ if EXPORT_TRANSFORMERS:
         # From the merged preset: KerasHub's exporter writes a LoRA model's frozen kernels without the LoRA update.
         merged = keras_hub.models.CausalLM.from_preset(str(outputs.staging / "merged-preset"))
         merged.export_to_transformers(str(outputs.staging / "transformers"))
-        exported = "transformers/"
+        # What KerasHub's export gets wrong or leaves out (token ids, stop tokens, chat template; 0.31.1: Gemma 3's
+        # global RoPE factor) written as trained, then the folder read back as transformers reads it.
+        corrections = export.write_for_transformers(
+            outputs.staging / "transformers",
+            tokenizer.proto,
+            export.keras_hub_rope(merged.backbone) if GEMMA3 else None,
+            made_by=f"KerasHub {keras_hub.__version__}",
+        )
+        for correction in corrections:
+            print(correction)
+        shown = train_rows[:8]
+        checked = export.check_for_transformers(
+            outputs.staging / "transformers",
+            [chat_prompt(pairs.prompts[i]) + chat_response(pairs.responses[i]) for i in shown],
+            [([{"role": "user", "content": pairs.prompts[i]}], "<bos>" + chat_prompt(pairs.prompts[i])) for i in shown],
+        )
+        exported = f"transformers/ (checked: {checked})"
     except Exception as error:  # KerasHub exports some architectures only, and needs safetensors
         shutil.rmtree(outputs.staging / "transformers", ignore_errors=True)  # no half-written folder
         exported = f"not written ({type(error).__name__}: {error})"

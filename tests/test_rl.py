@@ -412,7 +412,8 @@ losses = {}
 for mesh in ("data", "2x4"):
     ns = run(upto=7, MESH=mesh, OUTPUT_DIR=f"{out}/mesh-{mesh}")  # through "Model and LoRA"
     tok = ns["tokenizer"]
-    prompts = [[1] + tok.encode(ns["chat_prompt"](ns["pairs"].prompts[i]))[-15:] for i in ns["train_rows"][:8]]
+    asked = [ns["chat_prompt"](ns["pairs"].prompts[i]) for i in ns["train_rows"][:8]]
+    prompts = [[tok.bos_id()] + tok.encode(text)[-15:] for text in asked]
     completions = [tok.encode(f"<reasoning>x</reasoning><answer>{a}</answer>")[:8] for a in "23432342"]
     pad = lambda rows, left: jnp.array([[0] * (16 - len(r)) + r if left else r + [0] * (8 - len(r)) for r in rows])
     p, c = pad(prompts, True), pad(completions, False)
@@ -421,7 +422,7 @@ for mesh in ("data", "2x4"):
     algo = grpo_learner.GRPOConfig(num_generations=4, beta=0.04, epsilon=0.2, kl_loss_mode="low_var_kl")
     algo.temperature = 1.0
     with jax.set_mesh(ns["mesh"]):
-        losses[mesh] = float(algo_core.grpo_loss_fn(ns["actor"], example, algo, pad_id=0, eos_id=2)[0])
+        losses[mesh] = float(algo_core.grpo_loss_fn(ns["actor"], example, algo, pad_id=0, eos_id=tok.eos_id())[0])
     found["mesh " + mesh] = [ns["FSDP"], ns["TP"]]
 found["losses"] = losses
 

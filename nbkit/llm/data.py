@@ -81,8 +81,9 @@ def load_pairs(
         for line, row in rows:
             for name, parameter in zip((prompt_column, response_column), names):
                 _check_cell(row, name, parameter, f"{path.name}, line {line}")
-            pairs.prompts.append(row[prompt_column])
-            pairs.responses.append(row[response_column])
+            # Stripped as Gemma's chat template trims each turn's text: trained as it will be asked.
+            pairs.prompts.append(row[prompt_column].strip())
+            pairs.responses.append(row[response_column].strip())
             pairs.where.append(f"{path.name}, line {line}")
     if not pairs.prompts:
         raise DataError(f"{data_root}: no prompt/response pairs in {', '.join(p.name for p in files)}.")

@@ -1,10 +1,17 @@
-"""A Gemma that notebook 11 trained with Tunix, written back as Hugging Face safetensors: Tunix's parameters
-renamed and laid out as Gemma3ForCausalLM's / Gemma2ForCausalLM's, any qwix LoRA merged in, with config.json and
-tokenizer.model, so that Tunix's `params_safetensors` loaders (and notebook 11 as MODEL) read it again."""
+"""Model folders in Hugging Face's form that load as they were trained, in transformers and in what reads the same
+files (vLLM, Tunix's safetensors loaders, notebooks 11 and 12 as MODEL).
+
+`save_gemma` writes a Gemma that notebook 11 trained with Tunix: Tunix's parameters renamed and laid out as
+Gemma3ForCausalLM's / Gemma2ForCausalLM's, any qwix LoRA merged in. `write_for_transformers` completes any such
+folder (notebook 10's KerasHub export too): the token ids from the tokenizer itself, the end of a turn as a stop
+token, the chat template, the RoPE settings the model uses; `check_for_transformers` reads the folder back."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,17 +130,203 @@ def save_gemma(
             }
         )
     else:
-        config.update(
-            {
-                "architectures": ["Gemma3ForCausalLM"],
-                "model_type": "gemma3_text",
-                "rope_local_base_freq": sizes.get("local_base_frequency", 10_000),
-                "rope_theta": sizes.get("global_base_frequency", 10_000),
-                "rope_scaling": {"rope_type": "linear", "factor": sizes.get("global_scale_factor", 1.0)},
-            }
+        rope = gemma3_rope(
+            sizes.get("local_base_frequency", 10_000),
+            sizes.get("global_base_frequency", 10_000),
+            sizes.get("global_scale_factor", 1.0),
         )
+        config.update({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **rope})
     with atomic.staged_dir(folder) as staging:
         save_file(weights, str(staging / "model.safetensors"))
         (staging / "config.json").write_text(json.dumps(config, indent=1))
         (staging / "tokenizer.model").write_bytes(tokenizer_proto)
+        write_for_transformers(staging, tokenizer_proto)
     return Path(folder)
+
+
+# ---- what transformers reads besides the weights ----
+
+# Gemma's chat turns, text only, as Gemma's own template writes them and notebooks 10 and 11 train them: <bos>,
+# then each turn's text, trimmed, between <start_of_turn> and <end_of_turn> (the assistant's role is "model"), a
+# system message before the first user turn's text with a blank line between, and the model's turn opened.
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- set first = messages[0]['content'] + '\\n\\n' -%}{%- set turns = messages[1:] -%}"
+    "{%- else -%}{%- set first = '' -%}{%- set turns = messages -%}{%- endif -%}"
+    "{%- for message in turns -%}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
+    "{{ '<start_of_turn>' + role + '\\n' + (first if loop.first else '') }}"
+    "{{ message['content'] | trim + '<end_of_turn>\\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
+)
+END_OF_TURN = "<end_of_turn>"
+_SPECIAL = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
+
+
+def gemma_pieces(symbols: Sequence[str]) -> dict[str, Any]:
+    """SentencePieceTrainer's options that shape a tokenizer learned for a tiny Gemma as Gemma's own is shaped where
+    Hugging Face's GemmaTokenizer reads it: its special pieces and ids (pad 0, eos 1, bos 2, unk 3, <mask> 4, then
+    `symbols`, each kept whole), the text as written (no space put before it, no normalisation). Without them
+    GemmaTokenizer adds <bos>, <eos> and <mask> past the embedding and drops a leading piece."""
+    return {
+        "pad_id": 0,
+        "eos_id": 1,
+        "bos_id": 2,
+        "unk_id": 3,
+        "pad_piece": "<pad>",
+        "eos_piece": "<eos>",
+        "bos_piece": "<bos>",
+        "unk_piece": "<unk>",
+        "user_defined_symbols": ["<mask>", *symbols],
+        "add_dummy_prefix": False,
+        "normalization_rule_name": "identity",
+        "remove_extra_whitespaces": False,
+    }
+
+
+def gemma3_rope(local_frequency: float, global_frequency: float, global_factor: float) -> dict[str, Any]:
+    """Gemma 3's RoPE as transformers 5 reads it from config.json: the sliding layers' base frequency, the global
+    layers' and their linear scaling factor (8.0 in Gemma 3 4B, 12B and 27B)."""
+    return {
+        "rope_theta": global_frequency,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": local_frequency},
+            "full_attention": {"rope_type": "linear", "factor": global_factor, "rope_theta": global_frequency},
+        },
+    }
+
+
+def keras_hub_rope(backbone: Any) -> dict[str, Any]:
+    """`gemma3_rope` of a KerasHub Gemma3Backbone: its layers' wavelengths and its global scaling factor."""
+    layers = [backbone.get_layer(f"decoder_block_{i}") for i in range(backbone.num_layers)]
+    local = [b.rope_wavelength for b in layers if b.use_sliding_window_attention] or [10_000.0]
+    full = [b.rope_wavelength for b in layers if not b.use_sliding_window_attention] or [1_000_000.0]
+    return gemma3_rope(float(local[0]), float(full[0]), float(backbone.global_rope_scaling_factor))
+
+
+def _rope_read(config: dict[str, Any]) -> tuple[float, float, float]:
+    """(local base frequency, global base frequency, global factor) as transformers 5 reads a Gemma 3 config.json:
+    rope_parameters, else the older rope_local_base_freq, rope_theta and rope_scaling, else its defaults."""
+    rope = config.get("rope_parameters") or {}
+    local = rope.get("sliding_attention", {}).get("rope_theta") or config.get("rope_local_base_freq", 10_000)
+    full = rope.get("full_attention", {})
+    factor = full.get("factor") or (config.get("rope_scaling") or {}).get("factor", 1.0)
+    return float(local), float(full.get("rope_theta") or config.get("rope_theta", 1_000_000)), float(factor)
+
+
+def write_for_transformers(
+    folder: str | Path, tokenizer_proto: bytes, rope: dict[str, Any] | None = None, made_by: str = ""
+) -> list[str]:
+    """Complete the Hugging Face model folder `folder` (config.json written) so that transformers and vLLM read
+    the model as it was trained; returns what was corrected in config.json, to be said. Written: pad/bos/eos ids
+    from the SentencePiece tokenizer itself (KerasHub writes Gemma's as bos 1 / eos 2 where they are eos 1 /
+    bos 2), generation_config.json stopping at <eos> and at the end of a turn, tokenizer_config.json with the chat
+    template (kept where the folder has one), special_tokens_map.json; Gemma 2's eager attention, the one that caps
+    its logits. `rope`: a Gemma 3's `gemma3_rope` as trained, written where config.json says otherwise (KerasHub
+    0.31.1 leaves the global factor out)."""
+    import sentencepiece
+
+    folder = Path(folder)
+    tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
+    end_of_turn = tokenizer.piece_to_id(END_OF_TURN)
+    if end_of_turn == tokenizer.unk_id() or tokenizer.bos_id() < 0 or tokenizer.eos_id() < 0:
+        raise RunError(
+            f"{folder}: the tokenizer lacks {END_OF_TURN}, a <bos> or an <eos> piece: a model trained with it cannot "
+            f"end its turn where transformers would stop. Train the tokenizer with Gemma's special pieces."
+        )
+    ids = {"pad_token_id": tokenizer.pad_id(), "bos_token_id": tokenizer.bos_id(), "eos_token_id": tokenizer.eos_id()}
+    config = json.loads((folder / "config.json").read_text())
+    corrected = [f"{name} {config.get(name)} -> {value}" for name, value in ids.items() if config.get(name) != value]
+    config.update(ids)
+    if rope is not None:
+        wanted = _rope_read(rope)
+        if _rope_read(config) != wanted:
+            corrected.append(f"RoPE (local base, global base, global factor) {_rope_read(config)} -> {wanted}")
+        config.update(rope)
+    if config.get("attn_logit_softcapping") and config.get("attn_implementation") != "eager":
+        # transformers 5.12 loads Gemma 2 with SDPA by default, which leaves the attention's soft cap out: another
+        # model, silently (logits 0.026 apart on a 2-layer toy). Its eager attention caps as Gemma 2 was trained.
+        corrected.append(f"attn_implementation {config.get('attn_implementation')} -> 'eager' (the attention's cap)")
+        config["attn_implementation"] = "eager"
+    if corrected:
+        (folder / "config.json").write_text(json.dumps(config, indent=1))
+    generation = {**ids, "eos_token_id": [tokenizer.eos_id(), end_of_turn]}
+    (folder / "generation_config.json").write_text(json.dumps(generation, indent=1))
+    tokenizer_config_file = folder / "tokenizer_config.json"
+    tokenizer_config = json.loads(tokenizer_config_file.read_text()) if tokenizer_config_file.is_file() else {}
+    tokenizer_config.update(
+        {
+            "tokenizer_class": "GemmaTokenizer",
+            **{key: tokenizer.id_to_piece(ids[f"{key}_id"]) for key in ("bos_token", "eos_token", "pad_token")},
+            "unk_token": tokenizer.id_to_piece(tokenizer.unk_id()),
+            "add_bos_token": True,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+        }
+    )
+    tokenizer_config.setdefault("chat_template", CHAT_TEMPLATE)
+    tokenizer_config_file.write_text(json.dumps(tokenizer_config, indent=1))
+    special = {key: tokenizer_config[key] for key in _SPECIAL}
+    (folder / "special_tokens_map.json").write_text(json.dumps(special, indent=1))
+    if corrected and made_by:
+        corrected = [f"{made_by}'s export wrote {change}: corrected" for change in corrected]
+    return corrected
+
+
+def check_for_transformers(
+    folder: str | Path, texts: Sequence[str], chats: Sequence[tuple[list[dict[str, str]], str]] = ()
+) -> str:
+    """`folder` read back as transformers reads it, against what trained: the ids of `texts` by transformers'
+    tokenizer equal to the folder's tokenizer.model's (SentencePiece, as in training), each of `chats` (messages,
+    the training prompt's text) given by the chat template, the stop tokens and the config's ids. Where
+    transformers is not installed, the JSON files alone are checked. Raises RunError naming each difference;
+    returns what was checked."""
+    import sentencepiece
+
+    folder = Path(folder)
+    trained = sentencepiece.SentencePieceProcessor(model_file=str(folder / "tokenizer.model"))
+    config = json.loads((folder / "config.json").read_text())
+    generation = json.loads((folder / "generation_config.json").read_text())
+    wrong = [
+        f"config.json {name} {config.get(name)} where the tokenizer has {want}"
+        for name, want in (("bos_token_id", trained.bos_id()), ("eos_token_id", trained.eos_id()))
+        if config.get(name) != want
+    ]
+    if trained.piece_to_id(END_OF_TURN) not in generation.get("eos_token_id", []):
+        wrong.append(f"generation_config.json does not stop at {END_OF_TURN}")
+    checked = "config.json's ids, the stop tokens"
+    if importlib.util.find_spec("transformers") is not None:
+        from transformers import AutoTokenizer
+        from transformers.utils import logging
+
+        said = logging.get_verbosity()
+        logging.set_verbosity_error()  # its notes on Gemma 3's per-layer RoPE settings, which it reads right
+        try:
+            reread = AutoTokenizer.from_pretrained(str(folder))
+        finally:
+            logging.set_verbosity(said)
+        for text in texts:
+            if reread(text, add_special_tokens=False)["input_ids"] != trained.encode(text):
+                wrong.append(f"transformers' tokenizer splits {text[:60]!r} otherwise than the trained one")
+                break
+        for messages, prompt in chats:
+            try:
+                given = reread.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            except Exception as error:  # a template of the folder's own that refuses these turns (Gemma 2's system)
+                given = f"{type(error).__name__}: {error}"
+            if given != prompt:
+                wrong.append(f"the chat template gives {given[:80]!r} where training had {prompt[:80]!r}")
+        specials = {"<bos>": trained.bos_id(), "<eos>": trained.eos_id(), "<pad>": trained.pad_id()}
+        read = {"<bos>": reread.bos_token_id, "<eos>": reread.eos_token_id, "<pad>": reread.pad_token_id}
+        if read != specials:  # a piece it lacks is added past the embedding's rows
+            wrong.append(f"transformers' tokenizer has the ids {read} where the trained one has {specials}")
+        version = importlib.metadata.version("transformers")
+        checked += f", {len(texts)} texts' ids and {len(chats)} chat prompts in transformers {version}"
+    if wrong:
+        raise RunError(
+            f"{folder} would not load as trained: {'; '.join(wrong)}. Nothing was published; this is a bug in "
+            f"nbkit's export for this model: report it with this message."
+        )
+    return checked

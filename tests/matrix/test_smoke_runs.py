@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -234,6 +235,7 @@ def test_10_llm_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mes
         MESH="2x4",
         OUTPUT_DIR=out,
         SIMULATE_DEVICES=8,
+        EXPORT_TRANSFORMERS=True,
     )
     said = run_bundled(fresh_python, tmp_path, "10_llm_finetune", parameters)
     assert "nbkit 0.2.0 from this notebook's bundle: " in said and "mesh 2 (batch) x 4 (model) over 8 devices" in said
@@ -241,6 +243,75 @@ def test_10_llm_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mes
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["mesh"] == [2, 4] and metrics["epochs"] == 2 and metrics["training_loss"] > 0
     assert (out / "model.lora.h5").is_file() and (out / "merged-preset" / "config.json").is_file()
+    # The Hugging Face export (issue 60) against the JAX side, the merged KerasHub model, in another process.
+    assert metrics["transformers_export"].startswith("transformers/ (checked:"), metrics["transformers_export"]
+    found = in_transformers(fresh_python, out / "transformers", [r[0] for r in rows[:6]], f"{out}/merged-preset", 12)
+    assert found["most_apart"] < 1e-4 and found["same_prompt_ids"], found
+    assert found["same_greedy"] and found["stops"], found
+
+
+# Run by the lane's Python: a model folder in Hugging Face transformers (torch, float32) against the JAX side on
+# the same prompts: the chat template's ids against the training format's (<bos> + Gemma's turns, tokenized by the
+# trained SentencePiece model), the logits, and greedy answers (JAX: notebook 11's completions, or KerasHub's
+# generate from a merged preset), each stopped at the end of the turn.
+TRANSFORMERS_SIDE = r"""
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import numpy as np, sentencepiece, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+folder, prompts, jax_side, new = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+system = json.loads(sys.argv[5]) if len(sys.argv) > 5 else None
+tokenizer = AutoTokenizer.from_pretrained(folder)
+model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+trained = sentencepiece.SentencePieceProcessor(model_file=f"{folder}/tokenizer.model")
+end = trained.piece_to_id("<end_of_turn>")
+found = {"same_prompt_ids": True, "most_apart": 0.0, "same_greedy": True, "stops": False, "answers": []}
+if jax_side.endswith("completions.json"):
+    greedy = json.load(open(jax_side))["after"]
+else:
+    import keras_hub
+    causal_lm = keras_hub.models.CausalLM.from_preset(jax_side)
+for n, prompt in enumerate(prompts):
+    turns = [{"role": "user", "content": prompt}] if system is None else [
+        {"role": "system", "content": system}, {"role": "user", "content": prompt}]
+    ids = tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=True, return_dict=False)
+    text = (system + "\n\n" if system else "") + prompt
+    want = [trained.bos_id()] + trained.encode(f"<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n")
+    found["same_prompt_ids"] &= list(ids) == want
+    out = model.generate(torch.tensor([ids]), max_new_tokens=new, do_sample=False)[0, len(ids):].tolist()
+    found["stops"] |= out[-1] in (end, trained.eos_id()) and len(out) < new
+    answer = trained.decode([t for t in out if t not in (end, trained.eos_id())])
+    found["answers"].append(answer)
+    if jax_side.endswith("completions.json"):
+        found["same_greedy"] &= answer == greedy[n]
+        continue
+    with torch.no_grad():
+        hf = model(torch.tensor([ids])).logits[0].numpy()
+    backbone = causal_lm.backbone
+    hidden = backbone({"token_ids": np.array([ids]), "padding_mask": np.ones((1, len(ids)), bool)})
+    ours = np.asarray(backbone.token_embedding(hidden, reverse=True))[0]
+    found["most_apart"] = max(found["most_apart"], float(np.abs(hf - ours).max()))
+    causal_lm.preprocessor.sequence_length = len(ids) + new
+    keras_text = causal_lm.generate(
+        [f"<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n"],
+        stop_token_ids=[end, trained.eos_id()],
+    )[0]
+    keras_answer = keras_text.split("<start_of_turn>model\n", 1)[1].split("<end_of_turn>")[0]
+    found["same_greedy"] &= keras_answer == answer
+print("RESULT " + json.dumps(found))
+"""
+
+
+def in_transformers(fresh_python, folder: Path, prompts: list, jax_side: str, new: int, system: str = "") -> dict:
+    """TRANSFORMERS_SIDE's findings for `folder` (run in a fresh process of the lane's Python), answers of at most
+    `new` tokens."""
+    python, env = fresh_python
+    given = [str(folder), json.dumps(prompts), jax_side, str(new)] + ([json.dumps(system)] if system else [])
+    run = subprocess.run(
+        [python, "-c", TRANSFORMERS_SIDE, *given], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.split("RESULT ", 1)[1])
 
 
 def test_11_grpo_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mesh(tmp_path, fresh_python):
@@ -271,7 +342,124 @@ def test_11_grpo_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_me
         and metrics["steps"] == 3
         and set(metrics["after"]) == {"accuracy", "format_share", "format_parts", "empty_share", "mean_length"}
     )
-    assert {p.name for p in (out / "model").iterdir()} == {"model.safetensors", "config.json", "tokenizer.model"}
+    assert {p.name for p in (out / "model").iterdir()} == {
+        "model.safetensors",
+        "config.json",
+        "tokenizer.model",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "generation_config.json",
+    }
+    # The saved model in Hugging Face transformers: the chat template's prompts as trained, and the greedy answers
+    # of Tunix's sampler after GRPO (completions.json). (With no worked solutions there is no warm start, and 3 steps
+    # from random weights end no answer early: 10's test above shows the stop.)
+    completions = json.loads((out / "completions.json").read_text())
+    system = re.search(r'SYSTEM_PROMPT = "(.+)"', (REPO / "notebooks" / "11_grpo_reasoning.py").read_text())[1]
+    new = metrics["settings"]["max_new_tokens"]
+    found = in_transformers(fresh_python, out / "model", completions["prompts"], f"{out}/completions.json", new, system)
+    assert found["same_prompt_ids"] and found["same_greedy"], found
+
+
+# Run by the lane's Python: a Gemma 3 whose global layers scale RoPE by 8 (as 4B, 12B and 27B do), exported by the
+# lane's KerasHub, as it is and as nbkit completes it, each loaded by transformers: the logits against KerasHub's.
+ROPE_SCALED = r"""
+import io, json, os, shutil, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import keras_hub, numpy as np, sentencepiece, torch
+from transformers import AutoModelForCausalLM
+from nbkit.llm import export
+out = sys.argv[1]
+proto = io.BytesIO()
+sentencepiece.SentencePieceTrainer.train(
+    sentence_iterator=iter([f"<start_of_turn>user\nsun sea sky {i}<end_of_turn>" for i in range(40)]),
+    model_writer=proto, model_type="BPE", vocab_size=300, hard_vocab_limit=False, byte_fallback=True, minloglevel=2,
+    **export.gemma_pieces(["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>", "<img>"]),
+)
+tokenizer = keras_hub.models.Gemma3Tokenizer(proto=proto.getvalue())
+backbone = keras_hub.models.Gemma3Backbone(
+    vocabulary_size=tokenizer.vocabulary_size(), image_size=896, num_layers=2, num_query_heads=2,
+    num_key_value_heads=1, hidden_dim=32, intermediate_dim=64, head_dim=16, use_sliding_window_attention=False,
+    global_rope_scaling_factor=8.0, vision_encoder=None, query_head_dim_normalize=True, use_query_key_norm=True,
+    use_post_ffw_norm=True, use_post_attention_norm=True,  # as every Gemma 3 has them (transformers always does)
+)
+causal_lm = keras_hub.models.Gemma3CausalLM(
+    backbone=backbone, preprocessor=keras_hub.models.Gemma3CausalLMPreprocessor(tokenizer, sequence_length=48)
+)
+causal_lm.export_to_transformers(f"{out}/as-exported")
+shutil.copytree(f"{out}/as-exported", f"{out}/completed")
+said = export.write_for_transformers(f"{out}/completed", proto.getvalue(), export.keras_hub_rope(backbone), "KerasHub")
+ids = np.random.default_rng(0).integers(4, tokenizer.vocabulary_size(), (1, 40))
+hidden = backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+ours = np.asarray(backbone.token_embedding(hidden, reverse=True))
+apart = {}
+for name in ("as-exported", "completed"):
+    model = AutoModelForCausalLM.from_pretrained(f"{out}/{name}", dtype=torch.float32)
+    with torch.no_grad():
+        apart[name] = float(np.abs(model(torch.tensor(ids)).logits.numpy() - ours).max())
+print("RESULT " + json.dumps({"apart": apart, "said": said, "version": keras_hub.__version__}))
+"""
+
+
+def test_a_gemma3_with_scaled_rope_exported_by_keras_hub_loads_right_in_transformers(tmp_path):
+    """Issue 60: Kaggle's KerasHub 0.31.1 leaves Gemma 3's global RoPE factor out of config.json (a silently other
+    model in transformers); nbkit writes it, and the completed folder's logits are KerasHub's."""
+    run = subprocess.run(
+        [sys.executable, "-c", ROPE_SCALED, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout.split("RESULT ", 1)[1])
+    assert found["apart"]["completed"] < 1e-4, found
+    if found["version"] == "0.31.1":  # the lane's version drops the factor: the test sees the difference it makes
+        assert found["apart"]["as-exported"] > 1e-2 and any("RoPE" in s for s in found["said"]), found
+
+
+# Run by the lane's Python in tests/: a tiny Gemma 2 in Hugging Face's form loaded by Tunix (as notebook 11 does),
+# written back by nbkit's `save_gemma` (Tunix has no Gemma 2 saver), and the saved folder loaded by transformers:
+# its logits against Tunix's on the same ids (past the sliding window, through both soft caps).
+GEMMA2_ROUND_TRIP = r"""
+import json, sys
+from pathlib import Path
+import jax, jax.numpy as jnp, numpy as np, sentencepiece, torch
+from flax import nnx
+from transformers import AutoModelForCausalLM
+from tunix.models.gemma import model as gemma2, params_safetensors
+from test_export import tokenizer_proto
+from test_rl import write_gemma2
+from nbkit.llm import export, gemma
+out = Path(sys.argv[1])
+proto = tokenizer_proto()
+write_gemma2(out / "hf", sentencepiece.SentencePieceProcessor(model_proto=proto).get_piece_size(), proto)
+sizes = gemma.gemma_config(out / "hf")
+sizes.pop("family")
+types = [gemma2.AttentionType[t] for t in sizes["attention_types"]]
+config = gemma2.ModelConfig(**{**sizes, "attention_types": types})
+mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+model = params_safetensors.create_model_from_safe_tensors(str(out / "hf"), config, mesh, dtype=jnp.float32)
+flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
+weights = {".".join(map(str, p)): np.asarray(v.get_value() if hasattr(v, "get_value") else v) for p, v in flat}
+export.save_gemma("gemma2", weights, sizes, proto, out / "saved")
+ids = np.random.default_rng(1).integers(4, sizes["num_embed"], (1, 40))
+causal = jnp.tril(jnp.ones((1, 40, 40), bool))
+with jax.set_mesh(mesh):
+    ours = np.asarray(model(jnp.asarray(ids), jnp.arange(40)[None], None, causal)[0])
+hf = AutoModelForCausalLM.from_pretrained(out / "saved", dtype=torch.float32)
+with torch.no_grad():
+    theirs = hf(torch.tensor(ids)).logits.numpy()
+print("RESULT " + json.dumps({"apart": float(np.abs(ours - theirs).max()), "spread": float(ours.std())}))
+"""
+
+
+def test_a_gemma2_saved_by_nbkit_computes_in_transformers_what_tunix_computes(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-c", GEMMA2_ROUND_TRIP, str(tmp_path)],
+        cwd=REPO / "tests",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout.split("RESULT ", 1)[1])
+    assert found["apart"] < 1e-4 and found["spread"] > 0.1, found  # the same model, and not a constant one
 
 
 def test_12_answers_alike_with_transformers_and_jax_and_writes_nothing_past_its_time_budget(tmp_path):
