@@ -101,7 +101,7 @@ import os
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # its notes on a missing torch are not this notebook's
 from transformers import AutoTokenizer
 
-from nbkit.llm import gemma
+from nbkit.llm import export, gemma
 
 ELEVEN = "Think step by step inside <reasoning> </reasoning>, then give the answer inside <answer> </answer>."
 SYSTEM = ELEVEN if SYSTEM_PROMPT == "auto" else SYSTEM_PROMPT
@@ -134,7 +134,7 @@ if not tokenizer.chat_template:
         f"WARNING: {model.folder} has no chat template: Gemma's turns are used (notebook 11's). Export the model again "
         f"with this kit's notebook 10 or 11 to keep its template with it."
     )
-    tokenizer.chat_template = engines.GEMMA_TURNS
+    tokenizer.chat_template = export.CHAT_TEMPLATE
 
 
 def chat(question):
@@ -165,7 +165,7 @@ print(
 # ## Generate
 # One function a batch per engine, each returning the completions' tokens before their first stop token. transformers
 # pads on the left (every prompt ends where its answer starts); Tunix's sampler pads each batch to a power of two, so
-# the last batch is filled up to `BATCH_SIZE` (one shape: one compile); vLLM takes the token ids and schedules them
+# the last batch is filled up to the first's size (one shape: one compile); vLLM takes the token ids and schedules them
 # itself. Greedy at `TEMPERATURE=0`; above it plain sampling (no top-k or top-p cut), seeded. `TIME_BUDGET` stops
 # before the next batch would pass it (the mean batch so far as the measure): then no submission is written, since
 # a partial one would score every missing answer as wrong.
@@ -230,7 +230,7 @@ def load_jax():
         loader = gemma2_safetensors
     else:
         config, loader = gemma3.ModelConfig(**sizes, param_dtype=dtype), params_safetensors
-    fsdp, tp = gemma.pick_mesh(sizes, jax.device_count(), BATCH_SIZE, "auto")
+    fsdp, tp = gemma.pick_mesh(sizes, jax.device_count(), len(batches[0]), "auto")
     mesh = jax.make_mesh((fsdp, tp), ("fsdp", "tp"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
     llm = loader.create_model_from_safe_tensors(str(model.folder), config, mesh, dtype=dtype)
     bucket = 2 ** int(np.ceil(np.log2(max(lengths))))  # the longest batch's padded prompt
@@ -244,7 +244,7 @@ def load_jax():
     seeds = iter(range(SEED, SEED + len(batches)))
 
     def generate(rows):
-        filled = [texts[i] for i in rows] + [texts[rows[-1]]] * (BATCH_SIZE - len(rows))
+        filled = [texts[i] for i in rows] + [texts[rows[-1]]] * (len(batches[0]) - len(rows))
         with jax.set_mesh(mesh):
             out = sampler(
                 filled,

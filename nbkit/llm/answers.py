@@ -147,7 +147,9 @@ def _find_test(data_root: str, environment: Any = None) -> tuple[Path, str]:
     if root.is_dir():
         named = [root / f"test{suffix}" for suffix in _SUFFIXES if (root / f"test{suffix}").is_file()]
         files = named or sorted(
-            p for p in root.iterdir() if p.suffix.lower() in _SUFFIXES and p.name != _SAMPLE and p.name[0] != "."
+            p
+            for p in root.iterdir()
+            if p.suffix.lower() in _SUFFIXES and p.name != _SAMPLE and not p.name.lower().startswith((".", "train"))
         )
         if len(files) != 1:
             held = ", ".join(p.name for p in files) or "no .csv or .jsonl file"
@@ -156,7 +158,8 @@ def _find_test(data_root: str, environment: Any = None) -> tuple[Path, str]:
     elif not root.is_file():
         raise DataError(f"DATA_ROOT={data_root!r} is not there: give a test .csv or .jsonl file, or its folder.")
     if root.suffix.lower() not in _SUFFIXES or root.name == _SAMPLE:
-        raise DataError(f"{root} is not a test file: give the prompts as CSV (with a header) or JSON lines.")
+        convert = f" (pandas.read_parquet({root.name!r}).to_csv('test.csv', index=False))" * (root.suffix == ".parquet")
+        raise DataError(f"{root} is not a test file: give the prompts as CSV (with a header) or JSON lines{convert}.")
     return root, str(root)
 
 
@@ -237,14 +240,16 @@ def check_prompts(
         if ids and max(ids) >= vocabulary:
             raise DataError(
                 f"{where[row]}: the tokenizer gives the token {max(ids)}, past the model's vocabulary of {vocabulary}: "
-                f"the tokenizer is not these weights'. Give the tokenizer files that came with the model."
+                f"the tokenizer is not these weights', or adds tokens of its own (transformers' Gemma tokenizer does "
+                f"where a folder has no tokenizer_config.json). Give the tokenizer files that came with the model."
             )
     lengths = np.array([len(ids) for ids in tokens])
     over = lengths + max_new_tokens > context if context else np.zeros(len(lengths), bool)
     if over.any():
         longest = int(lengths.argmax())
+        room = context - lengths[longest]
+        fix = f"lower MAX_NEW_TOKENS to {room} or less, or shorten those prompts" if room > 0 else "shorten them"
         raise DataError(
             f"{int(over.sum())} of {len(lengths)} prompts leave no room for MAX_NEW_TOKENS={max_new_tokens} in the "
-            f"model's context of {context} tokens (the longest: {lengths[longest]} tokens, {where[longest]}): lower "
-            f"MAX_NEW_TOKENS to {max(0, context - lengths[longest])} or less, or shorten those prompts."
+            f"model's context of {context} tokens (the longest: {lengths[longest]} tokens, {where[longest]}): {fix}."
         )

@@ -139,6 +139,7 @@ def check_model(folder: str | Path, engine: str) -> _ModelFolder:
             + ": give a Hugging Face model folder (config.json, *.safetensors, tokenizer files). Notebook 10 writes "
             "one with EXPORT_TRANSFORMERS=True (transformers/), notebook 11 always (model/)."
         )
+    _check_headers(sorted(folder.glob("*.safetensors")))
     config = _json(folder / "config.json")
     text = config.get("text_config") or config  # a multimodal Gemma 3's language model
     if not {"tokenizer.json", "tokenizer.model"} & names:
@@ -156,9 +157,29 @@ def check_model(folder: str | Path, engine: str) -> _ModelFolder:
     stops = [generation.get("eos_token_id"), config.get("eos_token_id"), text.get("eos_token_id")]
     stop_ids = sorted({int(i) for s in stops for i in (s if isinstance(s, list) else [s]) if isinstance(i, int)})
     vocabulary, context = text.get("vocab_size"), text.get("max_position_embeddings")
+    if "tokenizer_config.json" not in names:
+        notes.append(
+            "WARNING: no tokenizer_config.json: transformers guesses the tokenizer's special tokens (exports of nbkit "
+            "before notebook 12 lack it; export the model again with this kit's notebook 10 or 11)"
+        )
     if not isinstance(vocabulary, int):
         raise DataError(f"{folder}/config.json gives no vocab_size: use the config.json that came with the weights.")
     return _ModelFolder(folder, kind, vocabulary, context if isinstance(context, int) else None, stop_ids, notes)
+
+
+def _check_headers(files: list[Path]) -> None:
+    """Each safetensors file's header read (no weights): a file cut short by a copy stops here, named."""
+    from safetensors import safe_open
+
+    for path in files:
+        try:
+            with safe_open(str(path), "np"):
+                pass
+        except Exception as error:  # safetensors' own SafetensorError, or an OSError
+            raise DataError(
+                f"{path} cannot be read as safetensors ({type(error).__name__}: {error}): it is damaged or cut short. "
+                f"Copy the model folder again."
+            ) from None
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -178,13 +199,13 @@ def _json(path: Path) -> dict[str, Any]:
 # ---- the tiny stand-in: a Gemma 3 with random weights, in the form of notebooks 10's and 11's exports ----
 
 _TINY = dict(num_layers=2, embed_dim=64, hidden_dim=128, num_heads=4, head_dim=16, num_kv_heads=1)
-_SYMBOLS = ["<mask>", "<start_of_turn>", "<end_of_turn>", "<reasoning>", "</reasoning>", "<answer>", "</answer>", "\n"]
+_SYMBOLS = ["<start_of_turn>", "<end_of_turn>", "<reasoning>", "</reasoning>", "<answer>", "</answer>", "\n"]
 
 
 def tiny_model(folder: str | Path, texts: list[str], seed: int) -> Path:
     """A Gemma 3 of two layers with random weights in `folder` (replaced whole), written as notebook 11 writes its
-    model (`export.save_gemma`), with a SentencePiece tokenizer learned from `texts`, Gemma's shape (pad 0, eos 1,
-    bos 2, unk 3, the chat turns as pieces, byte fallback, no dummy prefix). Its answers are noise; the point is that
+    model (`export.save_gemma`: the chat template and stop tokens with it), with a SentencePiece tokenizer learned
+    from `texts` in Gemma's shape (`export.gemma_pieces`; byte fallback). Its answers are noise; the point is that
     every engine reads it as it reads a real export, and gives the same greedy answers."""
     import sentencepiece
 
@@ -197,20 +218,13 @@ def tiny_model(folder: str | Path, texts: list[str], seed: int) -> Path:
         hard_vocab_limit=False,
         character_coverage=1.0,
         byte_fallback=True,
-        add_dummy_prefix=False,
-        **{f"{name}_id": i for i, name in enumerate(("pad", "eos", "bos", "unk"))},
-        **{f"{name}_piece": f"<{name}>" for name in ("pad", "eos", "bos", "unk")},
-        user_defined_symbols=_SYMBOLS,
-        normalization_rule_name="identity",
-        remove_extra_whitespaces=False,
+        **export.gemma_pieces(_SYMBOLS),
         num_threads=1,  # the same pieces on every machine
         minloglevel=2,
     )
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=proto.getvalue())
     sizes = {**_TINY, "num_embed": tokenizer.get_piece_size(), "sliding_window_size": 512}
-    path = export.save_gemma("gemma3", _random_weights(sizes, seed), sizes, proto.getvalue(), folder)
-    _hf_files(path, tokenizer)
-    return path
+    return export.save_gemma("gemma3", _random_weights(sizes, seed), sizes, proto.getvalue(), folder)
 
 
 def _random_weights(sizes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
@@ -244,33 +258,3 @@ def _random_weights(sizes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
         for norm, scale in (("pre_attention", 0), ("post_attention", 20), ("pre_ffw", 0), ("post_ffw", 20)):
             weights[f"{at}{norm}_norm.scale"] = np.full(width, float(scale), np.float32)
     return weights
-
-
-# Gemma's chat turns (its chat template): a system message leads the first user turn.
-GEMMA_TURNS = (
-    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first = messages[0]['content'] + '\n\n' %}"
-    "{% set messages = messages[1:] %}{% else %}{% set first = '' %}{% endif %}{% for message in messages %}"
-    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
-    "{{ '<start_of_turn>' + role + '\n' + (first if loop.first else '') + message['content'] | trim }}"
-    "{{ '<end_of_turn>\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
-)
-
-
-def _hf_files(folder: Path, tokenizer: Any) -> None:
-    """The files beside the weights that transformers and vLLM read: the generation's stop tokens (the end of a turn
-    among them), the tokenizer's class, special tokens and chat template. (A stand-in until export writes them.)"""
-    end_of_turn = tokenizer.piece_to_id("<end_of_turn>")
-    generation = {"bos_token_id": 2, "eos_token_id": [1, end_of_turn], "pad_token_id": 0}
-    special = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
-    tokenizer_config = {
-        "tokenizer_class": "GemmaTokenizer",
-        **special,
-        "mask_token": "<mask>",
-        "add_bos_token": True,
-        "add_eos_token": False,
-        "chat_template": GEMMA_TURNS,
-    }
-    (folder / "generation_config.json").write_text(json.dumps(generation, indent=1))
-    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1))
-    (folder / "special_tokens_map.json").write_text(json.dumps(special, indent=1))
