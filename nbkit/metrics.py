@@ -76,9 +76,7 @@ def describe(found: dict[str, Any], what: str = "validation") -> str:
 def write_csv(rows: Sequence[Sequence[Any]], path: str | Path) -> Path:
     """A CSV file of `rows` (the header first), written whole or not at all."""
     out = io.StringIO()
-    plain, quoted = csv.writer(out, lineterminator="\n"), csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    for row in rows:  # csv quotes a cell holding "\n", not one holding "\r" (not in the line end): readers split there
-        (quoted if any("\r" in str(cell) for cell in row) else plain).writerow(row)
+    csv.writer(out, lineterminator="\n").writerows(rows)
     return atomic.write_text(path, out.getvalue())
 
 

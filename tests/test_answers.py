@@ -132,6 +132,9 @@ def test_data_root_a_folder_a_file_auto_attached_or_the_generated_sample(competi
     write(tmp_path / "two" / "b.csv", ["id", "prompt"], [])
     with pytest.raises(DataError, match="holds a.csv, b.csv: give the test file itself"):
         load(tmp_path / "two")
+    write(tmp_path / "train-only" / "train.csv", ["id", "prompt"], [["1", "p"]])
+    with pytest.raises(DataError, match="holds no test .csv or .jsonl file \\(never a train\\* one\\)"):
+        load(tmp_path / "train-only")
     with pytest.raises(DataError, match="is not a test file"):
         load(competition / "sample_submission.csv")
     environment = nbenv._Environment("local", tmp_path / "input", tmp_path / "work", False)
@@ -234,6 +237,12 @@ def test_a_folder_without_tokenizer_or_with_a_damaged_config_or_another_family_f
     bare = copy_model(tiny, tmp_path / "bare", drop=("tokenizer.model",))
     with pytest.raises(DataError, match="has no tokenizer \\(tokenizer.json or tokenizer.model\\): copy the tokenizer"):
         engines.check_model(bare, "transformers")
+    cut = copy_model(tiny, tmp_path / "cut")
+    (cut / "model.safetensors").write_bytes((tiny / "model.safetensors").read_bytes()[:5000])
+    with pytest.raises(
+        DataError, match="model.safetensors cannot be read as safetensors .*: it is damaged or cut short"
+    ):
+        engines.check_model(cut, "transformers")
     damaged = copy_model(tiny, tmp_path / "damaged")
     (damaged / "config.json").write_text('{"vocab_size": 3')
     with pytest.raises(DataError, match="config.json is not JSON .*: it is damaged or cut short"):

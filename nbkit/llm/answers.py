@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,7 +55,14 @@ class _TestSet:
             raise RunError(f"{len(answers)} answers for {len(self.ids)} test ids: nothing written.")
         by_id, at, key = dict(zip(self.ids, answers)), self.header.index(self.answer_column), self._id_index
         body = [[by_id[row[key]] if i == at else cell for i, cell in enumerate(row)] for row in self.rows]
-        metrics.write_csv([self.header, *body], path)
+        # csv quotes a cell holding "\n" but not one holding "\r" (not in the line end), where readers split the row:
+        # such a row is written quoted whole.
+        out = io.StringIO()
+        plain = csv.writer(out, lineterminator="\n")
+        quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
+        for row in [self.header, *body]:
+            (quoted if any("\r" in cell for cell in row) else plain).writerow(row)
+        atomic.write_text(path, out.getvalue())
         header, written = metrics.read_csv(path)
         if header != self.header or written != body:
             raise RunError(f"{path} read back differs from what was written (ids, order or answers): a library fault.")
@@ -152,7 +160,7 @@ def _find_test(data_root: str, environment: Any = None) -> tuple[Path, str]:
             if p.suffix.lower() in _SUFFIXES and p.name != _SAMPLE and not p.name.lower().startswith((".", "train"))
         )
         if len(files) != 1:
-            held = ", ".join(p.name for p in files) or "no .csv or .jsonl file"
+            held = ", ".join(p.name for p in files) or "no test .csv or .jsonl file (never a train* one)"
             raise DataError(f"DATA_ROOT={data_root!r} holds {held}: give the test file itself as DATA_ROOT.")
         root = files[0]
     elif not root.is_file():
