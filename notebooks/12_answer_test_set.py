@@ -164,11 +164,11 @@ print(
 # %% [markdown]
 # ## Generate
 # One function a batch per engine, each returning the completions' tokens before their first stop token. transformers
-# pads on the left (every prompt ends where its answer starts); Tunix's sampler pads each batch to a power of two, so
-# the last batch is filled up to the first's size (one shape: one compile); vLLM takes the token ids and schedules them
-# itself. Greedy at `TEMPERATURE=0`; above it plain sampling (no top-k or top-p cut), seeded. `TIME_BUDGET` stops
-# before the next batch would pass it (the mean batch so far as the measure): then no submission is written, since
-# a partial one would score every missing answer as wrong.
+# pads on the left (every prompt ends where its answer starts); Tunix's sampler pads each batch's prompts to a power of
+# two, and its last batch is filled up to the first's size (fewer shapes: fewer compiles); vLLM takes the token ids and
+# schedules them itself. Greedy at `TEMPERATURE=0`; above it plain sampling (no top-k or top-p cut), seeded.
+# `TIME_BUDGET` stops before the next batch would pass it (the mean batch so far as the measure): then no submission is
+# written, since a partial one would score every missing answer as wrong.
 
 
 # %%
