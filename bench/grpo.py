@@ -149,7 +149,7 @@ def demo_rewards():
 
 def memory_plans() -> list[str]:
     sys.path.insert(0, str(REPO))
-    from nbkit.llm import gemma
+    from nbkit.llm import model_sizes, planning
 
     configs = {
         "Gemma 3 1B": dict(
@@ -162,7 +162,9 @@ def memory_plans() -> list[str]:
     lines = ["| model | LoRA rank | per chip (v5e-8, 4 questions x 4 answers, 256 + 768 tokens) |", "|---|---|---|"]
     for name, sizes in configs.items():
         for rank in (64, 0):
-            plan = gemma.memory_plan(sizes, 8, rank, 16, 256 + 768, chip_gib=15.75)
+            model = model_sizes.from_config(sizes)
+            mesh = planning.pick_mesh(model, 8, 16, "auto")
+            plan = planning.memory_plan(model, 8, mesh, 16 / 8, 256 + 768, rank, chip_gib=15.75, grpo=True)
             lines.append(
                 f"| {name} | {rank or 'every weight'} | {plan.describe().splitlines()[1].removeprefix('per chip: ')} |"
             )

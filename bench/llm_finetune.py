@@ -96,7 +96,7 @@ def main() -> None:
     if args.worker:
         return worker(args.worker, args.epochs)
     sys.path.insert(0, str(REPO))
-    from nbkit.llm import sharding as llm
+    from nbkit.llm import model_sizes, planning
 
     found = {}
     for kind in SETUPS:
@@ -121,8 +121,9 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]
     plans = {}
-    for name, config in llm.GEMMA3_CONFIGS.items():
-        plan = llm.memory_plan(config, 8, None, 2048, 1, 8, chip_gib=llm.CHIP_GIB["TPU v5 lite"])
+    for name, config in model_sizes.GEMMA3_CONFIGS.items():
+        sizes = model_sizes.from_config(config)
+        plan = planning.memory_plan(sizes, 8, None, 1, 2048, 8, chip_gib=planning.CHIP_GIB["TPU v5 lite"])
         plans[name] = {
             "parameters": plan.parameters,
             "mesh": plan.mesh,
@@ -131,9 +132,10 @@ def main() -> None:
         }
         gib = 2**30
         fits = "" if plan.fits else " (does not fit)"
+        weights, activations = plan.parts["weights"] / gib, plan.parts["activations"] / gib
         lines.append(
-            f"| {name} | {plan.parameters / 1e9:.2f}B | {plan.mesh[0]}x{plan.mesh[1]} | {plan.weights / gib:.2f} GiB "
-            f"| {plan.activations / gib:.2f} GiB | {plan.total / gib:.2f} GiB{fits} |"
+            f"| {name} | {plan.parameters / 1e9:.2f}B | {plan.mesh[0]}x{plan.mesh[1]} | {weights:.2f} GiB "
+            f"| {activations:.2f} GiB | {plan.total / gib:.2f} GiB{fits} |"
         )
     table = "\n".join(lines)
     print(table)

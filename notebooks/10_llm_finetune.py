@@ -59,7 +59,7 @@ import importlib.util
 
 from nbkit import accel, atomic, params, staging
 from nbkit.errors import ParameterError
-from nbkit.llm import data, export, sharding
+from nbkit.llm import data, export, model_sizes, planning, sharding
 
 params.check_parameters(globals(), EPOCHS=0, PER_REPLICA_BATCH=0, SEQUENCE_LENGTH=8, LORA_RANK=1, BACKEND=("jax",))
 if not 0 < HELD_OUT_SHARE < 1:
@@ -73,7 +73,7 @@ if EXPORT_TRANSFORMERS and importlib.util.find_spec("safetensors") is None:  # c
 outputs = staging.start(OUTPUT_DIR, default="llm-finetune", data_root=DATA_ROOT)
 print(outputs.describe())
 acc = accel.setup(BACKEND, simulate_devices=SIMULATE_DEVICES)
-MESH_SHAPE = sharding.parse_mesh(MESH, acc.num_replicas)  # None: the memory plan picks
+MESH_SHAPE = planning.parse_mesh(MESH, acc.num_replicas)  # None: the memory plan picks
 
 # %% [markdown]
 # ## Data
@@ -112,8 +112,8 @@ if PRESET not in ("tiny", "tiny-gemma"):
         )
 if preset_folder:
     config = json.loads(open(f"{preset_folder}/config.json").read())["config"]  # the backbone's sizes
-else:  # the vocabulary's size is known once the tokenizer is learned: 456 at most (256 of them bytes)
-    config = dict(TINY, vocabulary_size=456, use_query_key_norm=PRESET != "tiny-gemma")
+else:  # the vocabulary's size is known once the tokenizer is learned: 200 at most
+    config = dict(TINY, vocabulary_size=200, use_query_key_norm=PRESET != "tiny-gemma")
 # The tiny model's base weights are random: LoRA must reach every kernel to teach it anything. A pretrained
 # Gemma needs only KerasHub's default, the attention's query and value.
 LORA_TARGETS = (
@@ -131,9 +131,17 @@ if SMOKE and SEQUENCE_LENGTH > 32:
 import jax
 
 DEVICE_KIND = jax.devices()[0].device_kind  # "TPU v5 lite" on a v5e; "cpu"
-chip_gib = sharding.CHIP_GIB.get(DEVICE_KIND)  # None: unknown, not checked
-plan = sharding.memory_plan(
-    config, acc.num_replicas, MESH_SHAPE, SEQUENCE_LENGTH, PER_REPLICA_BATCH or 1, LORA_RANK, LORA_TARGETS, 2, chip_gib
+chip_gib = planning.CHIP_GIB.get(DEVICE_KIND)  # None: unknown, not checked
+plan = planning.memory_plan(
+    model_sizes.from_config(config),
+    acc.num_replicas,
+    MESH_SHAPE,
+    PER_REPLICA_BATCH or 1,
+    SEQUENCE_LENGTH,
+    LORA_RANK,
+    LORA_TARGETS,
+    2,
+    chip_gib,
 )
 print(plan.describe())
 if not plan.fits:
@@ -187,8 +195,9 @@ def build_preprocessor():
     if preset_folder:
         return keras_hub.models.CausalLMPreprocessor.from_preset(preset_folder, sequence_length=SEQUENCE_LENGTH)
     # BPE with Gemma's special tokens as symbols: a WORD model would keep "river<end_of_turn>" one (unknown) piece.
-    # Any character the data lacks is written as its UTF-8 bytes (256 pieces), as Gemma's tokenizer does, instead
-    # of <unk>; `gemma_pieces` gives Gemma's special pieces and ids, so that Hugging Face reads the export alike.
+    # `gemma_pieces` gives Gemma's special pieces and ids, so that Hugging Face reads the export alike. Not Gemma's
+    # byte fallback: 256 pieces the data never uses, whose random rows the tiny model's LoRA cannot train (GRPO
+    # from this model in notebook 11 then raised no reward).
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter([chat_prompt(pairs.prompts[i]) + chat_response(pairs.responses[i]) for i in train_rows]),
@@ -196,7 +205,6 @@ def build_preprocessor():
         model_type="BPE",
         vocab_size=config["vocabulary_size"],
         hard_vocab_limit=False,
-        byte_fallback=True,
         minloglevel=2,
         **export.gemma_pieces(TURNS_AND_IMAGES),
     )

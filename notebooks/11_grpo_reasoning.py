@@ -43,7 +43,7 @@ BATCH_SIZE: int = 4  # questions a step; BATCH_SIZE x NUM_GENERATIONS must divid
 BETA: float = 0.04  # the KL term's weight: how hard the model is held near the reference
 EPSILON: float = 0.2  # the clip of the policy ratio (as PPO's)
 LEARNING_RATE: float = 0.0  # GRPO's AdamW peak; 0: the model's choice, 3e-6 for Gemma, 3e-4 for the tiny model
-MAX_STEPS: int = 0  # GRPO steps; 0: the model's choice, 500 for Gemma, 120 for the tiny model
+MAX_STEPS: int = 0  # GRPO steps; 0: the model's choice, 500 for Gemma, 200 for the tiny model
 SFT_STEPS: int = -1  # warm-start steps on the worked answers before GRPO; -1: 100 for the tiny model, else 0
 SFT_LEARNING_RATE: float = 3e-3  # the warm start's AdamW rate (3e-3 suits the tiny model; about 2e-5 for Gemma)
 LORA_RANK: int = 64  # rank of the LoRA matrices beside the attention and MLP kernels; 0: every weight trains
@@ -73,7 +73,7 @@ OUTPUT_DIR: str = "auto"  # the model, metrics.json, plots and checkpoints; "aut
 # %%
 from nbkit import accel, atomic, params, staging
 from nbkit.errors import ParameterError
-from nbkit.llm import data, export, gemma, rl
+from nbkit.llm import data, export, gemma, model_sizes, planning, rl
 
 params.check_parameters(
     globals(),
@@ -115,9 +115,9 @@ SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 # trained on and evaluated.
 
 # %%
-path, source = rl.find_questions(DATA_ROOT)
+path, source = data.find_questions(DATA_ROOT)
 pairs = data.load_pairs(path, QUESTION_COLUMN, ANSWER_COLUMN, names=("QUESTION_COLUMN", "ANSWER_COLUMN"))
-worked, answers = rl.references(pairs.responses, pairs.where)
+worked, answers = data.references(pairs.responses, pairs.where)
 if REASONING_COLUMN:  # the worked solutions in a column of their own, read and checked as the pairs are
     names = ("QUESTION_COLUMN", "REASONING_COLUMN")
     worked = data.load_pairs(path, QUESTION_COLUMN, REASONING_COLUMN, names=names).responses
@@ -247,7 +247,7 @@ if not LEARNING_RATE:
     LEARNING_RATE = 3e-6 if model_folder else 3e-4
     chosen.append(f"LEARNING_RATE=0: {LEARNING_RATE:g}")
 if not MAX_STEPS:
-    MAX_STEPS = 500 if model_folder else 120
+    MAX_STEPS = 500 if model_folder else 200
     chosen.append(f"MAX_STEPS=0: {MAX_STEPS}")
 has_worked = any(worked[i] for i in train_rows)
 if SFT_STEPS < 0:
@@ -269,16 +269,18 @@ if SFT_STEPS and not has_worked:
         f"as REASONING_COLUMN."
     )
 ROWS = BATCH_SIZE * NUM_GENERATIONS
-FSDP, TP = gemma.pick_mesh(sizes, acc.num_replicas, ROWS, MESH)
+FSDP, TP = planning.pick_mesh(model_sizes.from_config(sizes), acc.num_replicas, ROWS, MESH)
 DEVICE_KIND = jax.devices()[0].device_kind
-plan = gemma.memory_plan(
-    sizes,
+plan = planning.memory_plan(
+    model_sizes.from_config(sizes),
     acc.num_replicas,
-    LORA_RANK,
-    ROWS,
+    (FSDP, TP),
+    ROWS / acc.num_replicas,  # Tunix splits a step's rows over every device
     MAX_PROMPT_LENGTH + MAX_NEW_TOKENS,
+    LORA_RANK,
     weight_bytes=2 if acc.kind == "tpu" else 4,
-    chip_gib=gemma.CHIP_GIB.get(DEVICE_KIND),
+    chip_gib=planning.CHIP_GIB.get(DEVICE_KIND),
+    grpo=True,
 )
 print(plan.describe())
 if not plan.fits:
@@ -354,7 +356,8 @@ else:  # every character of the data kept (character_coverage 1.0), a vocabulary
     )
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=proto.getvalue())
     sizes["num_embed"] = tokenizer.get_piece_size()
-    FSDP, TP = gemma.pick_mesh(sizes, acc.num_replicas, ROWS, (FSDP, TP))  # the vocabulary learned must divide by tp
+    # the vocabulary learned must divide by tp
+    FSDP, TP = planning.pick_mesh(model_sizes.from_config(sizes), acc.num_replicas, ROWS, (FSDP, TP))
 fixed = [chat_prompt(""), *TAGS]  # the notebook's own text first, so an unknown character in it is named as such
 where = ["the system prompt and chat turn"] + ["a tag"] * len(TAGS) + pairs.where
 rl.check_tokenizer(tokenizer, sizes["num_embed"], fixed + texts, where)

@@ -101,7 +101,7 @@ import os
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # its notes on a missing torch are not this notebook's
 from transformers import AutoTokenizer
 
-from nbkit.llm import export, gemma
+from nbkit.llm import export, gemma, model_sizes, planning
 
 ELEVEN = "Think step by step inside <reasoning> </reasoning>, then give the answer inside <answer> </answer>."
 SYSTEM = ELEVEN if SYSTEM_PROMPT == "auto" else SYSTEM_PROMPT
@@ -230,7 +230,7 @@ def load_jax():
         loader = gemma2_safetensors
     else:
         config, loader = gemma3.ModelConfig(**sizes, param_dtype=dtype), params_safetensors
-    fsdp, tp = gemma.pick_mesh(sizes, jax.device_count(), len(batches[0]), "auto")
+    fsdp, tp = planning.pick_mesh(model_sizes.from_config(sizes), jax.device_count(), len(batches[0]), "auto")
     mesh = jax.make_mesh((fsdp, tp), ("fsdp", "tp"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
     llm = loader.create_model_from_safe_tensors(str(model.folder), config, mesh, dtype=dtype)
     bucket = 2 ** int(np.ceil(np.log2(max(lengths))))  # the longest batch's padded prompt

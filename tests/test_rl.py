@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO, clean_env
 
 from nbkit.errors import DataError, ParameterError, RunError
-from nbkit.llm import data, gemma, rl
+from nbkit.llm import data, gemma, model_sizes, planning, rl
 
 NOTEBOOK = REPO / "notebooks" / "11_grpo_reasoning.py"
 TINY = dict(num_layers=2, num_embed=128, embed_dim=64, hidden_dim=128, num_heads=4, head_dim=16, num_kv_heads=1)
@@ -153,22 +153,6 @@ def test_prompts_longer_than_max_prompt_length_are_counted():
         rl.check_prompt_lengths([45], 40, ["q.csv, line 2"], smoke_cap=48)  # within the cap: raising it helps
 
 
-def test_a_mesh_that_does_not_divide_the_model_is_refused():
-    sizes = dict(TINY, num_embed=130)
-    with pytest.raises(ParameterError, match=r"MESH 2x4 .* the vocabulary \(130\) does not divide by 4"):
-        gemma.pick_mesh(sizes, 8, 16, (2, 4))
-    with pytest.raises(ParameterError, match=r"query heads \(4\) does not divide by 8"):
-        gemma.pick_mesh(TINY, 8, 16, (1, 8))
-    with pytest.raises(
-        ParameterError, match=r"rows a step \(BATCH_SIZE x NUM_GENERATIONS\) \(6\) does not divide by 4"
-    ):
-        gemma.pick_mesh(TINY, 8, 6, (4, 2))
-    # Sweep 6, poor: 6 simulated devices advised MESH or BATCH_SIZE, and neither can fix a width of 64 over 6.
-    with pytest.raises(ParameterError, match=r"width \(64\) does not divide by the 6 devices.* set SIMULATE_DEVICES"):
-        gemma.pick_mesh(TINY, 6, 12, "auto")
-    assert gemma.pick_mesh(TINY, 8, 16, "auto") == (2, 4) and gemma.pick_mesh(sizes, 8, 16, "auto") == (4, 2)
-
-
 def test_a_tokenizer_other_than_the_models_vocabulary_is_refused():
     import io
 
@@ -250,11 +234,11 @@ def test_references_are_gsm8k_numbers_and_an_empty_one_is_refused():
     # Sweep 6, items 5 and 6: "#### $4,000" kept its "$" (number_close then paid 0 to right answers), and an empty
     # reference made answer_exact pay 2.0 for an empty answer.
     responses = ["She pays 4 x 1000.\n#### $4,000", "#### 12", "3 + 4 = 7 #### 7.5%", "Paris", "a #### b #### -1,250"]
-    worked, answers = rl.references(responses, [f"q.csv, line {i}" for i in range(2, 7)])
+    worked, answers = data.references(responses, [f"q.csv, line {i}" for i in range(2, 7)])
     assert answers == ["4000", "12", "7.5", "Paris", "-1250"]
     assert worked == ["She pays 4 x 1000.", "", "3 + 4 = 7", "", "a #### b"]
     with pytest.raises(DataError, match=r"q.csv, line 3: the answer 'so it is ####  ' has nothing after '####'"):
-        rl.references(["x #### 2", "so it is ####  "], ["q.csv, line 2", "q.csv, line 3"])
+        data.references(["x #### 2", "so it is ####  "], ["q.csv, line 2", "q.csv, line 3"])
 
 
 def test_worked_solutions_in_a_column_of_their_own_feed_the_warm_start(tmp_path):
@@ -356,22 +340,6 @@ def test_a_damaged_or_mismatched_model_folder_is_named_before_the_build(tmp_path
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(ParameterError, match=r"model.safetensors cannot be read as safetensors"):
         gemma.gemma_config(tmp_path / "g2")
-
-
-def test_the_memory_plan_of_gemma_3_1b_and_gemma_2_2b_on_a_v5e_8():
-    gemma3_1b = dict(
-        num_layers=26, num_embed=262144, embed_dim=1152, hidden_dim=6912, num_heads=4, head_dim=256, num_kv_heads=1
-    )
-    gemma2_2b = dict(
-        num_layers=26, num_embed=256128, embed_dim=2304, hidden_dim=9216, num_heads=8, head_dim=256, num_kv_heads=4
-    )
-    one = gemma.memory_plan(gemma3_1b, 8, 64, 4 * 4, 256 + 768, chip_gib=15.75)
-    assert 0.95e9 < one.parameters < 1.05e9 and one.fits and one.parts["reference"] == 0
-    two = gemma.memory_plan(gemma2_2b, 8, 0, 8 * 4, 256 + 768, chip_gib=15.75)
-    assert 2.5e9 < two.parameters < 2.7e9 and two.parts["reference"] == two.parts["actor"]
-    assert two.parts["trained state"] == pytest.approx(two.parameters * 16 / 8)
-    huge = gemma.memory_plan(gemma2_2b, 8, 0, 64 * 16, 4096, chip_gib=15.75)
-    assert not huge.fits and "Lower BATCH_SIZE, NUM_GENERATIONS" in huge.describe()
 
 
 # ---- the notebook's own cells on 8 simulated devices, in one fresh process ----
@@ -564,7 +532,7 @@ def test_the_saved_model_loads_with_tunix_and_gives_the_same_greedy_completions(
 
 CHAIN = r"""
 import csv, json, subprocess, sys, jupytext, numpy as np
-from nbkit.llm import rl
+from nbkit.llm import data
 out = sys.argv[1]
 cells = jupytext.read("notebooks/11_grpo_reasoning.py").cells
 code = [c.source.replace("plt.show()", "") for c in cells if c.cell_type == "code"]
@@ -572,7 +540,7 @@ ns = {"__annotations__": {}}
 exec(code[0], ns)
 exec(code[3].split("def chat_prompt")[0], ns)  # the task cell's SYSTEM_PROMPT
 # Notebook 10 learns the answer format by SFT from the sample's reasoning, a few epochs (it answers some right).
-folder = rl._make_sample(f"{out}/data")
+folder = data._make_sample(f"{out}/data", "questions")
 with open(folder / "questions.csv") as f, open(folder / "sft.csv", "w", newline="") as g:
     writer = csv.writer(g)
     writer.writerow(["prompt", "response"])
@@ -710,8 +678,9 @@ def test_a_gemma_2_config_gives_tunix_gemma_sizes_and_other_models_are_refused(t
         "use_post_ffw_norm": True,
         "attention_types": ["LOCAL_SLIDING", "GLOBAL"],
     }
-    assert gemma.pick_mesh(sizes, 8, 16, "auto") == (2, 4)  # kv heads 4 over tp 4
-    assert gemma.memory_plan(sizes, 8, 8, 16, 64).parameters > 0
+    described = model_sizes.from_config(sizes)
+    assert planning.pick_mesh(described, 8, 16, "auto") == (2, 4)  # kv heads 4 over tp 4
+    assert planning.memory_plan(described, 8, (2, 4), 2, 64, 8, grpo=True).parameters > 0
     write_gemma2(tmp_path / "g2", 64, b"", layer_types=["full_attention", "sliding_attention"])
     assert gemma.gemma_config(tmp_path / "g2")["attention_types"] == ["GLOBAL", "LOCAL_SLIDING"]
     write_gemma2(tmp_path / "g2", 64, b"", query_pre_attn_scalar=144)  # Gemma 2 27B's: not head_dim

@@ -1,12 +1,15 @@
-"""A language model's prompt/response pairs (notebooks 10 and 11): the rows of CSV or JSONL files read and
-checked before any training (file, line, column), the share SEQUENCE_LENGTH cuts, and the generated sample
-whose answer is the prompt's words in reverse order."""
+"""A language model's data (notebooks 10 and 11): the prompt/response pairs of CSV or JSONL files read and checked
+before any training (file, line, column), the held-out split, the share SEQUENCE_LENGTH cuts; notebook 11's
+questions found (GSM8K attached, or the generated sample) and their references; the generated samples (10's
+answer is the prompt's words in reverse order, 11's how many words the question lists)."""
 
 from __future__ import annotations
 
 import csv
 import difflib
+import itertools
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,16 +194,75 @@ def check_lengths(
     return float(np.mean(pair_tokens > sequence_length))
 
 
-# The generated sample: distinct prompts of 2 to 4 words, the response their words in reverse order.
+# The generated samples' words: notebook 10's pairs and notebook 11's questions are drawn from them alike.
 _WORDS = "apple river stone cloud green fast old tree house light dark blue".split()
 
 
-def _make_sample(folder: str | Path, count: int = 384, seed: int = 0) -> Path:
-    """Write `pairs.jsonl` (prompt, response) into `folder` (replaced whole); the folder."""
-    rng, prompts = np.random.default_rng(seed), {}
-    while len(prompts) < count:
-        words = list(rng.choice(_WORDS, int(rng.integers(2, 5))))
-        prompts.setdefault(" ".join(words), " ".join(words[::-1]))
-    with atomic.staged_dir(folder) as staging, open(staging / "pairs.jsonl", "w", encoding="utf-8") as f:
-        f.writelines(json.dumps({"prompt": p, "response": r}) + "\n" for p, r in prompts.items())
+def _make_sample(folder: str | Path, shape: str = "pairs") -> Path:
+    """`folder` (replaced whole) holding a generated sample, each row 2 to 4 of `_WORDS` drawn with seed 0.
+    "pairs" (notebook 10): pairs.jsonl, 384 distinct prompts (prompt, response), the response the prompt's words in
+    reverse order. "questions" (notebook 11): questions.csv (question, answer), 320 questions shaped as GSM8K: the
+    question lists the words, the answer numbers them and ends in "#### <how many>" ("tree 1 blue 2\n#### 2"): the
+    worked solution before "####" is what the warm start (SFT) learns from."""
+    rng = np.random.default_rng(0)
+    drawn = iter(lambda: list(rng.choice(_WORDS, int(rng.integers(2, 5)))), None)
+    with atomic.staged_dir(folder) as staging:
+        if shape == "pairs":
+            prompts: dict[str, str] = {}
+            while len(prompts) < 384:
+                words = next(drawn)
+                prompts.setdefault(" ".join(words), " ".join(words[::-1]))
+            with open(staging / "pairs.jsonl", "w", encoding="utf-8") as f:
+                f.writelines(json.dumps({"prompt": p, "response": r}) + "\n" for p, r in prompts.items())
+        else:
+            with open(staging / "questions.csv", "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["question", "answer"])
+                for words in itertools.islice(drawn, 320):
+                    numbered = " ".join(f"{w} {i}" for i, w in enumerate(words, 1))
+                    writer.writerow([f"how many words: {' '.join(words)}", f"{numbered}\n#### {len(words)}"])
     return Path(folder)
+
+
+# ---- notebook 11's questions ----
+
+# GSM8K as Kaggle datasets attach it (the official Tunix demos' source): main_train.csv, question/answer.
+_GSM8K = ("main_train.csv",)
+
+
+def find_questions(data_root: str, environment: Any = None) -> tuple[str, str]:
+    """(path, what it is) of the question/answer data: `data_root` itself, or for "auto" GSM8K's
+    main_train.csv where a dataset holding it is attached, else the generated sample (written once into
+    the working folder's rl-sample/)."""
+    if data_root != "auto":
+        return data_root, data_root
+    environment = environment or nbenv.detect()
+    attached = sorted(environment.input_dir.glob(f"*/{_GSM8K[0]}"))
+    if attached:
+        return str(attached[0]), f"GSM8K attached ({attached[0]})"
+    folder = environment.working_dir / "rl-sample"
+    if not (folder / "questions.csv").is_file():
+        _make_sample(folder, "questions")
+    return str(folder / "questions.csv"), "the generated sample (answer: how many words the question lists)"
+
+
+_NUMBER = re.compile(r"[$€£]?\s*(-?[\d,]*\.?\d+)\s*%?")
+
+
+def references(responses: Sequence[str], where: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(worked solutions, reference answers) of GSM8K-style answers: the text before the last "####" and the
+    answer after it, a number written plainly ("$4,000" -> "4000"). An answer without "####" is its own
+    reference and has no worked solution (""). An empty reference stops the run, naming its line."""
+    worked, answers = [], []
+    for text, place in zip(responses, where):
+        solution, _, answer = text.rpartition("####")
+        answer = answer.strip()
+        if not answer:
+            raise DataError(
+                f"{place}: the answer {text[-60:]!r} has nothing after '####': the reference answer is empty, so "
+                f"every reward would compare with nothing. Write the answer after '####', or remove that row."
+            )
+        number = _NUMBER.fullmatch(answer)
+        answers.append(number[1].replace(",", "") if number else answer)
+        worked.append(solution.strip())
+    return worked, answers

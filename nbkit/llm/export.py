@@ -19,6 +19,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.errors import RunError
+from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 # Each family's norms, every one written (a missing one is a KeyError, never a model without it): Gemma 2's
 # post-attention norm is post_attn_norm, Gemma 3's post_attention_norm, and Gemma 3 has query/key norms.
@@ -101,13 +102,7 @@ def save_gemma(
     weights = {n: np.asarray(w) for n, w in _hf_weights(family, _merge_lora(params, lora_scale), sizes).items()}
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
     config = {
-        "vocab_size": sizes["num_embed"],
-        "hidden_size": sizes["embed_dim"],
-        "intermediate_size": sizes["hidden_dim"],
-        "num_hidden_layers": sizes["num_layers"],
-        "num_attention_heads": sizes["num_heads"],
-        "num_key_value_heads": sizes["num_kv_heads"],
-        "head_dim": sizes["head_dim"],
+        **{names[HUGGING_FACE]: sizes[names[TUNIX]] for names in NAMES.values()},
         "sliding_window": sizes.get("sliding_window_size"),
         "query_pre_attn_scalar": sizes["head_dim"],
         "torch_dtype": str(next(iter(weights.values())).dtype),
@@ -162,7 +157,6 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
 )
 END_OF_TURN = "<end_of_turn>"
-_SPECIAL = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
 
 
 def gemma_pieces(symbols: Sequence[str]) -> dict[str, Any]:
@@ -268,7 +262,7 @@ def write_for_transformers(
     )
     tokenizer_config.setdefault("chat_template", CHAT_TEMPLATE)
     tokenizer_config_file.write_text(json.dumps(tokenizer_config, indent=1))
-    special = {key: tokenizer_config[key] for key in _SPECIAL}
+    special = {key: tokenizer_config[key] for key in ("bos_token", "eos_token", "pad_token", "unk_token")}
     (folder / "special_tokens_map.json").write_text(json.dumps(special, indent=1))
     if corrected and made_by:
         corrected = [f"{made_by}'s export wrote {change}: corrected" for change in corrected]
@@ -326,7 +320,8 @@ def check_for_transformers(
         checked += f", {len(texts)} texts' ids and {len(chats)} chat prompts in transformers {version}"
     if wrong:
         raise RunError(
-            f"{folder} would not load as trained: {'; '.join(wrong)}. Nothing was published; this is a bug in "
-            f"nbkit's export for this model: report it with this message."
+            f"{folder} would not load as trained: {'; '.join(wrong)}. Nothing was published. Where the model "
+            f"folder's own tokenizer files or chat template say otherwise than its training, mend them; else this is "
+            f"a bug in nbkit's export: report it with this message."
         )
     return checked

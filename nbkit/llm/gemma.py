@@ -1,6 +1,6 @@
 """The Gemma 3 or Gemma 2 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached
-or fetched), its Hugging Face config.json read and checked against the weights' headers, the mesh checked against how
-Tunix shards a Gemma, and the memory plan of a GRPO run (the trained model is written back by `export`). No Tunix or
+or fetched), and its Hugging Face config.json read as the sizes Tunix's ModelConfig takes, checked against the
+weights' headers (the plan and the mesh are `planning`'s; the trained model is written back by `export`). No Tunix or
 JAX import: the notebook builds, trains and saves."""
 
 from __future__ import annotations
@@ -8,15 +8,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nbkit import env as nbenv
-from nbkit.accel.accelerator import CHIP_GIB  # noqa: F401 (notebook 11 reads it here)
 from nbkit.errors import ParameterError
-
-# ---- the model's sizes, the mesh and the memory plan ----
+from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 
 def gemma_config(folder: str | Path) -> dict[str, Any]:
@@ -34,16 +31,8 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
         )
     config = _read_config(folder)
     kind = config["model_type"]
-    sizes = {
-        "num_layers": config["num_hidden_layers"],
-        "num_embed": config["vocab_size"],
-        "embed_dim": config["hidden_size"],
-        "hidden_dim": config["intermediate_size"],
-        "num_heads": config["num_attention_heads"],
-        "head_dim": config["head_dim"],
-        "num_kv_heads": config["num_key_value_heads"],
-        "sliding_window_size": config.get("sliding_window"),
-    }
+    sizes = {names[TUNIX]: config[names[HUGGING_FACE]] for names in NAMES.values()}
+    sizes["sliding_window_size"] = config.get("sliding_window")
     if kind == "gemma2":
         sizes = {"family": "gemma2", **sizes, **_gemma2_sizes(config, folder)}
     else:
@@ -91,15 +80,7 @@ def _read_config(folder: Path) -> dict[str, Any]:
     return config
 
 
-_SIZE_KEYS = (
-    "num_hidden_layers",
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "num_attention_heads",
-    "head_dim",
-    "num_key_value_heads",
-)
+_SIZE_KEYS = tuple(names[HUGGING_FACE] for names in NAMES.values())
 
 
 def _gemma2_sizes(config: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -180,124 +161,6 @@ def _check_weights(files: Sequence[Path], sizes: dict[str, Any]) -> None:
             f"{files[0].parent}: the weights do not match config.json: {'; '.join(wrong)}. The config belongs to "
             f"another model: use the config.json that came with these weights."
         )
-
-
-def _mesh_problems(sizes: dict[str, Any], fsdp: int, tp: int, rows: int) -> list[str]:
-    """What does not divide as Tunix shards a Gemma: the vocabulary, heads, feed-forward width and (above
-    one) key/value heads over tp; the width over fsdp and tp; the rows of a step (batch x generations) over
-    fsdp. Empty: the mesh fits."""
-    needs = [
-        ("vocabulary", sizes["num_embed"], tp),
-        ("query heads", sizes["num_heads"], tp),
-        ("feed-forward width", sizes["hidden_dim"], tp),
-        ("width", sizes["embed_dim"], fsdp * tp),
-        ("rows a step (BATCH_SIZE x NUM_GENERATIONS)", rows, fsdp),
-    ]
-    if sizes["num_kv_heads"] > 1:
-        needs.append(("key/value heads", sizes["num_kv_heads"], tp))
-    return [f"the {what} ({size}) does not divide by {by}" for what, size, by in needs if size % by]
-
-
-def pick_mesh(sizes: dict[str, Any], devices: int, rows: int, mesh: str | tuple[int, int]) -> tuple[int, int]:
-    """(fsdp, tp) of MESH: "data" (every device on fsdp), "FxT" (checked: F x T devices), or "auto": the first
-    of tp = 4, 2, 1, 8 whose mesh fits."""
-    if isinstance(mesh, str) and mesh != "auto":
-        found = re.fullmatch(r"(\d+)x(\d+)", mesh) if mesh != "data" else re.match("", "")
-        if not found or (mesh != "data" and int(found[1]) * int(found[2]) != devices):
-            raise ParameterError(
-                f"MESH={mesh!r}: 'auto', 'data', or fsdp x tp devices multiplying to the {devices} here "
-                f"(such as '2x{devices // 2}')."
-            )
-        mesh = (devices, 1) if mesh == "data" else (int(found[1]), int(found[2]))
-    candidates = [mesh] if mesh != "auto" else [(devices // tp, tp) for tp in (4, 2, 1, 8) if devices % tp == 0]
-    for fsdp, tp in candidates:
-        if not _mesh_problems(sizes, fsdp, tp, rows):
-            return fsdp, tp
-    fsdp, tp = candidates[0]
-    if sizes["embed_dim"] % devices:  # Tunix splits the width over every device: no mesh of this many can
-        raise ParameterError(
-            f"the model's width ({sizes['embed_dim']}) does not divide by the {devices} devices, and Tunix shards it "
-            f"over all of them: no MESH or BATCH_SIZE can fix that. On a CPU, set SIMULATE_DEVICES to a divisor "
-            f"of {sizes['embed_dim']} (8, as a TPU v5e-8 has chips)."
-        )
-    raise ParameterError(
-        f"MESH {fsdp}x{tp} (fsdp x tp) cannot shard this model: {'; '.join(_mesh_problems(sizes, fsdp, tp, rows))}. "
-        f"Give another MESH (fsdp x tp devices, or 'data': every device on fsdp), or another BATCH_SIZE."
-    )
-
-
-@dataclass
-class _Plan:
-    """Bytes per chip of a GRPO run on an (fsdp, tp) mesh; each array is split over all the mesh's devices."""
-
-    parameters: int
-    trained: int
-    parts: dict[str, float]
-    chip: float | None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def fits(self) -> bool:
-        return self.chip is None or sum(self.parts.values()) <= 0.9 * self.chip
-
-    def describe(self) -> str:
-        chip = f"of {_gib(self.chip)}" if self.chip else "(the chip's memory is unknown here: not checked)"
-        parts = " + ".join(f"{name} {_gib(size)}" for name, size in self.parts.items())
-        return "\n".join(
-            [
-                f"memory plan: {self.parameters / 1e6:,.1f}M parameters, {self.trained / 1e6:,.2f}M of them trained",
-                f"per chip: {parts} = {_gib(sum(self.parts.values()))} {chip}",
-                *self.notes,
-            ]
-        )
-
-
-def _gib(count: float) -> str:
-    return f"{count / 2**30:.2f} GiB" if count >= 2**29 else f"{count / 2**20:.1f} MiB"
-
-
-def memory_plan(
-    sizes: dict[str, Any],
-    devices: int,
-    lora_rank: int,
-    rows: int,
-    tokens: int,
-    weight_bytes: int = 2,
-    chip_gib: float | None = None,
-) -> _Plan:
-    """The plan (no weights read): the actor's weights; what trains (LoRA on attention and MLP, or every
-    weight) with its gradient and AdamW's two moments in float32; the reference model (shared with the actor
-    under LoRA, a copy otherwise); the rollout's KV cache, `rows` (batch x generations) x `tokens` (prompt +
-    new) x layers x 2 x kv heads x head dim; the step's activations (an estimate: 16 widths and the logits a
-    token and layer, as notebook 10's). A plan over 90% of `chip_gib` names what to lower."""
-    embed, hidden, layers = sizes["embed_dim"], sizes["hidden_dim"], sizes["num_layers"]
-    attention = embed * sizes["head_dim"] * (2 * sizes["num_heads"] + 2 * sizes["num_kv_heads"])
-    per_layer = attention + 3 * embed * hidden + 4 * embed
-    parameters = sizes["num_embed"] * embed + layers * per_layer + embed
-    lora = (
-        layers
-        * lora_rank
-        * (2 * embed + sizes["head_dim"] * (2 * sizes["num_heads"] + 2 * sizes["num_kv_heads"]) + 3 * (embed + hidden))
-    )
-    trained = lora if lora_rank else parameters
-    weights = parameters * weight_bytes
-    parts = {
-        "actor": weights / devices,
-        "trained state": trained * 4 * 4 / devices,
-        "reference": 0.0 if lora_rank else weights / devices,
-        "KV cache": rows * tokens * layers * 2 * sizes["num_kv_heads"] * sizes["head_dim"] * weight_bytes / devices,
-        "activations": rows * tokens * (layers * 16 * embed * weight_bytes + sizes["num_embed"] * 4) / devices,
-    }
-    plan = _Plan(parameters, trained, parts, chip_gib * 2**30 if chip_gib else None)
-    if not plan.fits:
-        plan.notes.append(
-            f"does not fit: over 90% of {_gib(plan.chip)}. Lower BATCH_SIZE, NUM_GENERATIONS, MAX_PROMPT_LENGTH or "
-            f"MAX_NEW_TOKENS, or train LoRA (LORA_RANK above 0)."
-        )
-    return plan
-
-
-# ---- the model, the tokenizer, the prompts ----
 
 
 def find_model(model: str, environment: Any = None) -> tuple[str, str]:

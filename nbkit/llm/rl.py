@@ -1,15 +1,13 @@
-"""RL post-training (notebook 11: GRPO through Tunix), the plumbing around the notebook's own task: the
-question/answer data found ("auto": GSM8K attached, else the generated sample), the tokenizer and the prompts'
-lengths checked, the reward functions checked and named, a run's settings kept beside its checkpoints, and the
-time budget. The model's side is `gemma`. No Tunix or JAX import: the notebook builds, trains and saves."""
+"""RL post-training (notebook 11: GRPO through Tunix), the glue around Tunix and the notebook's own task: the
+reward functions checked as Tunix calls them and named, a run's settings kept beside its checkpoints, the tokenizer
+and the prompts' lengths checked, and the time budget. The questions are `data`'s, the model's folder `gemma`'s,
+the mesh and the memory plan `planning`'s. No Tunix or JAX import: the notebook builds, trains and saves."""
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
 import math
-import re
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,66 +16,7 @@ from typing import Any
 import numpy as np
 
 from nbkit import atomic
-from nbkit import env as nbenv
 from nbkit.errors import DataError, ParameterError, RunError
-
-# GSM8K as Kaggle datasets attach it (the official Tunix demos' source): main_train.csv, question/answer.
-_GSM8K = ("main_train.csv",)
-_WORDS = "apple river stone cloud green fast old tree house light dark blue".split()
-
-
-def find_questions(data_root: str, environment: Any = None) -> tuple[str, str]:
-    """(path, what it is) of the question/answer data: `data_root` itself, or for "auto" GSM8K's
-    main_train.csv where a dataset holding it is attached, else the generated sample (written once into
-    the working folder's rl-sample/)."""
-    if data_root != "auto":
-        return data_root, data_root
-    environment = environment or nbenv.detect()
-    attached = sorted(environment.input_dir.glob(f"*/{_GSM8K[0]}"))
-    if attached:
-        return str(attached[0]), f"GSM8K attached ({attached[0]})"
-    folder = environment.working_dir / "rl-sample"
-    if not (folder / "questions.csv").is_file():
-        _make_sample(folder)
-    return str(folder / "questions.csv"), "the generated sample (answer: how many words the question lists)"
-
-
-def _make_sample(folder: str | Path, count: int = 320, seed: int = 0) -> Path:
-    """Write questions.csv (question, answer) into `folder`, shaped as GSM8K: the question lists 2 to 4 words,
-    the answer numbers them and ends in "#### <how many>" ("tree 1 blue 2\n#### 2"): the worked solution
-    before "####" is what the warm start (SFT) learns from."""
-    rng = np.random.default_rng(seed)
-    with atomic.staged_dir(folder) as staging, open(staging / "questions.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["question", "answer"])
-        for _ in range(count):
-            words = list(rng.choice(_WORDS, int(rng.integers(2, 5))))
-            numbered = " ".join(f"{w} {i}" for i, w in enumerate(words, 1))
-            writer.writerow([f"how many words: {' '.join(words)}", f"{numbered}\n#### {len(words)}"])
-    return Path(folder)
-
-
-_NUMBER = re.compile(r"[$€£]?\s*(-?[\d,]*\.?\d+)\s*%?")
-
-
-def references(responses: Sequence[str], where: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(worked solutions, reference answers) of GSM8K-style answers: the text before the last "####" and the
-    answer after it, a number written plainly ("$4,000" -> "4000"). An answer without "####" is its own
-    reference and has no worked solution (""). An empty reference stops the run, naming its line."""
-    worked, answers = [], []
-    for text, place in zip(responses, where):
-        solution, _, answer = text.rpartition("####")
-        answer = answer.strip()
-        if not answer:
-            raise DataError(
-                f"{place}: the answer {text[-60:]!r} has nothing after '####': the reference answer is empty, so "
-                f"every reward would compare with nothing. Write the answer after '####', or remove that row."
-            )
-        number = _NUMBER.fullmatch(answer)
-        answers.append(number[1].replace(",", "") if number else answer)
-        worked.append(solution.strip())
-    return worked, answers
-
 
 # ---- rewards ----
 

@@ -246,7 +246,7 @@ def test_10_llm_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mes
     # The Hugging Face export (issue 60) against the JAX side, the merged KerasHub model, in another process.
     assert metrics["transformers_export"].startswith("transformers/ (checked:"), metrics["transformers_export"]
     found = in_transformers(fresh_python, out / "transformers", [r[0] for r in rows[:6]], f"{out}/merged-preset", 12)
-    assert found["most_apart"] < 1e-4 and found["same_prompt_ids"], found
+    assert found["most_apart"] < 1e-4 and found["same_prompt_ids"] and not found["not_loaded"], found
     assert found["same_greedy"] and found["stops"], found
 
 
@@ -262,10 +262,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 folder, prompts, jax_side, new = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 system = json.loads(sys.argv[5]) if len(sys.argv) > 5 else None
 tokenizer = AutoTokenizer.from_pretrained(folder)
-model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+model, loading = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, output_loading_info=True)
 trained = sentencepiece.SentencePieceProcessor(model_file=f"{folder}/tokenizer.model")
 end = trained.piece_to_id("<end_of_turn>")
 found = {"same_prompt_ids": True, "most_apart": 0.0, "same_greedy": True, "stops": False, "answers": []}
+not_loaded = [*loading["missing_keys"], *loading["unexpected_keys"], *loading["mismatched_keys"]]
+found["not_loaded"] = sorted(map(str, not_loaded))  # weights left at random, or read from nowhere
 if jax_side.endswith("completions.json"):
     greedy = json.load(open(jax_side))["after"]
 else:
@@ -357,7 +359,7 @@ def test_11_grpo_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_me
     system = re.search(r'SYSTEM_PROMPT = "(.+)"', (REPO / "notebooks" / "11_grpo_reasoning.py").read_text())[1]
     new = metrics["settings"]["max_new_tokens"]
     found = in_transformers(fresh_python, out / "model", completions["prompts"], f"{out}/completions.json", new, system)
-    assert found["same_prompt_ids"] and found["same_greedy"], found
+    assert found["same_prompt_ids"] and found["same_greedy"] and not found["not_loaded"], found
 
 
 # Run by the lane's Python: a Gemma 3 whose global layers scale RoPE by 8 (as 4B, 12B and 27B do), exported by the

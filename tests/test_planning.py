@@ -1,0 +1,206 @@
+"""The mesh and the one memory plan of notebooks 10 (fine-tuning through KerasHub) and 11 (GRPO through Tunix), from
+a model's sizes (`nbkit.llm.model_sizes`), against figures worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO
+
+from nbkit.errors import ParameterError
+from nbkit.llm import model_sizes, planning
+
+GEMMA3 = {"1b": model_sizes.GEMMA3_CONFIGS["Gemma 3 1B"], "4b": model_sizes.GEMMA3_CONFIGS["Gemma 3 4B"]}
+PARTS = ("weights", "trained state", "activations")
+TINY = dict(num_layers=2, num_embed=128, embed_dim=64, hidden_dim=128, num_heads=4, head_dim=16, num_kv_heads=1)
+
+
+def fine_tuning(config, mesh, sequence_length, per_replica_batch, rank, targets=("query", "value"), **given):
+    """Notebook 10's plan of a KerasHub `config` on a v5e-8 (8 chips of 15.75 GiB) unless `given` says otherwise."""
+    given = {"devices": 8, "chip_gib": 15.75, **given}
+    sizes = model_sizes.from_config(config)
+    return planning.memory_plan(
+        sizes, given["devices"], mesh, per_replica_batch, sequence_length, rank, targets, chip_gib=given["chip_gib"]
+    )
+
+
+def grpo(config, rank, rows, tokens, mesh="auto", weight_bytes=2, chip_gib=15.75):
+    """Notebook 11's plan on 8 chips: the mesh as it picks it, a step's rows split over every device."""
+    sizes = model_sizes.from_config(config)
+    fsdp, tp = planning.pick_mesh(sizes, 8, rows, mesh)
+    return planning.memory_plan(sizes, 8, (fsdp, tp), rows / 8, tokens, rank, (), weight_bytes, chip_gib, grpo=True)
+
+
+# The issue's two cases (61, item 3), worked by hand from the configs (not the code's output); bytes, exactly.
+# Gemma 3 1B fine-tuned (KerasHub's preset config: V 262,144, h 1152, i 6912 one gate's width, L 26, nq 4, nkv 1,
+# d 256), LoRA rank 4 on query and value, bfloat16, SEQUENCE_LENGTH 256, PER_REPLICA_BATCH 2, MESH auto on 8 chips:
+#   parameters: V h = 301,989,888; a layer: attention 2 h d (nq + nkv) = 2*1152*256*5 = 2,949,120 (q and out
+#     1,179,648 each, k and v 294,912 each), feed-forward 3 h i = 23,887,872, norms 4h + 2d (Gemma 3's query and
+#     key norms) = 5,120 -> 26,842,112; x 26 = 697,894,912; + the final norm 1,152 -> 999,885,952
+#   weights: x 2 bytes, data parallel (whole on each chip) = 1,999,771,904 bytes (1.862 GiB)
+#   LoRA (KerasHub: A holds every axis but the last): q 4*(4*1152 + 256) = 19,456, v 4*(1152 + 256) = 5,632;
+#     x 26 = 652,288 parameters x 16 bytes (float32 weight, gradient, AdamW's two moments) = 10,436,608 (9.95 MiB)
+#   activations a token: a layer 6h 6,912 + 4i 27,648 + 3 (nq + nkv) d 3,840 + 3 nq x 256 3,072 = 41,472 values x
+#     2 bytes x 26 = 2,156,544; logits V x (2 + 4 + 4) = 2,621,440 -> 4,777,984 bytes; x 2 x 256 tokens =
+#     2,446,327,808 (2.278 GiB)
+#   total 4,456,536,320 bytes (4.150 GiB) of 15.75 GiB: fits, data parallel.
+# Gemma 2 2B by GRPO (Hugging Face's config.json: V 256,000, h 2304, i 9216, L 26, nq 8, nkv 4, d 256), LoRA rank 64
+# on every kernel, bfloat16, BATCH_SIZE 4 x NUM_GENERATIONS 4 = 16 rows of 256 + 768 = 1,024 tokens, on 8 chips:
+#   mesh: tp 4 first: 256,000, 8 heads, 9216 and 4 kv heads divide by 4, 2304 by 2 x 4, 16 rows by 2 -> 2 x 4
+#   parameters: V h = 589,824,000; a layer: attention 2*2304*256*12 = 14,155,776, feed-forward 3*2304*9216 =
+#     63,700,992, norms 4h = 9,216 -> 77,865,984; x 26 = 2,024,515,584; + 2,304 -> 2,614,341,888
+#   weights: x 2 bytes / 8 chips (Tunix's FSDP splits every array over every device) = 653,585,472 (0.609 GiB)
+#   LoRA (qwix: A holds the contracted axes; k and v one kernel): q 2304 + 8*256 = 4,352, kv 2304 + 2*4*256 =
+#     4,352, out 8*256 + 2304 = 4,352, gate, up and down 2304 + 9216 = 11,520 each -> 47,616 x 64 x 26 =
+#     79,233,024 parameters x 16 bytes / 8 = 158,466,048 (151.1 MiB); the reference: the base itself, 0
+#   KV cache: 16 / 8 = 2 rows a chip x 1,024 tokens x 26 layers x 2 (k, v) x 4 heads x 256 x 2 bytes = 218,103,808
+#     (208.0 MiB)
+#   activations a token: a layer 6h 13,824 + 4i 36,864 + 3*12*256 9,216 + 3*8*1,024 24,576 = 84,480 x 2 x 26 =
+#     4,392,960; logits 256,000 x 10 = 2,560,000 -> 6,952,960 bytes; x 2 rows x 1,024 = 14,239,662,080 (13.26 GiB)
+#   total 15,269,817,408 bytes (14.22 GiB): over 90% of 15.75 GiB (14.175) by 0.05 GiB; 256 + 512 tokens fit.
+def test_one_memory_plan_for_gemma_3_1b_fine_tuning_and_gemma_2_2b_grpo_as_worked_by_hand():
+    one = fine_tuning(GEMMA3["1b"], None, 256, 2, 4)
+    assert one.parameters == 999_885_952 and one.trained == 652_288 and one.mesh == (8, 1) and one.fits
+    assert one.parts == {"weights": 1_999_771_904, "trained state": 10_436_608, "activations": 2_446_327_808}
+    assert one.total == 4_456_536_320
+    two_b = {"model_type": "gemma2", "vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216}
+    two_b.update(num_hidden_layers=26, num_attention_heads=8, num_key_value_heads=4, head_dim=256)
+    two = grpo(two_b, 64, 4 * 4, 256 + 768)
+    assert two.parameters == 2_614_341_888 and two.trained == 79_233_024 and two.mesh == (2, 4)
+    assert two.parts == {
+        "weights": 653_585_472,
+        "trained state": 158_466_048,
+        "reference": 0,
+        "KV cache": 218_103_808,
+        "activations": 14_239_662_080,
+    }
+    assert two.total == 15_269_817_408 and not two.fits
+    assert "the activations the most (13.26 GiB). Lower BATCH_SIZE, NUM_GENERATIONS" in two.describe()
+    assert grpo(two_b, 64, 4 * 4, 256 + 512).fits
+    # The same sizes, however they are named: KerasHub's config (Gemma 2's intermediate_dim is both gates' width)
+    # and Tunix's ModelConfig.
+    keras_hub = dict(vocabulary_size=256000, hidden_dim=2304, intermediate_dim=2 * 9216, num_layers=26)
+    keras_hub.update(num_query_heads=8, num_key_value_heads=4, head_dim=256)
+    tunix = dict(num_embed=256000, embed_dim=2304, hidden_dim=9216, num_layers=26, num_heads=8, num_kv_heads=4)
+    assert model_sizes.from_config(keras_hub) == model_sizes.from_config(two_b)
+    assert model_sizes.from_config(dict(tunix, head_dim=256)) == model_sizes.from_config(two_b)
+
+
+# Hand-worked memory of Gemma 3 with LoRA on q and v, rank 16, SEQUENCE_LENGTH 256, 1 pair a chip (the notebook's
+# defaults), data parallel on a v5e-8 (15.75 GiB a chip), from the configs (hidden h, intermediate i, heads nq/nkv,
+# head_dim d = 256, layers L, vocabulary V = 262,144), worked by hand (not the code's output):
+# 1B (h 1152, i 6912, nq 4, nkv 1, L 26):
+#   weights: V h = 301,989,888; a layer: q 4*1152*256 = 1,179,648, k = v = 294,912, out 1,179,648, two gates
+#     2 * 1152*6912 = 15,925,248, ffw_linear 7,962,624 -> 26,836,992 (+ norms ~7k); 26 layers 697,761,792 (+180k);
+#     ~999.9 M parameters x 2 bytes (bfloat16) = 1,999.8 MB = 1.862 GiB
+#   LoRA: q 16*(4*1152 + 256) = 77,824, v 16*(1152 + 256) = 22,528; x 26 = 2,609,152 parameters x 16 bytes
+#     (float32 weight, gradient, AdamW's two moments) = 41,746,432 bytes = 39.8 MiB
+#   activations a token and layer, bf16: 6h = 6,912; 4i = 27,648 (two gates, gelu, product); 3 (nq + nkv) d =
+#     3,840 (q k v, after norm and RoPE, attention's result); 3 nq x 256 = 3,072 (attention weights, float32
+#     + bf16) -> 41,472 values x 2 bytes = 82,944; x 26 layers x 256 tokens = 552,075,264; logits 256 V x (2 + 4
+#     + 4) bytes (bf16, the loss' float32, its gradient) = 671,088,640 -> 1,223,163,904 bytes = 1.139 GiB
+#   total ~3.04 GiB of 15.75: fits one chip.
+# 4B (h 2560, i 10240, nq 8, nkv 4, L 34):
+#   weights: V h = 671,088,640; a layer: q 5,242,880, k = v = 2,621,440, out 5,242,880, gates 52,428,800,
+#     ffw_linear 26,214,400 -> 94,371,840 (+ norms); 34 layers 3,208,642,560 -> ~3,880 M x 2 = 7.227 GiB
+#   LoRA: q 16*(8*2560 + 256) = 331,776, v 16*(4*2560 + 256) = 167,936; x 34 = 16,990,208 x 16 = 259.3 MiB
+#   activations: 6h 15,360 + 4i 40,960 + 3*12*256 9,216 + 3*8*256 6,144 = 71,680 x 2 = 143,360 bytes; x 34 x 256
+#     = 1,247,805,440; logits 671,088,640 -> 1,918,894,080 bytes = 1.787 GiB
+#   total ~9.27 GiB of 15.75 (90%: 14.18): fits one chip. The introduction's "a 4B model does not fit a chip" was
+#   the wrong side; d3b5fd8's plan said 8.76 GiB (its activations 1.28 GiB: 12h + 3i + scores, logits once).
+HAND_GIB = {"1b": (1.862, 39.8 / 1024, 1.139, 3.041), "4b": (7.227, 259.3 / 1024, 1.787, 9.268)}
+
+
+@pytest.mark.parametrize("size", ["1b", "4b"])
+def test_the_memory_plan_against_a_figure_worked_by_hand(size):
+    plan = fine_tuning(GEMMA3[size], None, 256, 1, 16)
+    found = [plan.parts[name] / 2**30 for name in PARTS] + [plan.total / 2**30]
+    assert found == pytest.approx(HAND_GIB[size], rel=2e-3) and plan.mesh == (8, 1) and plan.fits
+    source = (REPO / "notebooks" / "10_llm_finetune.py").read_text()
+    assert "a 4B model does not" not in source and "4B (7.2 GiB of weights) fit one chip" in source
+
+
+def test_the_memory_plan_on_a_v5e_8():
+    # 4B at 512 tokens x 2 a chip: activations 2 x 512 x (34 x 155,648 + 10 V) bytes = 7.55 GiB beside 7.23 GiB of
+    # weights do not fit one chip; split over 8 its weights take 0.90 GiB a chip.
+    four = fine_tuning(GEMMA3["4b"], None, 512, 2, 8)
+    assert four.mesh == (1, 8) and four.fits and 3.7e9 < four.parameters < 4.1e9
+    assert four.parts["weights"] == pytest.approx(four.parameters * 2 / 8)
+    too_long = fine_tuning(GEMMA3["4b"], (1, 8), 8192, 1, 8)
+    assert not too_long.fits and "the activations the most" in too_long.describe()
+    assert "a shorter SEQUENCE_LENGTH (now 8192)" in too_long.describe()
+    assert fine_tuning(
+        GEMMA3["4b"], (1, 8), 8192, 1, 8, chip_gib=None
+    ).fits  # a CPU: the memory is unknown, not checked
+    assert planning.parse_mesh("2x4", 8) == (2, 4) and planning.parse_mesh("data", 8) == (8, 1)
+    with pytest.raises(ParameterError, match="MESH='3x3'"):
+        planning.parse_mesh("3x3", 8)
+
+
+def test_the_plan_counts_lora_as_laid_out_and_names_what_does_not_fit():
+    # Item 22 of issue 50: d3b5fd8 counted LoRA's state whole on every chip and advised a smaller preset or
+    # MESH='1x8', not LORA_RANK. 1B, rank 8 on q and v, 1x8: per layer q's A 4*1152*8 / 8 = 4,608 and B 8*256 =
+    # 2,048, v's A 1152*8 / 8 = 1,152 and B 2,048 -> 9,856 x 26 layers x 16 bytes = 4,100,096 bytes a chip.
+    assert fine_tuning(GEMMA3["1b"], (1, 8), 256, 1, 8).parts["trained state"] == 4_100_096
+    every = ["query", "key", "value", "attention_output", "ffw_gating", "ffw_gating_2", "ffw_linear"]
+    big = fine_tuning(GEMMA3["4b"], (8, 1), 256, 1, 255, every)
+    assert (
+        not big.fits
+        and "the trained state the most" in big.describe()
+        and "a smaller LORA_RANK (now 255)" in big.describe()
+    )
+    assert fine_tuning(GEMMA3["4b"], (1, 8), 256, 1, 255, every).fits  # split 8 ways
+
+
+def test_a_lora_rank_or_a_model_axis_the_model_cannot_take_is_refused_before_the_build():
+    # Items 8 and 23 of issue 50: on d3b5fd8 rank 1000 on a hidden size of 64 trained 2.27 M LoRA parameters
+    # (exact match 0), and a model axis of 3 met a raw IndivisibleError at the build.
+    tiny = dict(num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64, intermediate_dim=128)
+    tiny.update(head_dim=32, vocabulary_size=200, use_query_key_norm=True)
+    with pytest.raises(
+        ParameterError,
+        match=r"LORA_RANK=1000 is at or above 32, the smallest dimension of the query kernels \(256 x 32\)",
+    ):
+        fine_tuning(tiny, None, 32, 2, 1000, chip_gib=None)
+    with pytest.raises(ParameterError, match=r"LORA_RANK=64 is at or above 64, .* ffw_linear kernels \(128 x 64\)"):
+        fine_tuning(tiny, None, 32, 2, 64, ["ffw_linear"], chip_gib=None)
+    assert fine_tuning(
+        tiny, None, 32, 2, 16, ["query", "ffw_linear"], chip_gib=None
+    ).fits  # the notebook's tiny default
+    with pytest.raises(
+        ParameterError, match=r"MESH=1x3: .* hidden axis \(64\) .* 3 devices do not divide 64.* MESH='3x1'"
+    ):
+        fine_tuning(tiny, (1, 3), 32, 2, 16, devices=3, chip_gib=None)
+    assert fine_tuning(GEMMA3["4b"], None, 512, 2, 8, devices=6).mesh == (3, 2)  # 2 divides 2,560; 6 not
+
+
+def test_a_mesh_that_does_not_divide_the_model_is_refused():
+    sizes = model_sizes.from_config(dict(TINY, num_embed=130))
+    tiny = model_sizes.from_config(TINY)
+    with pytest.raises(ParameterError, match=r"MESH 2x4 .* the vocabulary \(130\) does not divide by 4"):
+        planning.pick_mesh(sizes, 8, 16, (2, 4))
+    with pytest.raises(ParameterError, match=r"query heads \(4\) does not divide by 8"):
+        planning.pick_mesh(tiny, 8, 16, (1, 8))
+    with pytest.raises(
+        ParameterError, match=r"rows a step \(BATCH_SIZE x NUM_GENERATIONS\) \(6\) does not divide by 4"
+    ):
+        planning.pick_mesh(tiny, 8, 6, (4, 2))
+    # Sweep 6, poor: 6 simulated devices advised MESH or BATCH_SIZE, and neither can fix a width of 64 over 6.
+    with pytest.raises(ParameterError, match=r"width \(64\) does not divide by the 6 devices.* set SIMULATE_DEVICES"):
+        planning.pick_mesh(tiny, 6, 12, "auto")
+    assert planning.pick_mesh(tiny, 8, 16, "auto") == (2, 4) and planning.pick_mesh(sizes, 8, 16, "auto") == (4, 2)
+
+
+def test_the_grpo_plan_of_gemma_3_1b_and_gemma_2_2b_on_a_v5e_8():
+    gemma3_1b = dict(
+        num_layers=26, num_embed=262144, embed_dim=1152, hidden_dim=6912, num_heads=4, head_dim=256, num_kv_heads=1
+    )
+    gemma2_2b = dict(
+        num_layers=26, num_embed=256128, embed_dim=2304, hidden_dim=9216, num_heads=8, head_dim=256, num_kv_heads=4
+    )
+    one = grpo(gemma3_1b, 64, 4 * 4, 256 + 256)  # notebook 11's full profile
+    assert 0.95e9 < one.parameters < 1.05e9 and one.fits and one.parts["reference"] == 0
+    two = grpo(gemma2_2b, 0, 8 * 4, 256 + 768)
+    assert 2.5e9 < two.parameters < 2.7e9 and two.parts["reference"] == two.parts["weights"]
+    assert two.parts["trained state"] == pytest.approx(two.parameters * 16 / 8)
+    huge = grpo(gemma2_2b, 0, 64 * 16, 4096)
+    assert not huge.fits and "Lower BATCH_SIZE, NUM_GENERATIONS" in huge.describe()
