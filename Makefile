@@ -93,7 +93,7 @@ matrix: $(STAMP) $(ENVS:%=.venv-%/.installed)
 
 # Re-sync each .ipynb from its .py source and re-execute it (smoke profile) so nbval has outputs.
 notebooks: $(STAMP) $(XLA_STAMP)
-	rm -rf out/classifier out/train-on-tpu out/classifier-torch out/text-classifier out/monet-cyclegan out/llm-finetune out/grpo-reasoning out/rl-sample out/*-tfrecords out/.published-run.json out/.previous-run  # stored outputs show a fresh run, not a resumed one (06 publishes into out/)
+	rm -rf out/classifier out/train-on-tpu out/classifier-torch out/text-classifier out/monet-cyclegan out/llm-finetune out/grpo-reasoning out/rl-sample out/answers out/answers-sample out/answers-tiny-model out/*-tfrecords out/.published-run.json out/.previous-run  # stored outputs show a fresh run, not a resumed one (06 publishes into out/)
 	$(BIN)/python tools/sync_notebooks.py $(filter-out $(XLA_NOTEBOOK).py,$(wildcard notebooks/[0-9]*.py))
 	PJRT_DEVICE=CPU $(XLA_BIN)/python tools/sync_notebooks.py $(XLA_NOTEBOOK).py
 

@@ -64,10 +64,10 @@ ENVIRONMENTS = {
     ),
     "floor": (
         ".venv-floor",
-        # KerasHub needs Keras 3.15 and Tunix JAX 0.10: 08's, 10's and 11's floor is the current versions
-        [*SMOKE, "-k", "not 08_text and not 10_llm and not 11_grpo"],
+        # KerasHub needs Keras 3.15 and Tunix JAX 0.10: 08's, 10's, 11's and 12's floor is the current versions
+        [*SMOKE, "-k", "not 08_text and not 10_llm and not 11_grpo and not 12_answers"],
         {},
-        "the oldest versions nbkit declares: the Keras notebooks' smoke runs but 08's, 10's and 11's "
+        "the oldest versions nbkit declares: the Keras notebooks' smoke runs but 08's, 10's, 11's and 12's "
         "(torch_xla's floor is Kaggle's)",
     ),
     "colab-gpu": (

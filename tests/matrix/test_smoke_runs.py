@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+import papermill
 import pytest
 from conftest import REPO, check_submission, execute, text_outputs
 from test_bundle import ENGINE_SCRIPT, fresh_python  # noqa: F401  (a fixture)
@@ -461,3 +462,55 @@ def test_a_gemma2_saved_by_nbkit_computes_in_transformers_what_tunix_computes(tm
     assert run.returncode == 0, run.stderr[-3000:]
     found = json.loads(run.stdout.split("RESULT ", 1)[1])
     assert found["apart"] < 1e-4 and found["spread"] > 0.1, found  # the same model, and not a constant one
+
+
+def test_12_answers_alike_with_transformers_and_jax_and_writes_nothing_past_its_time_budget(tmp_path, fresh_python):
+    """Notebook 12 on its generated sample (ids such as "007", a sample submission) and its tiny Gemma 3 with random
+    weights, written as notebook 11 writes its model: Hugging Face transformers (torch on the CPU, left padding) and
+    JAX (Tunix's sampler, power-of-two padding; the notebook as Kaggle gets it, nbkit hidden) give the same greedy
+    completions, of the same lengths in tokens;
+    submission.csv, read back with csv, is the sample submission's columns, ids and order. Then a run that
+    TIME_BUDGET stops: an error naming the progress, and the earlier run's outputs as they were. (Neither engine is
+    compared with the other on a GPU, nor is vLLM run: no environment here has either.)"""
+    import csv
+
+    runs = {}
+    for engine in ("transformers", "jax"):
+        out = tmp_path / engine
+        if engine == "jax":  # its working folder tmp_path/out: the same sample and tiny model, written again
+            said = run_bundled(fresh_python, tmp_path, "12_answer_test_set", dict(ENGINE=engine, OUTPUT_DIR=out))
+            assert "nbkit 0.2.0 from this notebook's bundle: " in said
+        else:
+            said = text_outputs(
+                execute(tmp_path, "12_answer_test_set.ipynb", f"{engine}.ipynb", ENGINE=engine, OUTPUT_DIR=str(out))
+            )
+        assert f"ENGINE={engine!r}: {engine} on the CPU" in said and "RANDOM WEIGHTS: the answers are noise" in said
+        runs[engine] = (
+            json.loads((out / "completions.json").read_text()),
+            json.loads((out / "metrics.json").read_text()),
+        )
+    (transformers, transformers_metrics), (jax, jax_metrics) = runs["transformers"], runs["jax"]
+    assert len(transformers) == 48 and transformers == jax  # ids, prompts, completions and their lengths in tokens
+    assert jax_metrics["new_tokens"] == transformers_metrics["new_tokens"] > 48  # not all empty at once
+    assert len({r["completion"] for r in jax}) > 24  # the answers depend on the prompts
+    sample = tmp_path / "work" / "answers-sample" / "sample_submission.csv"
+    with open(sample, newline="") as f, open(tmp_path / "jax" / "submission.csv", newline="") as g:
+        expected, written = list(csv.reader(f)), list(csv.reader(g))
+    assert written[0] == expected[0] == ["id", "answer"] and [r[0] for r in written] == [r[0] for r in expected]
+    tagged = [re.search(r"<answer>(.*?)</answer>", r["completion"], re.DOTALL) for r in jax]  # the notebook's rule
+    extracted = [(found[1] if found else r["completion"]).strip() for found, r in zip(tagged, jax)]
+    assert written[8][0] == "007" and [r[1] for r in written[1:]] == extracted
+    outputs = ("submission.csv", "completions.json", "metrics.json")
+    before = {name: (tmp_path / "jax" / name).read_bytes() for name in outputs}
+    with pytest.raises(papermill.PapermillExecutionError) as error:  # 6 batches; the third would pass 0.006 s
+        execute(
+            tmp_path,
+            "12_answer_test_set.ipynb",
+            "late.ipynb",
+            ENGINE="jax",
+            OUTPUT_DIR=str(tmp_path / "jax"),
+            BATCH_SIZE=8,
+            TIME_BUDGET=0.0001,
+        )
+    assert error.value.ename == "RunError" and "prompts answered. No submission is written" in error.value.evalue
+    assert {name: (tmp_path / "jax" / name).read_bytes() for name in outputs} == before
