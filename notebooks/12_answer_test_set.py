@@ -347,6 +347,8 @@ claims = {  # read back with the csv module, against the sample submission
 }
 for claim, held in claims.items():
     print(f"{claim}: {held}")
+if not all(claims.values()):  # never published: a submission that scores other answers than these
+    raise RunError(f"submission.csv read back is not what was answered: {claims}. Report this as an nbkit bug.")
 records = [
     {"id": k, "prompt": p, "completion": c, "tokens": len(ids)}
     for k, p, c, ids in zip(test.ids, test.prompts, completions, completion_tokens)
