@@ -42,9 +42,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 PAPERMILL = [sys.executable, "-m", "nbkit.publish.engine"]
 NBVAL_KERNEL_SOCKETS = tempfile.TemporaryDirectory(prefix="nbkit-nbval-kernels-")
 nbval.kernel.KernelManager = functools.partial(KernelManager, transport="ipc", ip=f"{NBVAL_KERNEL_SOCKETS.name}/kernel")
-# C++ libraries' log lines (`E0000 12:00:00.000 123 util.cc:131] oneDNN supports DT_INT64 only ...`) reach a
-# cell's stderr from whatever thread logs them, in one run and not the next: nbval compares what Python printed.
-NATIVE_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\].*\n?", re.M)
+# C++ libraries' log lines (`E0000 12:00:00.000 123 util.cc:131] oneDNN supports DT_INT64 only ...`; SentencePiece's
+# `normalizer.cc(51) LOG(INFO) ...`) reach a cell's stderr from whatever thread logs them, in one run and not the
+# next: nbval compares what Python printed.
+NATIVE_LOG_LINE = re.compile(
+    r"^([IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\]|[\w.]+\.cc\(\d+\) LOG\(\w+\)).*\n?", re.M
+)
 _compare_outputs = nbval.plugin.IPyNbCell.compare_outputs
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -292,6 +294,17 @@ def check_for_transformers(
         wrong.append(f"generation_config.json does not stop at {_END_OF_TURN}")
     checked = "config.json's ids, the stop tokens"
     if importlib.util.find_spec("transformers") is not None:
+        if "transformers" not in sys.modules:  # its import warns where torch is missing, which this check needs not
+            kept = os.environ.get("TRANSFORMERS_VERBOSITY")
+            os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+            try:
+                import transformers
+            finally:
+                os.environ.pop("TRANSFORMERS_VERBOSITY")
+                if kept is not None:
+                    os.environ["TRANSFORMERS_VERBOSITY"] = kept
+            levels = transformers.utils.logging.log_levels  # the level it would have had: its default, or the user's
+            transformers.utils.logging.set_verbosity(levels.get(kept or "warning", levels["warning"]))
         from transformers import AutoTokenizer
         from transformers.utils import logging
 
