@@ -271,6 +271,23 @@ def write_for_transformers(
     return corrected
 
 
+def _import_quietly() -> None:
+    """Import transformers without its warning that torch is missing (the check needs no torch), then give it back
+    the level it would have had: its default, or the user's TRANSFORMERS_VERBOSITY."""
+    if "transformers" in sys.modules:
+        return
+    kept = os.environ.get("TRANSFORMERS_VERBOSITY")
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+    try:
+        import transformers
+    finally:
+        os.environ.pop("TRANSFORMERS_VERBOSITY")
+        if kept is not None:
+            os.environ["TRANSFORMERS_VERBOSITY"] = kept
+    levels = transformers.utils.logging.log_levels
+    transformers.utils.logging.set_verbosity(levels.get(kept or "warning", levels["warning"]))
+
+
 def check_for_transformers(
     folder: str | Path, texts: Sequence[str], chats: Sequence[tuple[list[dict[str, str]], str]] = ()
 ) -> str:
@@ -294,17 +311,7 @@ def check_for_transformers(
         wrong.append(f"generation_config.json does not stop at {_END_OF_TURN}")
     checked = "config.json's ids, the stop tokens"
     if importlib.util.find_spec("transformers") is not None:
-        if "transformers" not in sys.modules:  # its import warns where torch is missing, which this check needs not
-            kept = os.environ.get("TRANSFORMERS_VERBOSITY")
-            os.environ["TRANSFORMERS_VERBOSITY"] = "error"
-            try:
-                import transformers
-            finally:
-                os.environ.pop("TRANSFORMERS_VERBOSITY")
-                if kept is not None:
-                    os.environ["TRANSFORMERS_VERBOSITY"] = kept
-            levels = transformers.utils.logging.log_levels  # the level it would have had: its default, or the user's
-            transformers.utils.logging.set_verbosity(levels.get(kept or "warning", levels["warning"]))
+        _import_quietly()
         from transformers import AutoTokenizer
         from transformers.utils import logging
 
