@@ -7,6 +7,7 @@ tokenizes and generates."""
 
 from __future__ import annotations
 
+import collections
 import csv
 import difflib
 import io
@@ -21,12 +22,11 @@ import numpy as np
 from nbkit import atomic, metrics
 from nbkit import env as nbenv
 from nbkit.errors import DataError, ParameterError, RunError
-from nbkit.llm.data import _csv_rows, _jsonl_rows  # the pair files' readers: line numbers, headers checked
+from nbkit.llm.data import _csv_rows, _jsonl_rows, _make_sample  # the readers (line numbers, headers checked)
 
 _SUFFIXES = (".csv", ".jsonl")
 _SAMPLE = "sample_submission.csv"
 _PROMPT_COLUMNS = ("prompt", "question")  # PROMPT_COLUMN="auto": the first of these the file has
-_WORDS = "apple river stone cloud green fast old tree house light dark blue".split()  # notebook 11's sample's
 
 
 @dataclass
@@ -149,7 +149,7 @@ def _find_test(data_root: str, environment: Any = None) -> tuple[Path, str]:
             return attached[0], f"{attached[0]} (attached)"
         folder = environment.working_dir / "answers-sample"
         if not (folder / "test.csv").is_file():
-            _make_sample(folder)
+            _make_sample(folder, "test")
         return folder / "test.csv", f"the generated sample in {folder} (questions in notebook 11's sample's shape)"
     root = Path(data_root)
     if root.is_dir():
@@ -193,10 +193,11 @@ def _read_sample(test: _TestSet, path: Path, id_column: str, answer_column: str)
         )
     where = header.index(id_column)
     ids = [row[where] if len(row) > where else "" for row in rows]
-    twice = sorted({key for key in ids if ids.count(key) > 1}) if len(set(ids)) < len(ids) else []
+    twice = sorted(key for key, count in collections.Counter(ids).items() if count > 1)
     if twice:
         raise DataError(f"{path.name} lists the id {twice[0]!r} more than once: use the competition's sample.")
-    missing, extra = [k for k in ids if k not in set(test.ids)], [k for k in test.ids if k not in set(ids)]
+    in_sample, in_test = set(ids), set(test.ids)
+    missing, extra = [k for k in ids if k not in in_test], [k for k in test.ids if k not in in_sample]
     if missing or extra:
         plain = {k.lstrip("0") for k in missing} & {k.lstrip("0") for k in extra}
         hint = " (some differ only in leading zeros: ids are compared as text)" if plain else ""
@@ -209,18 +210,6 @@ def _read_sample(test: _TestSet, path: Path, id_column: str, answer_column: str)
     test.header, test.rows = header, [(row + [""] * width)[:width] for row in rows]
     if ids != test.ids:
         test.notes.append(f"{path.name} lists the ids in another order than the test file: submission.csv keeps its")
-
-
-def _make_sample(folder: str | Path, count: int = 48, seed: int = 0) -> Path:
-    """Write test.csv (id, question) and sample_submission.csv (id, answer) into `folder`: questions as notebook 11's
-    sample asks them ("how many words: tree blue"), ids as text with leading zeros ("007")."""
-    rng = np.random.default_rng(seed)
-    questions = [f"how many words: {' '.join(rng.choice(_WORDS, int(rng.integers(2, 5))))}" for _ in range(count)]
-    ids = [f"{i:03d}" for i in range(count)]
-    with atomic.staged_dir(folder) as staging:
-        metrics.write_csv([["id", "question"], *zip(ids, questions)], staging / "test.csv")
-        metrics.write_csv([["id", "answer"], *([key, "0"] for key in ids)], staging / _SAMPLE)
-    return Path(folder)
 
 
 # ---- the prompts: batched by length, checked against the model ----

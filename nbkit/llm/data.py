@@ -203,7 +203,8 @@ def _make_sample(folder: str | Path, shape: str = "pairs") -> Path:
     "pairs" (notebook 10): pairs.jsonl, 384 distinct prompts (prompt, response), the response the prompt's words in
     reverse order. "questions" (notebook 11): questions.csv (question, answer), 320 questions shaped as GSM8K: the
     question lists the words, the answer numbers them and ends in "#### <how many>" ("tree 1 blue 2\n#### 2"): the
-    worked solution before "####" is what the warm start (SFT) learns from."""
+    worked solution before "####" is what the warm start (SFT) learns from. "test" (notebook 12): test.csv (id,
+    question), 48 of 11's questions, ids as text with leading zeros ("007"), and sample_submission.csv (id, answer)."""
     rng = np.random.default_rng(0)
     drawn = iter(lambda: list(rng.choice(_WORDS, int(rng.integers(2, 5)))), None)
     with atomic.staged_dir(folder) as staging:
@@ -214,6 +215,16 @@ def _make_sample(folder: str | Path, shape: str = "pairs") -> Path:
                 prompts.setdefault(" ".join(words), " ".join(words[::-1]))
             with open(staging / "pairs.jsonl", "w", encoding="utf-8") as f:
                 f.writelines(json.dumps({"prompt": p, "response": r}) + "\n" for p, r in prompts.items())
+        elif shape == "test":
+            ids = [f"{i:03d}" for i in range(48)]
+            questions = [f"how many words: {' '.join(words)}" for words in itertools.islice(drawn, 48)]
+            files = {
+                "test.csv": [["id", "question"], *zip(ids, questions)],
+                "sample_submission.csv": [["id", "answer"], *([key, "0"] for key in ids)],
+            }
+            for name, rows in files.items():
+                with open(staging / name, "w", newline="", encoding="utf-8") as f:
+                    csv.writer(f, lineterminator="\n").writerows(rows)
         else:
             with open(staging / "questions.csv", "w", newline="") as f:
                 writer = csv.writer(f)

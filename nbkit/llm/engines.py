@@ -139,7 +139,7 @@ def check_model(folder: str | Path, engine: str) -> _ModelFolder:
             + ": give a Hugging Face model folder (config.json, *.safetensors, tokenizer files). Notebook 10 writes "
             "one with EXPORT_TRANSFORMERS=True (transformers/), notebook 11 always (model/)."
         )
-    _check_headers(sorted(folder.glob("*.safetensors")))
+    gemma.weight_shapes(sorted(folder.glob("*.safetensors")), DataError)
     config = _json(folder / "config.json")
     text = config.get("text_config") or config  # a multimodal Gemma 3's language model
     if not {"tokenizer.json", "tokenizer.model"} & names:
@@ -165,21 +165,6 @@ def check_model(folder: str | Path, engine: str) -> _ModelFolder:
     if not isinstance(vocabulary, int):
         raise DataError(f"{folder}/config.json gives no vocab_size: use the config.json that came with the weights.")
     return _ModelFolder(folder, kind, vocabulary, context if isinstance(context, int) else None, stop_ids, notes)
-
-
-def _check_headers(files: list[Path]) -> None:
-    """Each safetensors file's header read (no weights): a file cut short by a copy stops here, named."""
-    from safetensors import safe_open
-
-    for path in files:
-        try:
-            with safe_open(str(path), "np"):
-                pass
-        except Exception as error:  # safetensors' own SafetensorError, or an OSError
-            raise DataError(
-                f"{path} cannot be read as safetensors ({type(error).__name__}: {error}): it is damaged or cut short. "
-                f"Copy the model folder again."
-            ) from None
 
 
 def _json(path: Path) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.errors import RunError
+from nbkit.llm import model_sizes
 from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 # Each family's norms, every one written (a missing one is a KeyError, never a model without it): Gemma 2's
@@ -202,16 +203,6 @@ def keras_hub_rope(backbone: Any) -> dict[str, Any]:
     return _gemma3_rope(float(local[0]), float(full[0]), float(backbone.global_rope_scaling_factor))
 
 
-def _rope_read(config: dict[str, Any]) -> tuple[float, float, float]:
-    """(local base frequency, global base frequency, global factor) as transformers 5 reads a Gemma 3 config.json:
-    rope_parameters, else the older rope_local_base_freq, rope_theta and rope_scaling, else its defaults."""
-    rope = config.get("rope_parameters") or {}
-    local = rope.get("sliding_attention", {}).get("rope_theta") or config.get("rope_local_base_freq", 10_000)
-    full = rope.get("full_attention", {})
-    factor = full.get("factor") or (config.get("rope_scaling") or {}).get("factor", 1.0)
-    return float(local), float(full.get("rope_theta") or config.get("rope_theta", 1_000_000)), float(factor)
-
-
 def write_for_transformers(
     folder: str | Path, tokenizer_proto: bytes, rope: dict[str, Any] | None = None, made_by: str = ""
 ) -> list[str]:
@@ -237,9 +228,9 @@ def write_for_transformers(
     corrected = [f"{name} {config.get(name)} -> {value}" for name, value in ids.items() if config.get(name) != value]
     config.update(ids)
     if rope is not None:
-        wanted = _rope_read(rope)
-        if _rope_read(config) != wanted:
-            corrected.append(f"RoPE (local base, global base, global factor) {_rope_read(config)} -> {wanted}")
+        written, wanted = model_sizes.rope_settings(config), model_sizes.rope_settings(rope)
+        if written != wanted:
+            corrected.append(f"RoPE (local base, global base, global factor) {written} -> {wanted}")
         config.update(rope)
     if config.get("attn_logit_softcapping") and config.get("attn_implementation") != "eager":
         # transformers 5.12 loads Gemma 2 with SDPA by default, which leaves the attention's soft cap out: another

@@ -13,6 +13,7 @@ from typing import Any
 
 from nbkit import env as nbenv
 from nbkit.errors import ParameterError
+from nbkit.llm import model_sizes
 from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 
@@ -36,19 +37,13 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
     if kind == "gemma2":
         sizes = {"family": "gemma2", **sizes, **_gemma2_sizes(config, folder)}
     else:
-        rope = config.get("rope_parameters") or {}
+        local, full, factor = model_sizes.rope_settings(config)
         sizes.update(
             {
                 "family": "gemma3",
-                "local_base_frequency": int(
-                    config.get("rope_local_base_freq") or rope.get("sliding_attention", {}).get("rope_theta", 10_000)
-                ),
-                "global_base_frequency": int(
-                    rope.get("full_attention", {}).get("rope_theta") or config.get("rope_theta", 10_000)
-                ),
-                "global_scale_factor": float(
-                    (config.get("rope_scaling") or rope.get("full_attention") or {}).get("factor", 1.0)
-                ),
+                "local_base_frequency": int(local),
+                "global_base_frequency": int(full),
+                "global_scale_factor": factor,
             }
         )
     _check_weights(files, sizes)
@@ -120,10 +115,9 @@ def _gemma2_sizes(config: dict[str, Any], folder: Path) -> dict[str, Any]:
     }
 
 
-def _check_weights(files: Sequence[Path], sizes: dict[str, Any]) -> None:
-    """The safetensors' headers (no weight read): readable, with each layer's post-attention and post-feed-forward
-    norms (Tunix's Gemma 3 and 2 have them), and the shapes config.json promises (the embedding, layer 0's
-    projections, the number of layers): a config of another model stops here, not in Tunix's build."""
+def weight_shapes(files: Sequence[Path], error: type[Exception]) -> dict[str, tuple[int, ...]]:
+    """Each weight's shape from the safetensors files' headers (no weight read); a file cut short by a copy raises
+    `error`, naming it."""
     from safetensors import safe_open
 
     shapes = {}
@@ -131,11 +125,19 @@ def _check_weights(files: Sequence[Path], sizes: dict[str, Any]) -> None:
         try:
             with safe_open(str(path), "np") as f:
                 shapes.update({key: tuple(f.get_slice(key).get_shape()) for key in f.keys()})
-        except Exception as error:  # safetensors' own SafetensorError, or an OSError
-            raise ParameterError(
-                f"{path} cannot be read as safetensors ({type(error).__name__}: {error}): it is damaged or cut short. "
+        except Exception as fault:  # safetensors' own SafetensorError, or an OSError
+            raise error(
+                f"{path} cannot be read as safetensors ({type(fault).__name__}: {fault}): it is damaged or cut short. "
                 f"Copy the model folder again."
             ) from None
+    return shapes
+
+
+def _check_weights(files: Sequence[Path], sizes: dict[str, Any]) -> None:
+    """The safetensors' headers (no weight read): readable, with each layer's post-attention and post-feed-forward
+    norms (Tunix's Gemma 3 and 2 have them), and the shapes config.json promises (the embedding, layer 0's
+    projections, the number of layers): a config of another model stops here, not in Tunix's build."""
+    shapes = weight_shapes(files, ParameterError)
     lacking = [n for n in ("post_attention_layernorm", "post_feedforward_layernorm") if not any(n in k for k in shapes)]
     if lacking:
         raise ParameterError(

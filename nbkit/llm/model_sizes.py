@@ -57,6 +57,17 @@ def from_config(config: dict[str, Any]) -> Sizes:
     return Sizes(**found, query_key_norm=gemma3, vision=_vision(config))
 
 
+def rope_settings(config: dict[str, Any]) -> tuple[float, float, float]:
+    """(local base frequency, global base frequency, global scaling factor) of a Gemma 3 config.json as transformers 5
+    reads it (rope_parameters, else the older rope_local_base_freq, rope_theta and rope_scaling, else its defaults):
+    what Tunix must be given, and what the kit's exports must say."""
+    rope = config.get("rope_parameters") or {}
+    local = rope.get("sliding_attention", {}).get("rope_theta") or config.get("rope_local_base_freq", 10_000)
+    full = rope.get("full_attention", {})
+    factor = full.get("factor") or (config.get("rope_scaling") or {}).get("factor", 1.0)
+    return float(local), float(full.get("rope_theta") or config.get("rope_theta", 1_000_000)), float(factor)
+
+
 def _vision(config: dict[str, Any]) -> int:
     """The parameters of a KerasHub Gemma 3's SigLIP encoder: its layers (attention 4 w^2, MLP 2 w x intermediate),
     patch and position embeddings, and the projection into the text model's width; 0 without one."""
