@@ -253,7 +253,7 @@ def test_10_llm_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mes
 # Run by the lane's Python: notebook 10's cells up to training on the tiny Gemma 4 (8 simulated devices, a 2x4 mesh),
 # asking for the export to transformers, then not: what stopped the run, or two training steps' losses.
 GEMMA4_CELLS = r"""
-import json, sys, jupytext
+import json, os, jupytext
 cells = jupytext.read("notebooks/10_llm_finetune.py").cells
 code, seen = [], []
 for c in cells:
@@ -266,7 +266,7 @@ for export in (True, False):
     ns = {"__annotations__": {}}
     exec(code[0], ns)
     ns.update(PRESET="tiny-gemma4", EXPORT_TRANSFORMERS=export, MESH="2x4", SIMULATE_DEVICES=8, EPOCHS=1)
-    ns.update(OUTPUT_DIR=f"{sys.argv[1]}/{export}")
+    ns.update(OUTPUT_DIR=f"{os.environ['NBKIT_WORKING_DIR']}/{export}")
     try:
         for source in code[1:]:
             exec(source, ns)
@@ -282,21 +282,13 @@ print("RESULT " + json.dumps(found))
 """
 
 
-def test_10_gemma4_trains_on_this_lanes_keras_hub_and_an_export_it_cannot_write_stops_before_training(tmp_path):
+def test_10_gemma4_trains_on_this_lanes_keras_hub_and_an_export_it_cannot_write_stops_before_training(
+    tmp_path, run_python
+):
     """Issue 59: KerasHub 0.31.1 (Kaggle's TPU image) has Gemma 4's backbone (per-layer embeddings, KV sharing: its
     gemma4 modules are 0.32's but for the preprocessor's import of TensorFlow) and no Gemma 4 exporter. A Gemma 4 run
     asking for the export stops in the first cells, saying what to do; without it, the tiny Gemma 4 trains."""
-    from conftest import clean_env
-
-    run = subprocess.run(
-        [sys.executable, "-c", GEMMA4_CELLS, str(tmp_path)],
-        cwd=REPO,
-        env=clean_env(NBKIT_WORKING_DIR=str(tmp_path / "work")),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = run_python(GEMMA4_CELLS, NBKIT_WORKING_DIR=str(tmp_path))
     found = json.loads(run.stdout.split("RESULT ", 1)[1])
     steps = found["False"]
     assert isinstance(steps, list) and steps[1] < steps[0], found
@@ -305,7 +297,6 @@ def test_10_gemma4_trains_on_this_lanes_keras_hub_and_an_export_it_cannot_write_
             "`pip install -U 'keras-hub>=0.32'`" in found["True"]
             and "or give EXPORT_TRANSFORMERS=False" in found["True"]
         ), found
-        assert not (tmp_path / "True" / "model.lora.h5").exists()
     else:
         assert isinstance(found["True"], list), found
 
