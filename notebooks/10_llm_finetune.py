@@ -209,7 +209,8 @@ def chat_response(response):
 
 # The turn markers, and the image markers KerasHub's Gemma 3 tokenizer looks up, each kept one piece (Gemma 4's
 # tokenizer is told the vocabulary has no image or video markers).
-TURNS_AND_IMAGES = [START, END, "\n"] + (["<start_of_image>", "<end_of_image>", "<img>"] if FAMILY != "gemma4" else [])
+IMAGES = ["<start_of_image>", "<end_of_image>", "<img>"] if FAMILY != "gemma4" else []
+TURNS_AND_IMAGES = [START, END, *IMAGES, "\n"]
 
 
 def build_preprocessor():
