@@ -324,7 +324,12 @@ DTYPE = "bfloat16" if acc.kind == "tpu" else "float32"
 
 def build_model():
     if preset_folder:
-        return keras_hub.models.CausalLM.from_preset(preset_folder, dtype=DTYPE, preprocessor=None)
+        # The family's own class: KerasHub 0.32's CausalLM.from_preset picks Gemma4CausalLM or Gemma4AssistantCausalLM
+        # for a Gemma 4, as a set's order falls in that process (the assistant then fails to build).
+        causal_lm_class = {"gemma4": keras_hub.models.Gemma4CausalLM, "gemma3": keras_hub.models.Gemma3CausalLM}
+        return causal_lm_class.get(FAMILY, keras_hub.models.GemmaCausalLM).from_preset(
+            preset_folder, dtype=DTYPE, preprocessor=None
+        )
     if FAMILY == "gemma4":  # text only; Gemma 4's four norms a layer, query/key norms and windows are built in
         backbone = keras_hub.models.Gemma4Backbone(**config, image_size=896, vision_encoder=None, dtype=DTYPE)
         return keras_hub.models.Gemma4CausalLM(backbone=backbone, preprocessor=None)
@@ -448,8 +453,9 @@ if pairs.sample:  # the generated sample's rule; other data has its own
 # %% [markdown]
 # ## Save
 # The LoRA weights alone (small: load them onto the same base model with `load_lora_weights`), and the
-# merged model as a KerasHub preset folder (Keras saves each kernel with its LoRA update added), which
-# `keras_hub.models.CausalLM.from_preset` loads with no LoRA code. Optionally Hugging Face safetensors.
+# merged model as a KerasHub preset folder (Keras saves each kernel with its LoRA update added), which the family's
+# class loads with no LoRA code (`keras_hub.models.Gemma3CausalLM.from_preset`, `Gemma4CausalLM`'s). Optionally
+# Hugging Face safetensors.
 
 # %%
 import shutil
@@ -460,7 +466,7 @@ exported = "not asked (EXPORT_TRANSFORMERS=False)"
 if EXPORT_TRANSFORMERS:
     try:
         # From the merged preset: KerasHub's exporter writes a LoRA model's frozen kernels without the LoRA update.
-        merged = keras_hub.models.CausalLM.from_preset(str(outputs.staging / "merged-preset"))
+        merged = type(causal_lm).from_preset(str(outputs.staging / "merged-preset"))  # the class that trained
         merged.export_to_transformers(str(outputs.staging / "transformers"))
         # What KerasHub's export gets wrong or leaves out (token ids, stop tokens, chat template; 0.31.1: Gemma 3's
         # global RoPE factor; 0.32: Gemma 4's RoPE, K=V, architecture and weight names) written as trained, then the

@@ -235,7 +235,8 @@ def gemma4_backbones(keras, keras_hub, sharding):
 result = {}
 out = sys.argv[1]
 runs = [(preset, mesh) for preset in ("tiny", "tiny-gemma") for mesh in ("data", "1x8", "2x4")]
-for preset, mesh_name in runs + [("tiny-gemma4", "2x4")]:  # Gemma 4 on one mesh, for time
+# Gemma 4 on one mesh, for time: from scratch, then saved as a KerasHub preset and given as PRESET (a folder)
+for preset, mesh_name in runs + [("tiny-gemma4", "2x4"), (f"{out}/gemma4-preset", "2x4")]:
     ns = {"__annotations__": {}}
     exec(code[0], ns)
     ns.update(PRESET=preset, MESH=mesh_name, SIMULATE_DEVICES=8, OUTPUT_DIR=f"{out}/{preset}-{mesh_name}")
@@ -244,7 +245,7 @@ for preset, mesh_name in runs + [("tiny-gemma4", "2x4")]:  # Gemma 4 on one mesh
     m, keras, sharding = ns["causal_lm"], ns["keras"], ns["sharding"]
     x = {k: v[:16] for k, v in ns["train_x"].items()}
     y, w = ns["train_y"][:16], ns["train_weights"][:16]
-    key = f"{preset} {mesh_name}"
+    key = f"{'gemma4-preset' if preset.startswith(out) else preset} {mesh_name}"
     logits = np.asarray(m.predict_on_batch(x), np.float64)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, logits, sample_weight=w)
     shown = [v for v in m.backbone.weights if "ffw_linear" in v.path or "embeddings" in v.path]
@@ -262,6 +263,10 @@ for preset, mesh_name in runs + [("tiny-gemma4", "2x4")]:  # Gemma 4 on one mesh
         found["answer_tokens"] = len(tok(ns["chat_response"](ns["pairs"].responses[ns["train_rows"][0]])))
         found["chat"] = ns["chat_prompt"]("p") + ns["chat_response"]("r")
         found["trained"] = ns["TRAINED"]
+        found["model_class"] = type(m).__name__
+    if preset == "tiny-gemma4":
+        m.preprocessor = ns["preprocessor"]
+        m.save_to_preset(f"{out}/gemma4-preset")
     if key == "tiny 2x4":  # the rest once: the refused rules, the files loaded back
         rules, hidden = ns["layout_rules"], ns["config"]["hidden_dim"]
         axes = dict(zip(ns["mesh"].axis_names, ns["mesh"].shape))
@@ -364,7 +369,7 @@ def test_a_tiny_gemma4_runs_the_notebooks_cells_in_its_own_turns_sharded_as_plan
     # Issue 59: PRESET="tiny-gemma4", a Gemma 4 from scratch (per-layer embeddings, global layers with a head size of
     # their own, KV-shared layers with a double-wide MLP), in Gemma 4's turns, its weights placed on a 2x4 mesh.
     found = meshes["tiny-gemma4 2x4"]
-    assert found["mesh"] == [2, 4] and 0.1 < found["loss"] < 20
+    assert found["mesh"] == [2, 4] and 0.1 < found["loss"] < 20 and found["model_class"] == "Gemma4CausalLM"
     assert found["trainable"] == ["lora_kernel_a", "lora_kernel_b"]
     assert found["chat"] == "<|turn>user\np<turn|>\n<|turn>model\nr<turn|>"
     assert found["weights_before_answer"] == 0 and found["weights_of_answer"] == found["answer_tokens"] + 1
@@ -412,3 +417,19 @@ def test_every_gemma4_weight_is_placed_on_a_2x4_and_a_data_mesh(meshes, kind):
 def test_a_gemma4_weight_left_to_no_rule_is_named(meshes, kind, named):
     for mesh in ("2x4", "8x1"):  # on a data mesh too: the rule would be missing on the next mesh
         assert named in meshes["gemma4 backbones"][f"{kind} {mesh}"]["refused"]
+
+
+def test_a_gemma4_preset_folder_is_taken_for_gemma4_and_loaded_as_gemma4s_causal_lm(meshes):
+    # Issue 59: a Gemma 4 preset was taken for Gemma 1 ("use_query_key_norm" in config decided); KerasHub 0.32's
+    # CausalLM.from_preset picks Gemma4CausalLM or Gemma4AssistantCausalLM as a set's order falls in the process.
+    found, scratch = meshes["gemma4-preset 2x4"], meshes["tiny-gemma4 2x4"]
+    assert found["model_class"] == "Gemma4CausalLM" and found["chat"] == scratch["chat"]
+    assert found["trained"]["model"].endswith("gemma4-preset") and found["trainable"] == [
+        "lora_kernel_a",
+        "lora_kernel_b",
+    ]
+    assert (
+        found["specs"]["per_layer_token_embedding/embeddings"]
+        == scratch["specs"]["per_layer_token_embedding/embeddings"]
+    )
+    assert abs(found["loss"] - scratch["loss"]) < 1e-4 * scratch["loss"]  # the saved model, its LoRA still zero
