@@ -292,6 +292,30 @@ for preset, mesh_name in runs + [("tiny-gemma4", "2x4"), (f"{out}/gemma4-preset"
         found["logit_scale"] = float(np.abs(trained).max())
     result[key] = found
 result["gemma4 backbones"] = gemma4_backbones(keras, ns["keras_hub"], ns["sharding"])
+# A Gemma 4 31B preset (its config.json; weights that are not weights) on v5e chips, data parallel: the plan stops.
+import jax, pathlib
+fake = pathlib.Path(out, "gemma4-31b")
+fake.mkdir()
+sizes = dict(vocabulary_size=262144, num_layers=60, num_query_heads=32, num_key_value_heads=16, hidden_dim=5376,
+             intermediate_dim=21504, head_dim=256, global_head_dim=512, num_global_key_value_heads=4,
+             sliding_window_pattern=6, final_logit_soft_cap=30.0, image_size=896, vision_encoder=None)
+for name, kind in (("config.json", "Gemma4Backbone"), ("tokenizer.json", "Gemma4Tokenizer")):
+    content = {"class_name": kind, "config": sizes if kind.endswith("Backbone") else {}, "registered_name": kind}
+    (fake / name).write_text(json.dumps(content))
+(fake / "metadata.json").write_text("{}")
+(fake / "model.weights.h5").write_bytes(b"not weights: whatever read them would fail otherwise")
+ns = {"__annotations__": {}}
+exec(code[0], ns)
+ns.update(PRESET=str(fake), MESH="data", SIMULATE_DEVICES=8, OUTPUT_DIR=f"{out}/31b")
+devices = jax.devices
+try:
+    for n, source in enumerate(rest[1:]):
+        if "DEVICE_KIND = jax.devices()" in source:  # the chips a v5e-8 has
+            jax.devices = lambda *a: [type("Chip", (), {"device_kind": "TPU v5 lite"})()]
+        exec(source, ns)
+except Exception as error:
+    result["31b"] = [n, "memory_plan(" in source, f"{type(error).__name__}: {error}"]
+jax.devices = devices
 print("RESULT " + json.dumps(result))
 """
 
@@ -433,3 +457,10 @@ def test_a_gemma4_preset_folder_is_taken_for_gemma4_and_loaded_as_gemma4s_causal
         == scratch["specs"]["per_layer_token_embedding/embeddings"]
     )
     assert abs(found["loss"] - scratch["loss"]) < 1e-4 * scratch["loss"]  # the saved model, its LoRA still zero
+
+
+def test_a_gemma4_31b_preset_is_planned_from_its_config_before_any_weight_is_read(meshes):
+    # Issue 59: the plan stops a preset too large for the chips before anything loads (its weights here are bytes
+    # that would fail to load), in the cell that reads config.json, as for Gemma 3.
+    cell, plans, said = meshes["31b"]
+    assert plans and said.startswith("ParameterError: memory plan, mesh 8 (batch) x 1 (model)"), said
