@@ -152,7 +152,7 @@ import jax
 DEVICE_KIND = jax.devices()[0].device_kind  # "TPU v5 lite" on a v5e; "cpu"
 chip_gib = planning.CHIP_GIB.get(DEVICE_KIND)  # None: unknown, not checked
 plan = planning.memory_plan(
-    model_sizes.from_config(config),
+    model_sizes.from_config(config, preset_folder),  # with a preset, its encoders counted from its weights files
     acc.num_replicas,
     MESH_SHAPE,
     PER_REPLICA_BATCH or 1,

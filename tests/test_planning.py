@@ -3,10 +3,12 @@ a model's sizes (`nbkit.llm.model_sizes`), against figures worked by hand."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import REPO
 
-from nbkit.errors import ParameterError
+from nbkit.errors import DataError, ParameterError
 from nbkit.llm import model_sizes, planning
 
 GEMMA3 = {"1b": model_sizes.GEMMA3_CONFIGS["Gemma 3 1B"], "4b": model_sizes.GEMMA3_CONFIGS["Gemma 3 4B"]}
@@ -310,6 +312,34 @@ def test_gemma_4s_sizes_are_kerashubs_parameter_count_in_every_naming():
     tunix["attention_pattern"] = ("AttentionType.LOCAL_SLIDING", "AttentionType.LOCAL_SLIDING", "AttentionType.GLOBAL")
     wanted = model_sizes.from_config(dict(dense, layer_types=None))
     assert model_sizes.from_config({"text_config": hugging_face}) == wanted == model_sizes.from_config(tunix)
+
+
+def test_a_presets_vision_and_audio_encoders_are_counted_from_its_weights_headers(tmp_path):
+    # A tiny Gemma 4 with both towers saved as a KerasHub preset: the plan keeps them whole on every chip, in float32.
+    import keras_hub
+
+    vision = keras_hub.models.Gemma4VisionEncoder(
+        image_size=32, patch_size=8, pool_size=2, num_layers=2, num_heads=2, head_dim=8, num_key_value_heads=2,
+        hidden_dim=16, intermediate_dim=32, output_dim=64,
+    )  # fmt: skip
+    audio = keras_hub.models.Gemma4AudioEncoder(
+        input_feat_size=16, hidden_size=16, num_heads=2, num_layers=1, output_proj_dims=16, output_dim=64,
+        sscp_conv_channels=(8, 4),
+    )  # fmt: skip
+    backbone = keras_hub.models.Gemma4Backbone(
+        vocabulary_size=300, image_size=32, num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64,
+        intermediate_dim=128, head_dim=16, vision_encoder=vision, audio_encoder=audio, num_audio_tokens_per_clip=4,
+    )  # fmt: skip
+    backbone.save_to_preset(str(tmp_path / "preset"))
+    config = json.loads((tmp_path / "preset" / "config.json").read_text())
+    sizes = model_sizes.from_config(config, tmp_path / "preset")
+    assert sizes.vision == vision.count_params() + audio.count_params() > 0
+    assert sizes.parameters + sizes.vision == backbone.count_params()
+    plan = planning.memory_plan(sizes, 8, (8, 1), 1, 16, 2, chip_gib=15.75)
+    assert plan.parts["weights"] == sizes.parameters * 2 + sizes.vision * 4
+    (tmp_path / "preset" / "model.weights.h5").write_bytes(b"cut short")
+    with pytest.raises(DataError, match="model.weights.h5 cannot be read as Keras weights"):
+        model_sizes.from_config(config, tmp_path / "preset")
 
 
 FAMILY_CONFIGS = [

@@ -5,10 +5,11 @@ same size otherwise (KerasHub's hidden_dim is Hugging Face's hidden_size and Tun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from nbkit.errors import ParameterError
+from nbkit.errors import DataError, ParameterError
 
 # Each size -> its name in (KerasHub's GemmaBackbone / Gemma3Backbone / Gemma4Backbone config, Hugging Face's
 # config.json, Tunix's ModelConfig), in the order Hugging Face's Gemma configs list them.
@@ -108,6 +109,7 @@ class Sizes:
     experts: int = 0
     expert_feed_forward: int = 0
     experts_per_token: int = 0
+    layer_scalars: bool = False  # Gemma 4's: one a layer
 
     def attention(self, layer: int) -> tuple[int, int, int]:
         """(head size, K/V heads, K/V projections: 2, 1 where K=V, 0 in a KV-shared layer) of `layer`."""
@@ -132,14 +134,14 @@ class Sizes:
         of the width) and its three norms; its model adds the per-layer embedding table, its projection from the
         width and that projection's norm."""
         total = self.vocabulary * self.width + self.width
-        gemma4 = self.per_layer_width or self.global_layers or self.experts
         for layer in range(self.layers):
             size, kv_heads, projections = self.attention(layer)
             total += self.width * size * (2 * self.heads + projections * kv_heads)
             total += 3 * self.width * self.layer_feed_forward(layer) + 4 * self.width
             total += size * (1 + (projections > 0)) if self.query_key_norm else 0
-            if gemma4:
-                total += 1 + (2 * self.width * self.per_layer_width + self.width) * bool(self.per_layer_width)
+            total += self.layer_scalars  # a scalar
+            if self.per_layer_width:  # the per-layer input's gate, up projection and norm
+                total += 2 * self.width * self.per_layer_width + self.width
             if self.experts:
                 total += self.experts * (3 * self.width * self.expert_feed_forward + 1)
                 total += self.width * self.experts + 4 * self.width
@@ -147,9 +149,12 @@ class Sizes:
         return total + (self.per_layer_vocabulary + self.width) * per_layer + self.per_layer_width
 
 
-def from_config(config: dict[str, Any]) -> Sizes:
+def from_config(config: dict[str, Any], preset: str | Path | None = None) -> Sizes:
     """The sizes of a KerasHub backbone config (or a preset's whole config.json), a Hugging Face config.json (its
-    text_config where it has one) or Tunix's ModelConfig sizes, told apart by the name of the vocabulary's size."""
+    text_config where it has one) or Tunix's ModelConfig sizes, told apart by the name of the vocabulary's size. With
+    the `preset` folder, its vision and audio encoders counted from its weights files' headers (`_encoders`)."""
+    if preset is not None:
+        return replace(from_config(config), vision=_encoders(Path(preset)))
     config = config.get("config", config) if "class_name" in config else config
     config = config.get("text_config", config)
     naming = next(i for i in (_KERAS_HUB, HUGGING_FACE, TUNIX) if NAMES["vocabulary"][i] in config)
@@ -194,9 +199,8 @@ def _gemma4(config: dict[str, Any], naming: int, layers: int, head_dim: int) -> 
         found.update(experts=0, expert_feed_forward=0, experts_per_token=0)
     found["global_kv_heads"] = found["global_kv_heads"] or config[NAMES["kv_heads"][naming]]
     global_layers = tuple(i for i, kind in enumerate(types) if str(kind).startswith("full"))
-    return dict(
-        found, global_layers=global_layers, key_is_value=key_is_value, kv_shared_layers=shared, double_wide=double_wide
-    )
+    found.update(global_layers=global_layers, key_is_value=key_is_value, kv_shared_layers=shared)
+    return dict(found, double_wide=double_wide, layer_scalars=True)
 
 
 def rope_settings(config: dict[str, Any]) -> tuple[float, float, float]:
@@ -208,6 +212,31 @@ def rope_settings(config: dict[str, Any]) -> tuple[float, float, float]:
     full = rope.get("full_attention", {})
     factor = full.get("factor") or (config.get("rope_scaling") or {}).get("factor", 1.0)
     return float(local), float(full.get("rope_theta") or config.get("rope_theta", 1_000_000)), float(factor)
+
+
+def _encoders(folder: Path) -> int:
+    """The parameters of a KerasHub preset's vision and audio encoders (Gemma 3's SigLIP; Gemma 4's vision and audio
+    towers), from its weights files' headers: each weight under a top-level layer named as an encoder. A file h5py
+    cannot read is a DataError naming it."""
+    import h5py
+
+    sizes: list[int] = []
+
+    def add(_: str, item: Any) -> None:
+        if isinstance(item, h5py.Dataset):
+            sizes.append(item.size)
+
+    for path in sorted(folder.glob("*.weights.h5")):
+        try:
+            with h5py.File(path, "r") as weights:
+                layers = weights.get("layers", {})
+                for name in [n for n in layers if "vision_encoder" in n or "audio_encoder" in n]:
+                    layers[name].visititems(add)
+        except OSError as error:
+            raise DataError(
+                f"{path} cannot be read as Keras weights ({error}): it is damaged or cut short. Copy the preset again."
+            ) from None
+    return sum(sizes)
 
 
 def _vision(config: dict[str, Any]) -> int:

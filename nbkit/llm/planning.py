@@ -180,7 +180,8 @@ def memory_plan(
     """The plan of a run of `model` on `devices` chips, `mesh` (batch or fsdp, model or tp devices): a chip's
     activations hold `sequences` of `tokens` (a batch shard's under KerasHub's layout; under Tunix's, a step's rows
     over every device). Weights: `weight_bytes` each (bfloat16: 2), the text model's split over the model axis
-    (KerasHub, `sharding.layout_rules`) or over every device (Tunix's FSDP), a vision encoder's whole on every chip.
+    (KerasHub, `sharding.layout_rules`) or over every device (Tunix's FSDP), any vision or audio encoder's whole on
+    every chip in float32 (KerasHub runs a vision encoder in float32 whatever the model's dtype: a bound for audio).
     What trains (LoRA of `lora_rank` on `lora_targets`, on every kernel under GRPO; rank 0: every weight) with its
     gradient and AdamW's two moments in float32. `grpo` (notebook 11): a reference model (the base itself under
     LoRA, else a copy) and the rollouts' KV cache, sequences x tokens x layers x 2 x kv heads x head_dim. The
@@ -203,7 +204,7 @@ def memory_plan(
     split = mesh[0] * mesh[1] if grpo else mesh[1]  # Tunix's FSDP splits every array over every device
     lora, lora_on_chip = _lora(model, lora_rank, lora_targets, split, grpo)
     trained, trained_on_chip = (lora, lora_on_chip) if lora_rank else (model.parameters, model.parameters / split)
-    weights = (model.parameters / split + model.vision) * weight_bytes
+    weights = model.parameters / split * weight_bytes + model.vision * 4  # KerasHub keeps the vision towers float32
     parts = {"weights": weights, "trained state": trained_on_chip * 4 * 4}
     if grpo:
         parts["reference"] = 0.0 if lora_rank else weights
