@@ -21,7 +21,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.errors import RunError
-from nbkit.llm import model_sizes
+from nbkit.llm import gemma4_weights, model_sizes
 from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 # Each family's norms, every one written (a missing one is a KeyError, never a model without it): Gemma 2's
@@ -97,12 +97,13 @@ def save_gemma(
     lora_scale: float = 1.0,
 ) -> Path:
     """`folder` (replaced whole) with model.safetensors (any LoRA merged in, times `lora_scale`), config.json
-    (gemma3_text or gemma2) and tokenizer.model: what Tunix's gemma3 / gemma `params_safetensors.
+    (gemma4_text, gemma3_text or gemma2) and tokenizer.model: what Tunix's gemma4 / gemma3 / gemma `params_safetensors.
     create_model_from_safe_tensors` and Hugging Face's Gemma 3 / Gemma 2 read."""
     import sentencepiece
     from safetensors.numpy import save_file
 
-    weights = {n: np.asarray(w) for n, w in _hf_weights(family, _merge_lora(params, lora_scale), sizes).items()}
+    to_hf = gemma4_weights.hf_weights if family == "gemma4" else lambda p, s: _hf_weights(family, p, s)
+    weights = {n: np.asarray(w) for n, w in to_hf(_merge_lora(params, lora_scale), sizes).items()}
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
     config = {
         **{names[HUGGING_FACE]: sizes[names[TUNIX]] for names in NAMES.values()},
@@ -127,6 +128,9 @@ def save_gemma(
                 ],
             }
         )
+    elif family == "gemma4":
+        config.update(gemma4_weights.hf_config(sizes))
+        del config["query_pre_attn_scalar"]
     else:
         rope = _gemma3_rope(
             sizes.get("local_base_frequency", 10_000),
@@ -160,6 +164,10 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
 )
 _END_OF_TURN = "<end_of_turn>"
+
+
+def _end_of_turn(tokenizer: Any) -> str:
+    return "<turn|>" if tokenizer.piece_to_id("<turn|>") != tokenizer.unk_id() else _END_OF_TURN
 
 
 def gemma_pieces(symbols: Sequence[str]) -> dict[str, Any]:
@@ -217,11 +225,12 @@ def write_for_transformers(
 
     folder = Path(folder)
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
-    end_of_turn = tokenizer.piece_to_id(_END_OF_TURN)
+    end_of_turn = tokenizer.piece_to_id(_end_of_turn(tokenizer))
     if end_of_turn == tokenizer.unk_id() or tokenizer.bos_id() < 0 or tokenizer.eos_id() < 0:
         raise RunError(
-            f"{folder}: the tokenizer lacks {_END_OF_TURN}, a <bos> or an <eos> piece: a model trained with it cannot "
-            f"end its turn where transformers would stop. Train the tokenizer with Gemma's special pieces."
+            f"{folder}: the tokenizer lacks {_END_OF_TURN} (<turn|> for Gemma 4), a <bos> or an <eos> piece: a model "
+            f"trained with it cannot end its turn where transformers would stop. Train the tokenizer with Gemma's "
+            f"special pieces."
         )
     ids = {"pad_token_id": tokenizer.pad_id(), "bos_token_id": tokenizer.bos_id(), "eos_token_id": tokenizer.eos_id()}
     config = json.loads((folder / "config.json").read_text())
@@ -253,7 +262,8 @@ def write_for_transformers(
             "clean_up_tokenization_spaces": False,
         }
     )
-    tokenizer_config.setdefault("chat_template", CHAT_TEMPLATE)
+    gemma4 = _end_of_turn(tokenizer) == "<turn|>"  # Gemma 4's turns
+    tokenizer_config.setdefault("chat_template", gemma4_weights.CHAT_TEMPLATE if gemma4 else CHAT_TEMPLATE)
     tokenizer_config_file.write_text(json.dumps(tokenizer_config, indent=1))
     special = {key: tokenizer_config[key] for key in ("bos_token", "eos_token", "pad_token", "unk_token")}
     (folder / "special_tokens_map.json").write_text(json.dumps(special, indent=1))
@@ -298,8 +308,8 @@ def check_for_transformers(
         for name, want in (("bos_token_id", trained.bos_id()), ("eos_token_id", trained.eos_id()))
         if config.get(name) != want
     ]
-    if trained.piece_to_id(_END_OF_TURN) not in generation.get("eos_token_id", []):
-        wrong.append(f"generation_config.json does not stop at {_END_OF_TURN}")
+    if trained.piece_to_id(_end_of_turn(trained)) not in generation.get("eos_token_id", []):
+        wrong.append(f"generation_config.json does not stop at {_end_of_turn(trained)}")
     checked = "config.json's ids, the stop tokens"
     if importlib.util.find_spec("transformers") is not None:
         _import_quietly()

@@ -1,4 +1,4 @@
-"""The Gemma 3 or Gemma 2 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached
+"""The Gemma 4, 3 or 2 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached
 or fetched), and its Hugging Face config.json read as the sizes Tunix's ModelConfig takes, checked against the
 weights' headers (the plan and the mesh are `planning`'s; the trained model is written back by `export`). No Tunix or
 JAX import: the notebook builds, trains and saves."""
@@ -13,15 +13,16 @@ from typing import Any
 
 from nbkit import env as nbenv
 from nbkit.errors import ParameterError
-from nbkit.llm import model_sizes
+from nbkit.llm import gemma4_config, model_sizes
 from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 
 def gemma_config(folder: str | Path) -> dict[str, Any]:
     """The sizes Tunix's Gemma code needs, from a Hugging Face folder's config.json (no weights read), with
-    "family": "gemma3" (tunix.models.gemma3's ModelConfig) or "gemma2" (tunix.models.gemma's; "attention_types"
-    as its AttentionType names). The folder is checked: config.json, tokenizer.model and *.safetensors there,
-    and each layer's post-attention and post-feed-forward norms, which Tunix's Gemma 3 and Gemma 2 have."""
+    "family": "gemma4" (tunix.models.gemma4's ModelConfig; "attention_pattern" as AttentionType names; text weights
+    only), "gemma3" (tunix.models.gemma3's) or "gemma2" (tunix.models.gemma's; "attention_types" as its
+    AttentionType names). The folder is checked: config.json, tokenizer.model and *.safetensors there, and the
+    weights' headers against config.json (Gemma 3 and 2: each layer's post-attention and post-feed-forward norms)."""
     folder = Path(folder)
     missing = [n for n in ("config.json", "tokenizer.model") if not (folder / n).is_file()]
     files = sorted(folder.glob("*.safetensors"))
@@ -34,6 +35,12 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
     kind = config["model_type"]
     sizes = {names[TUNIX]: config[names[HUGGING_FACE]] for names in NAMES.values()}
     sizes["sliding_window_size"] = config.get("sliding_window")
+    if kind == "gemma4_text":
+        sizes = {"family": "gemma4", **sizes, **gemma4_config.gemma4_sizes(config, f"{folder}/config.json")}
+        left_out = gemma4_config.check_gemma4_weights(weight_shapes(files, ParameterError), sizes, folder)
+        if left_out:
+            print(f"{folder}: text weights only: {len(left_out)} of the vision/audio towers' weights left out")
+        return sizes
     if kind == "gemma2":
         sizes = {"family": "gemma2", **sizes, **_gemma2_sizes(config, folder)}
     else:
@@ -59,12 +66,14 @@ def _read_config(folder: Path) -> dict[str, Any]:
         raise ParameterError(
             f"{folder}/config.json is not JSON ({error}): it is damaged or cut short. Copy the model folder again."
         ) from None
-    config = config.get("text_config", config) if config.get("model_type") == "gemma3" else config
+    if config.get("model_type") in ("gemma3", "gemma4"):  # a multimodal model: its text model
+        config = {"model_type": config["model_type"] + "_text", **config.get("text_config", config)}
     kind = config.get("model_type")
-    if kind not in ("gemma3_text", "gemma3", "gemma2"):
+    if kind not in ("gemma4_text", "gemma3_text", "gemma2"):
         raise ParameterError(
-            f"{folder}/config.json: model_type {kind!r}: notebook 11 trains Gemma 3 (model_type gemma3_text or gemma3, "
-            f"Tunix's tunix.models.gemma3) or Gemma 2 (gemma2, tunix.models.gemma). Give such a folder."
+            f"{folder}/config.json: model_type {kind!r}: notebook 11 trains Gemma 4 (model_type gemma4_text or gemma4, "
+            f"Tunix's tunix.models.gemma4), Gemma 3 (gemma3_text or gemma3, tunix.models.gemma3) or Gemma 2 (gemma2, "
+            f"tunix.models.gemma). Give such a folder."
         )
     lacking = [key for key in _SIZE_KEYS if not isinstance(config.get(key), int)]
     if lacking:
