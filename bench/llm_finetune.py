@@ -121,7 +121,7 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]
     plans = {}
-    for name, config in model_sizes.GEMMA3_CONFIGS.items():
+    for name, config in {**model_sizes.GEMMA3_CONFIGS, **model_sizes.GEMMA4_CONFIGS}.items():
         sizes = model_sizes.from_config(config)
         plan = planning.memory_plan(sizes, 8, None, 1, 2048, 8, chip_gib=planning.CHIP_GIB["TPU v5 lite"])
         plans[name] = {

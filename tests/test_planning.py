@@ -204,3 +204,150 @@ def test_the_grpo_plan_of_gemma_3_1b_and_gemma_2_2b_on_a_v5e_8():
     assert two.parts["trained state"] == pytest.approx(two.parameters * 16 / 8)
     huge = grpo(gemma2_2b, 0, 64 * 16, 4096)
     assert not huge.fits and "Lower BATCH_SIZE, NUM_GENERATIONS" in huge.describe()
+
+
+# Gemma 4 (issue 59), worked by hand from Hugging Face's text configs (model_sizes.GEMMA4_CONFIGS; not the code's
+# output). Both: V 262,144, head size d 256 (global layers 512), per-layer embeddings P 256 a layer, bfloat16.
+# E2B: W 1536, F 6144, L 35 (global every 5th: 4, 9, ..., 34), 8 query heads, 1 K/V head; the last 20 layers (15-34)
+# share K/V (no key, value or key norm of their own) and have a double-wide MLP (2F). So 12 local and 3 global layers
+# own K/V, 16 local and 4 global share it.
+#   model: embedding V W 402,653,184 + final norm 1,536; per-layer table V L P 2,348,810,240, its projection W L P
+#     13,762,560 and norm 256
+#   every layer: 4 norms 6,144 + scalar 1 + the per-layer input's gate and up projection 2 W P 786,432 + its norm
+#     1,536 = 794,113; local q + out 2 W 8 d 6,291,456, k + v 2 W d 786,432, norms 512 (shared: 256); global q + out
+#     12,582,912, k + v 1,572,864, norms 1,024 (512); MLP 3 W F 28,311,552 (shared: 56,623,104)
+#   own local 36,184,065 x 12 = 434,208,780; own global 43,262,465 x 3 = 129,787,395; shared local 63,708,929 x 16
+#     = 1,019,342,864; shared global 70,000,641 x 4 = 280,002,564 -> 4,628,569,379 parameters (8.62 GiB in bf16)
+#   fine-tuning (notebook 10's defaults: LoRA 16 on query and value, 256 tokens, 1 pair a chip), MESH auto: data
+#     parallel, weights 9,257,138,758 bytes; LoRA: q 16 (8 W + d) 200,704 local, 204,800 global, x 35 layers; v
+#     16 (W + d) 28,672 / 32,768 in the 15 layers that own it -> 7,495,680 x 16 bytes = 119,930,880; activations a
+#     token: a layer 6W 9,216 + 4 x its MLP (24,576; shared 49,152) + 3 (8 + 1) x its d (6,912; global 13,824) +
+#     3 x 8 x 256 6,144 -> 562,176 + 161,280 + 1,142,784 + 313,344; the per-layer inputs 35 (3P + 2W) 134,400 ->
+#     2,313,984 x 2 bytes + logits V x 10 = 7,249,408 x 256 tokens = 1,855,848,448 -> 11,232,918,086 (10.46 GiB)
+#   GRPO (notebook 11's defaults: LoRA 64 on every kernel, 4 x 4 rows of 256 + 256 tokens): mesh 2 x 4 (tp 4
+#     divides V, 8 heads, F, P; fsdp 2 the 16 rows and P), weights / 8 = 1,157,142,344.75; LoRA 64 x (rows + columns)
+#     a layer: own local q 3,584 + kv 2,048 + out 3,584 + MLP 23,040; own global q 5,632, kv 2,560, out 5,632; shared
+#     layers no kv and MLP 41,472 -> 2,064,384 x 12 + 2,359,296 x 3 + 3,112,960 x 16 + 3,375,104 x 4 = 95,158,272
+#     x 16 / 8 = 190,316,544; KV cache 2 rows x 512 tokens x (12 x 2 x 256 + 3 x 2 x 512) x 2 bytes = 18,874,368;
+#     activations a token as above with 3 x 8 x 512 12,288: 635,904 + 179,712 + 1,241,088 + 337,920 + 134,400 =
+#     2,529,024 x 2 + 2,621,440 = 7,679,488 x 2 rows x 512 = 7,863,795,712 -> 9,230,128,968.75 (8.60 GiB)
+# E4B: W 2560, F 10240, L 42 (global every 6th), 2 K/V heads; the last 18 share K/V, no double-wide MLP: 20 local
+# and 4 global layers own K/V, 15 and 3 share it.
+#   model: 671,088,640 + 2,560 + V L P 2,818,572,288 + W L P 27,525,120 + 256; every layer 10,240 + 1 + 1,310,720 +
+#     2,560 = 1,323,521 and MLP 78,643,200; local q + out 10,485,760, k + v 2,621,440; global 20,971,520, 5,242,880
+#   93,074,433 x 20 + 106,182,145 x 4 + 90,452,737 x 15 + 100,938,753 x 3 -> 7,463,013,418 (13.90 GiB: a chip's
+#     90% with no room left for the rest): MESH auto splits the width over 8 chips, weights 1,865,753,354.5 a chip
+#   LoRA: q 16 (8 W + d) 331,776 x 35 + 335,872 x 7, v 16 (2 W + d) 86,016 x 20 + 90,112 x 4 -> 16,044,032; a chip
+#     holds A's width / 8: q 16 (2,560 + 256) x 35 + 16 (2,560 + 512) x 7, v 16 (640 + 256) x 20 + 16 (640 + 512) x
+#     4 = 2,281,472 x 16 = 36,503,552; activations a token: local 15,360 + 40,960 + 7,680 + 6,144 = 70,144 x 35,
+#     global 77,824 x 7, per-layer 42 x 5,888 -> 3,247,104 x 2 + 2,621,440 = 9,115,648 x 256 = 2,333,605,888
+#   total 4,235,862,794.5 bytes (3.94 GiB)
+def test_gemma_4_e2b_and_e4b_fine_tuning_and_e2b_grpo_as_worked_by_hand():
+    e2b, e4b = (model_sizes.GEMMA4_CONFIGS[f"Gemma 4 {name}"] for name in ("E2B", "E4B"))
+    one = fine_tuning(e2b, None, 256, 1, 16)
+    assert one.parameters == 4_628_569_379 and one.trained == 7_495_680 and one.mesh == (8, 1) and one.fits
+    assert one.parts == {"weights": 9_257_138_758, "trained state": 119_930_880, "activations": 1_855_848_448}
+    four = fine_tuning(e4b, None, 256, 1, 16)
+    assert four.parameters == 7_463_013_418 and four.trained == 16_044_032 and four.mesh == (1, 8) and four.fits
+    assert four.parts == {"weights": 1_865_753_354.5, "trained state": 36_503_552, "activations": 2_333_605_888}
+    assert not fine_tuning(e4b, (8, 1), 256, 1, 16).fits  # the weights alone fill a chip
+    two = grpo(e2b, 64, 4 * 4, 256 + 256)
+    assert two.parameters == 4_628_569_379 and two.trained == 95_158_272 and two.mesh == (2, 4) and two.fits
+    assert two.parts == {
+        "weights": 1_157_142_344.75,
+        "trained state": 190_316_544,
+        "reference": 0,
+        "KV cache": 18_874_368,
+        "activations": 7_863_795_712,
+    }
+
+
+def test_gemma_4_plans_on_a_v5e_8_for_each_size():
+    # The 26B-A4B's experts under KerasHub: every expert's activations for every token (4 x 128 x 704 a token and
+    # layer); a longer sequence than the default does not fit, and the plan names the activations and what to lower.
+    plans = {name: fine_tuning(config, None, 256, 1, 16) for name, config in model_sizes.GEMMA4_CONFIGS.items()}
+    assert {name: plan.mesh for name, plan in plans.items()} == {
+        "Gemma 4 E2B": (8, 1),
+        "Gemma 4 E4B": (1, 8),
+        "Gemma 4 26B-A4B": (1, 8),
+        "Gemma 4 31B": (1, 8),
+    }
+    assert all(plan.fits for plan in plans.values())
+    assert round(plans["Gemma 4 26B-A4B"].parameters / 1e9, 2) == 25.23
+    assert round(plans["Gemma 4 31B"].parameters / 1e9, 2) == 30.70
+    moe = fine_tuning(model_sizes.GEMMA4_CONFIGS["Gemma 4 26B-A4B"], None, 1024, 1, 16)
+    assert (
+        not moe.fits and "the activations the most" in moe.describe() and "SEQUENCE_LENGTH (now 1024)" in moe.describe()
+    )
+    dense = dict(model_sizes.GEMMA4_CONFIGS["Gemma 4 26B-A4B"], enable_moe_block=False)
+    assert moe.parts["activations"] > 3 * fine_tuning(dense, (1, 8), 1024, 1, 16).parts["activations"]
+
+
+def test_gemma_4s_sizes_are_kerashubs_parameter_count_in_every_naming():
+    # Tiny Gemma4Backbones with every part the plan counts: per-layer embeddings, global layers with their own head
+    # size and K=V, KV-shared layers with a double-wide MLP; and a mixture of experts.
+    import keras_hub
+
+    dense = dict(vocabulary_size=96, image_size=896, num_layers=6, num_query_heads=4, num_key_value_heads=2)
+    dense.update(hidden_dim=64, intermediate_dim=128, head_dim=16, global_head_dim=32, num_global_key_value_heads=1)
+    dense.update(sliding_window_pattern=3, num_kv_shared_layers=3, hidden_size_per_layer_input=8)
+    dense.update(vocab_size_per_layer_input=96, use_double_wide_mlp=True, vision_encoder=None)
+    moe = dict(dense, num_kv_shared_layers=0, hidden_size_per_layer_input=0, use_double_wide_mlp=False)
+    moe.update(enable_moe_block=True, num_experts=4, expert_intermediate_dim=16, num_experts_per_token=2)
+    for config in (dense, moe):
+        backbone = keras_hub.models.Gemma4Backbone(**config)
+        sizes = model_sizes.from_config({"class_name": "Gemma4Backbone", "config": backbone.get_config()})
+        assert sizes.parameters == backbone.count_params() and sizes.global_layers == (2, 5)
+    # The same sizes as Hugging Face's config.json and Tunix's ModelConfig name them.
+    hugging_face = dict(model_type="gemma4_text", vocab_size=96, hidden_size=64, intermediate_size=128)
+    hugging_face.update(num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    hugging_face.update(global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True)
+    hugging_face.update(layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2)
+    hugging_face.update(num_kv_shared_layers=3, use_double_wide_mlp=True, hidden_size_per_layer_input=8)
+    tunix = dict(num_layers=6, num_embed=96, embed_dim=64, hidden_dim=128, num_heads=4, head_dim=16, num_kv_heads=2)
+    tunix.update(per_layer_input_dim=8, num_global_kv_heads=1, global_key_size=32, k_eq_v_global=True)
+    tunix.update(frac_shared_layers=0.5, override_kv_shared_ffw_hidden=256)
+    tunix["attention_pattern"] = ("AttentionType.LOCAL_SLIDING", "AttentionType.LOCAL_SLIDING", "AttentionType.GLOBAL")
+    wanted = model_sizes.from_config(dict(dense, layer_types=None))
+    assert model_sizes.from_config({"text_config": hugging_face}) == wanted == model_sizes.from_config(tunix)
+
+
+FAMILY_CONFIGS = [
+    ({"class_name": "GemmaBackbone", "config": {"vocabulary_size": 8}}, "gemma"),
+    ({"class_name": "GemmaBackbone", "config": {"final_logit_soft_cap": 30.0, "use_post_ffw_norm": True}}, "gemma2"),
+    ({"class_name": "Gemma3Backbone", "config": {}}, "gemma3"),
+    ({"class_name": "Gemma4Backbone", "config": {}}, "gemma4"),
+    ({"model_type": "gemma"}, "gemma"),
+    ({"model_type": "gemma2"}, "gemma2"),
+    ({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}}, "gemma3"),
+    ({"model_type": "gemma3_text"}, "gemma3"),
+    ({"model_type": "gemma4", "text_config": {"model_type": "gemma4_text"}}, "gemma4"),
+    ({"model_type": "gemma4_text"}, "gemma4"),
+    (model_sizes.GEMMA3_CONFIGS["Gemma 3 1B"], "gemma3"),  # a backbone's config alone, by its keys
+    ({"vocabulary_size": 8, "global_head_dim": 512}, "gemma4"),
+    ({"num_embed": 8, "frac_shared_layers": 0.5}, "gemma4"),
+    ({"num_embed": 8, "family": "gemma2"}, "gemma2"),
+]
+
+
+@pytest.mark.parametrize("config, family", FAMILY_CONFIGS)
+def test_the_family_is_read_from_the_config(config, family):
+    assert model_sizes.family(config) == family
+
+
+@pytest.mark.parametrize(
+    "kind", [{"class_name": "Gemma3nBackbone"}, {"model_type": "paligemma"}, {"model_type": "llama"}]
+)
+def test_another_model_is_named_not_taken_for_a_gemma(kind):
+    with pytest.raises(ParameterError, match="not a Gemma this notebook trains"):
+        model_sizes.family(kind)
+
+
+def test_pick_mesh_checks_what_tunix_shards_of_gemma_4():
+    sizes = model_sizes.from_config(dict(model_sizes.GEMMA4_CONFIGS["Gemma 4 E4B"], hidden_size_per_layer_input=12))
+    with pytest.raises(ParameterError, match=r"per-layer embedding width \(12\) does not divide by 8"):
+        planning.pick_mesh(sizes, 8, 16, "1x8")
+    moe = model_sizes.from_config(dict(model_sizes.GEMMA4_CONFIGS["Gemma 4 26B-A4B"], num_global_key_value_heads=6))
+    with pytest.raises(ParameterError, match=r"global layers' key/value heads \(6\) does not divide by 4"):
+        planning.pick_mesh(moe, 8, 16, "2x4")
+    assert planning.pick_mesh(moe, 8, 16, "auto") == (4, 2)

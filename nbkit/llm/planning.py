@@ -35,7 +35,8 @@ def parse_mesh(mesh: str, devices: int, axes: tuple[str, str] = ("batch", "model
 def _mesh_problems(model: Sizes, fsdp: int, tp: int, rows: int) -> list[str]:
     """What does not divide as Tunix shards a Gemma: the vocabulary, heads, feed-forward width and (above
     one) key/value heads over tp; the width over fsdp and tp; the rows of a step (batch x generations) over
-    fsdp. Empty: the mesh fits."""
+    fsdp. Gemma 4's too: its global layers' key/value heads over tp, its per-layer embeddings' width over each
+    axis, its experts over fsdp and their width over tp. Empty: the mesh fits."""
     needs = [
         ("vocabulary", model.vocabulary, tp),
         ("query heads", model.heads, tp),
@@ -45,6 +46,12 @@ def _mesh_problems(model: Sizes, fsdp: int, tp: int, rows: int) -> list[str]:
     ]
     if model.kv_heads > 1:
         needs.append(("key/value heads", model.kv_heads, tp))
+    if model.global_layers and model.key_is_value and model.global_kv_heads > 1:
+        needs.append(("global layers' key/value heads", model.global_kv_heads, tp))
+    if model.per_layer_width:
+        needs += [("per-layer embedding width", model.per_layer_width, by) for by in (fsdp, tp)]
+    if model.experts:
+        needs += [("experts", model.experts, fsdp), ("experts' feed-forward width", model.expert_feed_forward, tp)]
     return [f"the {what} ({size}) does not divide by {by}" for what, size, by in needs if size % by]
 
 
@@ -112,26 +119,28 @@ def _size(count: float) -> str:
     return f"{count / 2**30:.2f} GiB" if count >= 2**29 else f"{count / 2**20:.1f} MiB"
 
 
-def _lora_kernels(model: Sizes, grpo: bool) -> dict[str, tuple[int, int, bool]]:
-    """Each kernel LoRA may adapt -> (A's rows, B's columns, whether A holds the width). KerasHub's EinsumDense
-    (notebook 10): A holds every axis but the last. qwix beside Tunix's einsums (notebook 11): A holds the
-    contracted axes, and the key and value kernels are one (with the query too where the heads are as many)."""
-    width, head, heads, kv_heads, inner = model.width, model.head_dim, model.heads, model.kv_heads, model.feed_forward
+def _lora_kernels(model: Sizes, grpo: bool, layer: int) -> dict[str, tuple[int, int, bool]]:
+    """Each kernel of `layer` LoRA may adapt -> (A's rows, B's columns, whether A holds the width). KerasHub's
+    EinsumDense (notebook 10): A holds every axis but the last. qwix beside Tunix's einsums (notebook 11): A holds the
+    contracted axes, and the key and value kernels are one (with the query too where the heads are as many). Gemma 4's
+    layers differ: a global layer's head size and K/V heads, no key or value of a KV-shared layer's own (no value
+    where K=V), a double-wide feed-forward."""
+    width, heads, inner = model.width, model.heads, model.layer_feed_forward(layer)
+    head, kv_heads, projections = model.attention(layer)
     feed_forward = {
         "ffw_gating": (width, inner, True),
         "ffw_gating_2": (width, inner, True),
         "ffw_linear": (inner, width, False),
     }
     if not grpo:
-        return {
-            "query": (heads * width, head, True),
-            "key": (kv_heads * width, head, True),
-            "value": (kv_heads * width, head, True),
-            "attention_output": (heads * head, width, False),
-            **feed_forward,
-        }
-    attention = {"query": (width, heads * head, True), "key_value": (width, 2 * kv_heads * head, True)}
-    if heads == kv_heads:
+        attention = {"query": (heads * width, head, True), "key": (kv_heads * width, head, True)}
+        attention["value"] = attention["key"]
+        attention = {name: attention[name] for name in ("query", "key", "value")[: 1 + projections]}
+        return {**attention, "attention_output": (heads * head, width, False), **feed_forward}
+    attention = {"query": (width, heads * head, True)}
+    if projections:
+        attention["key_value"] = (width, projections * kv_heads * head, True)
+    if heads == kv_heads and projections == 2:
         attention = {"query_key_value": (width, 3 * heads * head, True)}
     return {**attention, "attention_output": (heads * head, width, False), **feed_forward}
 
@@ -140,21 +149,20 @@ def _lora(model: Sizes, rank: int, targets: Sequence[str], split: int, grpo: boo
     """(LoRA's parameters, those a chip holds: under GRPO every one split over the `split` devices; else the factor
     that holds the width split over the model axis, as `sharding.layout_rules` places it). A ParameterError when
     the rank is not below the smallest dimension of a target kernel (a rank that high adds no capacity)."""
-    kernels = _lora_kernels(model, grpo)
-    targets = list(kernels) if grpo else targets
-    for name in targets:
-        if rank >= min(kernels[name][:2]):
-            shape = kernels[name][:2]
-            raise ParameterError(
-                f"LORA_RANK={rank} is at or above {min(shape)}, the smallest dimension of the {name} kernels "
-                f"({' x '.join(map(str, shape))}): a rank that high adds parameters, not capacity. "
-                f"Give a LORA_RANK below {min(shape)}, such as {max(1, min(shape) // 4)}."
-            )
-    count = model.layers * rank * sum(kernels[name][0] + kernels[name][1] for name in targets)
-    if grpo:
-        return count, count / split
-    on_chip = sum(a / split + b if in_a else a + b / split for a, b, in_a in (kernels[name] for name in targets))
-    return count, model.layers * rank * on_chip
+    count, on_chip = 0, 0.0
+    for layer in range(model.layers):
+        kernels = _lora_kernels(model, grpo, layer)
+        for name in kernels if grpo else [name for name in targets if name in kernels]:
+            rows, columns, in_a = kernels[name]
+            if rank >= min(rows, columns):
+                raise ParameterError(
+                    f"LORA_RANK={rank} is at or above {min(rows, columns)}, the smallest dimension of the {name} "
+                    f"kernels ({rows} x {columns}): a rank that high adds parameters, not capacity. "
+                    f"Give a LORA_RANK below {min(rows, columns)}, such as {max(1, min(rows, columns) // 4)}."
+                )
+            count += rank * (rows + columns)
+            on_chip += rank * (rows / split + columns if in_a else rows + columns / split)
+    return count, count / split if grpo else on_chip
 
 
 def memory_plan(
@@ -199,8 +207,8 @@ def memory_plan(
     parts = {"weights": weights, "trained state": trained_on_chip * 4 * 4}
     if grpo:
         parts["reference"] = 0.0 if lora_rank else weights
-        parts["KV cache"] = sequences * tokens * model.layers * 2 * model.kv_heads * model.head_dim * weight_bytes
-    parts["activations"] = sequences * tokens * _activations(model, tokens, weight_bytes)
+        parts["KV cache"] = sequences * tokens * _cached_values(model) * weight_bytes
+    parts["activations"] = sequences * tokens * _activations(model, tokens, weight_bytes, all_experts=not grpo)
     axes = ("fsdp", "tp") if grpo else ("batch", "model")
     plan = _Plan(model.parameters + model.vision, trained, mesh, axes, parts, chip_gib * 2**30 if chip_gib else None)
     if not plan.fits:
@@ -213,16 +221,36 @@ def memory_plan(
     return plan
 
 
-def _activations(model: Sizes, tokens: int, weight_bytes: int) -> int:
+def _cached_values(model: Sizes) -> int:
+    """The values a token leaves in the KV cache: a key and a value of each K/V head in each layer that computes
+    its own (Gemma 4's KV-shared layers read an earlier layer's; its global layers have their own head size)."""
+    found = 0
+    for layer in range(model.layers):
+        size, kv_heads, projections = model.attention(layer)
+        found += 2 * kv_heads * size if projections else 0
+    return found
+
+
+def _activations(model: Sizes, tokens: int, weight_bytes: int, all_experts: bool) -> int:
     """Bytes the backward pass keeps for each token of a sequence of `tokens` (not split over the model axis: a
     bound), in the compute dtype (`weight_bytes`): per layer 6 widths (the block's input, norms, residuals), 4
     feed-forward widths (the two gates, the gelu, their product), 3 x (query + key/value heads) x head_dim (the
     projections after norm and RoPE, attention's result) and 3 x query heads x tokens (the attention weights in
     float32 and the compute dtype); then the logits over the vocabulary in the compute dtype, the loss' float32
-    copy and its float32 gradient."""
-    heads = model.heads + model.kv_heads
-    layer = 6 * model.width + 4 * model.feed_forward + 3 * heads * model.head_dim + 3 * model.heads * tokens
-    return model.layers * layer * weight_bytes + model.vocabulary * (weight_bytes + 8)
+    copy and its float32 gradient. Gemma 4 adds per layer its per-layer input (3 of its width: the gate, the gelu,
+    their product; and 2 widths, the projection up and its norm) and its experts' 4 feed-forward widths each: every
+    expert's under KerasHub (`all_experts`: its MoE block computes each for every token), else the chosen ones'."""
+    values = 0
+    for layer in range(model.layers):
+        size, kv_heads, _ = model.attention(layer)
+        values += 6 * model.width + 4 * model.layer_feed_forward(layer) + 3 * (model.heads + kv_heads) * size
+        values += 3 * model.heads * tokens
+    if model.per_layer_width:
+        values += model.layers * (3 * model.per_layer_width + 2 * model.width)
+    if model.experts:
+        experts = model.experts if all_experts else model.experts_per_token
+        values += model.layers * (4 * experts * model.expert_feed_forward + model.experts + 3 * model.width)
+    return values * weight_bytes + model.vocabulary * (weight_bytes + 8)
 
 
 def _fixes(grpo: bool, devices: int, lora_rank: int, tokens: int, sequences: float) -> dict[str, str]:
