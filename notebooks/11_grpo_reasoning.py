@@ -398,7 +398,8 @@ print(
 # ## Model and LoRA
 # The weights from the folder's safetensors (float32 on a CPU, bfloat16 on a TPU), or the tiny model's random
 # ones, placed on the mesh as Tunix's Gemma shards them. With `LORA_RANK` > 0, qwix puts rank-`LORA_RANK` matrices
-# beside the attention and MLP kernels and only those train; the reference model is then the base itself.
+# beside the attention and MLP kernels and only those train; the reference model is then the base itself (Gemma 4's
+# per-layer input projections and its experts, where it has them, stay as they are).
 
 # %%
 import jax.numpy as jnp
@@ -730,6 +731,8 @@ if not model_folder:  # what the tiny run shows on any machine: every claim held
 # The trained model as Hugging Face safetensors (LoRA merged into the base weights), with `config.json` and
 # `tokenizer.model`: Tunix's `params_safetensors.create_model_from_safe_tensors` loads it (and notebook 11 again
 # as `MODEL`); with LoRA, the LoRA weights alone too. metrics.json says what trained, on what, and how it went.
+# A Gemma 4 is written as Hugging Face's Gemma4ForCausalLM (its text model: `model_type` gemma4_text), whose
+# config.json says what transformers needs to compute the same model (layer types, proportional RoPE, KV sharing).
 
 
 # %%
@@ -744,7 +747,7 @@ if LORA_RANK and FAMILY == "gemma3":  # Tunix's own merge of the LoRA weights in
     gemma3_params.save_lora_merged_model_as_safetensors(
         model_folder, str(outputs.staging / "model"), actor, LORA_RANK, float(LORA_RANK)
     )
-else:  # every weight, any LoRA merged in (alpha / rank = 1): Tunix has no Gemma 2 LoRA merge
+else:  # every weight, any LoRA merged in (alpha / rank = 1): Tunix has no Gemma 2 or Gemma 4 LoRA merge
     export.save_gemma(FAMILY, weights(actor), sizes, tokenizer.serialized_model_proto(), outputs.staging / "model")
 # What transformers and vLLM read besides the weights (token ids, stop tokens, the chat template), then the folder
 # read back as transformers reads it: its tokenizer and chat turns against this run's.

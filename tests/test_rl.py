@@ -865,6 +865,10 @@ def test_a_gemma_4_config_gives_tunix_gemma4_sizes_and_what_tunix_computes_other
     assert {k: getattr(preset, k) for k in read if k != "num_global_kv_heads"} == {
         k: v for k, v in read.items() if k != "num_global_kv_heads"
     }
+    # the plan's reading of these sizes is its reading of the config.json they came from
+    from_hf = model_sizes.from_config({**GEMMA4, "vocab_size": 64})
+    assert model_sizes.from_config(sizes) == from_hf and from_hf.kv_shared_layers == 5 and from_hf.double_wide
+    assert planning.pick_mesh(from_hf, 8, 16, "auto") == (2, 4)
     # a multimodal Gemma 4: its text model, the towers' weights left out and said
     write_gemma4(tmp_path / "mm", 64, prefix="model.language_model.", towers=True)
     assert gemma.gemma_config(tmp_path / "mm") == GEMMA4_SIZES

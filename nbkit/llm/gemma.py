@@ -31,11 +31,10 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
             f"MODEL={str(folder)!r} lacks {', '.join(missing or ['*.safetensors'])}: give a folder of Hugging Face "
             f"safetensors with config.json and tokenizer.model (notebook 10 writes one with EXPORT_TRANSFORMERS=True)."
         )
-    config = _read_config(folder)
-    kind = config["model_type"]
+    config, kind = _read_config(folder)
     sizes = {names[TUNIX]: config[names[HUGGING_FACE]] for names in NAMES.values()}
     sizes["sliding_window_size"] = config.get("sliding_window")
-    if kind == "gemma4_text":
+    if kind == "gemma4":
         sizes = {"family": "gemma4", **sizes, **gemma4_config.gemma4_sizes(config, f"{folder}/config.json")}
         left_out = gemma4_config.check_gemma4_weights(weight_shapes(files, ParameterError), sizes, folder)
         if left_out:
@@ -57,9 +56,9 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
     return sizes
 
 
-def _read_config(folder: Path) -> dict[str, Any]:
-    """config.json's text model (Gemma 3's text_config where it has one), refused unless it is Gemma 3 or 2 and
-    gives every size as a whole number."""
+def _read_config(folder: Path) -> tuple[dict[str, Any], str]:
+    """(config.json's text model (a multimodal Gemma's text_config), its family), refused unless it is Gemma 4, 3 or
+    2 and gives every size as a whole number."""
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
@@ -68,12 +67,15 @@ def _read_config(folder: Path) -> dict[str, Any]:
         ) from None
     if config.get("model_type") in ("gemma3", "gemma4"):  # a multimodal model: its text model
         config = {"model_type": config["model_type"] + "_text", **config.get("text_config", config)}
-    kind = config.get("model_type")
-    if kind not in ("gemma4_text", "gemma3_text", "gemma2"):
+    try:
+        kind = model_sizes.family({"model_type": config.get("model_type")})
+    except ParameterError:
+        kind = None
+    if kind not in ("gemma4", "gemma3", "gemma2"):
         raise ParameterError(
-            f"{folder}/config.json: model_type {kind!r}: notebook 11 trains Gemma 4 (model_type gemma4_text or gemma4, "
-            f"Tunix's tunix.models.gemma4), Gemma 3 (gemma3_text or gemma3, tunix.models.gemma3) or Gemma 2 (gemma2, "
-            f"tunix.models.gemma). Give such a folder."
+            f"{folder}/config.json: model_type {config.get('model_type')!r}: notebook 11 trains Gemma 4 (model_type "
+            f"gemma4_text or gemma4, Tunix's tunix.models.gemma4), Gemma 3 (gemma3_text or gemma3, tunix.models.gemma3)"
+            f" or Gemma 2 (gemma2, tunix.models.gemma). Give such a folder."
         )
     lacking = [key for key in _SIZE_KEYS if not isinstance(config.get(key), int)]
     if lacking:
@@ -81,7 +83,7 @@ def _read_config(folder: Path) -> dict[str, Any]:
             f"{folder}/config.json has no whole number for {', '.join(lacking)}: Tunix needs every size of the model. "
             f"Use the config.json that came with the weights (Hugging Face's Gemma configs give them all)."
         )
-    return config
+    return config, kind
 
 
 _SIZE_KEYS = tuple(names[HUGGING_FACE] for names in NAMES.values())

@@ -13,7 +13,7 @@ from nbkit.errors import ParameterError
 
 # Tunix's Gemma 4 MoE router reads the pre-FFW-normed input where transformers' reads the residual: another model
 # (logits 4.7-6.3 apart on a toy) in Tunix 0.1.7; fixed at its git head, commit e31e280e (June 2026).
-MOE_FIX = (
+_MOE_FIX = (
     "Tunix's git head (e31e280e or later: pip install git+https://github.com/google/tunix; Kaggle's TPU image has it)"
 )
 
@@ -30,7 +30,7 @@ def check_tunix(sizes: dict[str, Any]) -> None:
     if importlib.util.find_spec("tunix.models.gemma4") is None:
         raise ParameterError(
             f"the installed Tunix (google-tunix {version}) has no Gemma 4 (tunix.models.gemma4): install "
-            f"google-tunix 0.1.7 or later, or {MOE_FIX}; or give a Gemma 3 or Gemma 2."
+            f"google-tunix 0.1.7 or later, or {_MOE_FIX}; or give a Gemma 3 or Gemma 2."
         )
     from tunix.models.gemma4 import moe
 
@@ -38,7 +38,7 @@ def check_tunix(sizes: dict[str, Any]) -> None:
         raise ParameterError(
             f"a Gemma 4 mixture of experts (26B-A4B): the installed Tunix (google-tunix {version}) routes each token "
             f"on its normed input where Google's model (and transformers) routes on the residual: another model, "
-            f"logits 4.7-6.3 apart on a toy. Install {MOE_FIX}, or give a dense Gemma 4 (E2B, E4B, 31B)."
+            f"logits 4.7-6.3 apart on a toy. Install {_MOE_FIX}, or give a dense Gemma 4 (E2B, E4B, 31B)."
         )
 
 
