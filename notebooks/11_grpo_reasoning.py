@@ -134,11 +134,11 @@ if len(train_rows) < BATCH_SIZE:
 # ## Model, mesh and memory plan
 # A Gemma folder's `config.json` says how large the model is before any weight is read (its shapes are checked
 # against the safetensors' headers), and which of Tunix's Gemma codes runs it; what the installed Tunix would compute
-# otherwise than the model was trained (Gemma 4's experts on Tunix 0.1.7) stops here, saying what to install. Tunix shards the vocabulary, the heads and the feed-forward width over `tp`
-# and the width and the batch over `fsdp`: a mesh that does not divide them is refused here. The plan adds up
-# each chip's bytes: the actor, what trains and AdamW's state, the reference model (the same weights under LoRA),
-# the rollouts' KV cache and the step's activations. Then the run's settings are compared with the checkpoint's,
-# if any, before anything loads.
+# otherwise than the model was trained (Gemma 4's experts on Tunix 0.1.7) stops here, saying what to install. Tunix
+# shards the vocabulary, the heads and the feed-forward width over `tp` and the width and the batch over `fsdp`: a
+# mesh that does not divide them is refused here. The plan adds up each chip's bytes: the actor, what trains and
+# AdamW's state, the reference model (the same weights under LoRA), the rollouts' KV cache and the step's
+# activations. Then the run's settings are compared with the checkpoint's, if any, before anything loads.
 
 # %%
 from pathlib import Path
@@ -222,7 +222,8 @@ plan = planning.memory_plan(
 print(plan.describe())
 if not plan.fits:
     raise ParameterError(plan.describe())
-print(f"model: {model_folder or f'a tiny {FAMILY} from scratch'} ({model_reason}); mesh {FSDP} (fsdp) x {TP} (tp)")
+from_scratch = f"a tiny Gemma {FAMILY[-1]} from scratch"
+print(f"model: {model_folder or from_scratch} ({model_reason}); mesh {FSDP} (fsdp) x {TP} (tp)")
 print(f"warm start: {SFT_STEPS} SFT steps, lr {SFT_LEARNING_RATE:g}")
 print(
     f"GRPO: {MAX_STEPS} steps of {BATCH_SIZE} questions x {NUM_GENERATIONS} answers, lr {LEARNING_RATE:g}, "
@@ -259,8 +260,9 @@ if resumed_at:
 # %% [markdown]
 # ## The task: prompt, answer format and rewards
 # The model family's chat turn with the system prompt before the question (Gemma 4's own system turn; Gemma 3 and
-# 2 put it before the question in the user's turn), ended by the family's end-of-turn piece. Each reward function takes the prompts, the
-# completions and the data's columns (here `answer`) and returns one number a completion; GRPO adds them up.
+# 2 put it before the question in the user's turn), ended by the family's end-of-turn piece. Each reward function
+# takes the prompts, the completions and the data's columns (here `answer`) and returns one number a completion;
+# GRPO adds them up.
 # A format reward alone is soon gamed (tags around nothing): the answer rewards carry the task. Tunix's loss
 # never sees the end token (a completion stops before it): an empty answer costs nothing, and from random weights
 # the end token can climb until greedy answers are empty; `not_empty` scores them below any other. Edit freely:
