@@ -458,7 +458,7 @@ import time
 from tunix.models.gemma4 import params_safetensors as gemma4_safetensors
 started = time.perf_counter()
 RUN = 5
-g4 = run(MODEL="tiny-gemma4", MESH="2x4", SFT_STEPS=2, MAX_STEPS=1, HELD_OUT=8, OUTPUT_DIR=f"{out}/gemma4")
+g4 = run(MODEL="tiny-gemma4", MESH="2x4", SFT_STEPS=2, MAX_STEPS=2, HELD_OUT=8, OUTPUT_DIR=f"{out}/gemma4")
 saved = Path(out) / "gemma4" / "model"
 loaded = gemma4_safetensors.create_model_from_safe_tensors(str(saved), g4["config"], g4["mesh"], dtype=g4["DTYPE"])
 found["gemma4"] = {"family": g4["FAMILY"], "steps": g4["steps"], "config": type(g4["config"]).__module__,
@@ -467,7 +467,7 @@ found["gemma4"] = {"family": g4["FAMILY"], "steps": g4["steps"], "config": type(
     "prompt": g4["chat_prompt"]("Q"), "end": g4["tokenizer"].id_to_piece(g4["END_OF_TURN"]),
     "saved_config": json.loads((saved / "config.json").read_text()), "model": g4["metrics"]["model"]}
 RUN = 6
-lora = run(MODEL=str(saved), MESH="2x4", LORA_RANK=8, MAX_STEPS=1, HELD_OUT=8, LEARNING_RATE=1e-2,
+lora = run(MODEL=str(saved), MESH="2x4", LORA_RANK=8, MAX_STEPS=2, HELD_OUT=8, LEARNING_RATE=1e-2,
            OUTPUT_DIR=f"{out}/gemma4-lora")
 merged_folder = Path(out) / "gemma4-lora" / "model"
 loaded = gemma4_safetensors.create_model_from_safe_tensors(
@@ -904,7 +904,7 @@ def test_a_gemma_4_config_gives_tunix_gemma4_sizes_and_what_tunix_computes_other
 
 def test_a_tiny_gemma_4_trains_and_its_save_loads_back_with_tunix_then_trains_with_lora_from_that_folder(runs):
     found, lora = runs["gemma4"], runs["gemma4 lora"]
-    assert found["family"] == "gemma4" and found["config"] == "tunix.models.gemma4.model" and found["steps"] == 1
+    assert found["family"] == "gemma4" and found["config"] == "tunix.models.gemma4.model" and found["steps"] == 2
     assert (
         found["prompt"]
         == "<|turn>system\n"
@@ -927,7 +927,7 @@ def test_a_tiny_gemma_4_trains_and_its_save_loads_back_with_tunix_then_trains_wi
         "partial_rotary_factor": 0.25,
     }
     # LoRA beside Gemma 4's attention and MLP kernels, merged into the saved weights: the same greedy completions
-    assert lora["family"] == "gemma4" and lora["steps"] == 1 and lora["trained"] > 0 and lora["keys"]
+    assert lora["family"] == "gemma4" and lora["steps"] == 2 and lora["trained"] > 0 and lora["keys"]
     trained, loaded = lora["completions"]
     assert trained == loaded and len(trained) == 8
     kernels = {"self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}
