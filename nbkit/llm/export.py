@@ -228,9 +228,9 @@ def write_for_transformers(
     end_of_turn = tokenizer.piece_to_id(_end_of_turn(tokenizer))
     if end_of_turn == tokenizer.unk_id() or tokenizer.bos_id() < 0 or tokenizer.eos_id() < 0:
         raise RunError(
-            f"{folder}: the tokenizer lacks {_END_OF_TURN} (<turn|> for Gemma 4), a <bos> or an <eos> piece: a model "
-            f"trained with it cannot end its turn where transformers would stop. Train the tokenizer with Gemma's "
-            f"special pieces."
+            f"{folder}: the tokenizer lacks {_END_OF_TURN}, a <bos> or an <eos> piece: a model trained with it cannot "
+            f"end its turn where transformers would stop. Train the tokenizer with Gemma's special pieces (Gemma 4's "
+            f"end of a turn: <turn|>)."
         )
     ids = {"pad_token_id": tokenizer.pad_id(), "bos_token_id": tokenizer.bos_id(), "eos_token_id": tokenizer.eos_id()}
     config = json.loads((folder / "config.json").read_text())
