@@ -12,7 +12,7 @@
 # # Fine-tune Gemma with LoRA on a TPU, sharded over the chips
 #
 # Config -> data -> memory plan -> tokenizer -> sharded model -> LoRA -> train -> evaluate -> save. A Gemma 3
-# (or Gemma) model from KerasHub learns to answer prompts the way a file of prompt/response pairs does.
+# (or Gemma 4, or Gemma) model from KerasHub learns to answer prompts the way a file of prompt/response pairs does.
 # Only small low-rank matrices beside the attention kernels train (LoRA); the model's own weights stay frozen
 # in bfloat16. A memory plan, worked out from the preset's config before any weight is read, picks the layout:
 # on a v5e-8 (15.75 GiB a chip) Gemma 3 1B and, at short sequences, 4B (7.2 GiB of weights) fit one chip and
@@ -23,6 +23,9 @@
 # accepting Gemma's license on the model's page) and your pairs (a CSV or JSONL file), pick a TPU. On a CPU
 # with no model attached the same code trains a tiny Gemma 3, with a tokenizer learned from the data, on a
 # generated sample whose answer is the prompt's words in reverse order: it proves the pipeline, not the model.
+# Gemma 4 (`gemma4_instruct_2b`, `keras/gemma4/keras/gemma4_instruct_2b`): the same code, in Gemma 4's chat turns;
+# `PRESET="tiny-gemma4"` trains a tiny one from scratch (it learns the sample's rule less readily than Gemma 3's).
+# Its export to transformers (`EXPORT_TRANSFORMERS=True`, what notebook 11 reads) needs KerasHub 0.32 or later.
 #
 # **This notebook is the program: edit it.** The chat format, the tokenizer, `build_model`, the LoRA
 # targets, the optimizer and the evaluation are plain code below; `nbkit` reads and checks the data, plans
@@ -31,7 +34,7 @@
 # `papermill notebooks/10_llm_finetune.ipynb out/10.ipynb -p SIMULATE_DEVICES 8 -p MESH 2x4`
 
 # %% tags=["parameters"]
-PRESET: str = "gemma3_instruct_1b"  # a Gemma 3 / Gemma preset, its folder, or "tiny" / "tiny-gemma" (one from scratch)
+PRESET: str = "gemma3_instruct_1b"  # a Gemma 3/4 preset or folder; "tiny", "tiny-gemma4", "tiny-gemma": from scratch
 DATA_ROOT: str = "auto"  # a CSV or JSONL file of prompt/response pairs, or a folder of them; "auto": a generated sample
 PROMPT_COLUMN: str = "prompt"  # the column (CSV) or key (JSONL) of the prompts
 RESPONSE_COLUMN: str = "response"  # the column or key of the answers to learn
@@ -59,7 +62,7 @@ import importlib.util
 
 from nbkit import accel, atomic, params, staging
 from nbkit.errors import ParameterError
-from nbkit.llm import data, export, model_sizes, planning, sharding
+from nbkit.llm import data, export, hf_folder, model_sizes, planning, sharding
 
 params.check_parameters(globals(), EPOCHS=0, PER_REPLICA_BATCH=0, SEQUENCE_LENGTH=8, LORA_RANK=1, BACKEND=("jax",))
 if not 0 < HELD_OUT_SHARE < 1:
@@ -103,17 +106,33 @@ from nbkit.inputs import presets
 
 SMOKE = PROFILE == "smoke" or (PROFILE == "auto" and acc.kind == "cpu")
 TINY = dict(num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64, intermediate_dim=128, head_dim=32)
+# Gemma 4's own parts, each in small: per-layer embeddings, global layers (every second) with a head size of their own
+# and RoPE on a quarter of it, the last 2 layers (a sliding, a global) reusing the keys and values of the last ones of
+# their kind with a double-wide MLP there, a final soft cap. (Tunix, which reads the export in notebook 11, needs the
+# global head size unlike the width.)
+TINY_GEMMA4 = dict(
+    TINY, num_layers=4, global_head_dim=128, sliding_window_pattern=2, num_kv_shared_layers=2,
+    use_double_wide_mlp=True, hidden_size_per_layer_input=8, global_rope_partial_rotary_factor=0.25,
+    final_logit_soft_cap=30.0,
+)  # fmt: skip
+TINY_FAMILIES = {"tiny": "gemma3", "tiny-gemma": "gemma", "tiny-gemma4": "gemma4"}
 preset_folder, preset_reason = None, f"PRESET={PRESET!r}"
-if PRESET not in ("tiny", "tiny-gemma"):
+if PRESET not in TINY_FAMILIES:
     preset_folder, preset_reason = presets.find_preset(PRESET, download=not SMOKE)
     if preset_folder is None and not SMOKE:
         raise ParameterError(
             f"No Gemma to fine-tune: {preset_reason} (accept Gemma's license on the model's page first)."
         )
-if preset_folder:
-    config = json.loads(open(f"{preset_folder}/config.json").read())["config"]  # the backbone's sizes
-else:  # the vocabulary's size is known once the tokenizer is learned: 200 at most
-    config = dict(TINY, vocabulary_size=200, use_query_key_norm=PRESET != "tiny-gemma")
+if preset_folder:  # its config.json, read before any weight: the family, and the sizes the plan counts
+    preset_config = json.loads(open(f"{preset_folder}/config.json").read())
+    FAMILY, config = model_sizes.family(preset_config), preset_config["config"]
+else:  # a tiny model of PRESET's family; the vocabulary's size is known once the tokenizer is learned: 200 at most
+    FAMILY = TINY_FAMILIES.get(PRESET) or ("gemma4" if "gemma4" in PRESET else "gemma3")
+    config = dict(TINY_GEMMA4 if FAMILY == "gemma4" else TINY, vocabulary_size=200)
+    if FAMILY == "gemma3":
+        config["use_query_key_norm"] = True  # Gemma 3's query and key norms
+if EXPORT_TRANSFORMERS:  # said now, not after training
+    hf_folder.check_keras_hub_export(FAMILY)
 # The tiny model's base weights are random: LoRA must reach every kernel to teach it anything. A pretrained
 # Gemma needs only KerasHub's default, the attention's query and value.
 LORA_TARGETS = (
@@ -151,10 +170,10 @@ if not PER_REPLICA_BATCH:
     PER_REPLICA_BATCH = 1 if preset_folder else max(1, 16 // BATCH_AXIS)
     chosen.append(f"PER_REPLICA_BATCH=0: {whose} {PER_REPLICA_BATCH}")
 GLOBAL_BATCH = PER_REPLICA_BATCH * BATCH_AXIS
-tiny = f"a tiny {'Gemma' if PRESET == 'tiny-gemma' else 'Gemma 3'} from scratch"
+tiny = f"a tiny {dict(gemma='Gemma', gemma3='Gemma 3', gemma4='Gemma 4')[FAMILY]} from scratch"
 # What trains, and why: metrics.json says it too (a tiny model's scores say nothing of Gemma's).
 why = f"{preset_reason}; PROFILE={PROFILE!r} on a {acc.kind}: {'smoke' if SMOKE else 'full'}"
-TRAINED = {"model": str(preset_folder or tiny), "why": why, **({} if preset_folder else TINY)}
+TRAINED = {"model": str(preset_folder or tiny), "why": why, **({} if preset_folder else config)}
 print(f"model: {preset_folder or tiny} ({preset_reason})")
 print(
     f"{'smoke' if SMOKE else 'full'}: {EPOCHS} epochs, {SEQUENCE_LENGTH} tokens, global batch {GLOBAL_BATCH}, "
@@ -165,9 +184,9 @@ print(
 # %% [markdown]
 # ## Chat format and tokenizer
 # Gemma's instruction-tuned models were trained on chat turns: the prompt in a user turn, the answer in a
-# model turn, each closed by `<end_of_turn>`. The preprocessor puts `<bos>` first and gives the prompt's
-# tokens zero weight in the loss: the model learns to answer, not to ask. The tiny model learns a BPE
-# vocabulary from the training pairs (SentencePiece, in memory), with Gemma's special tokens in it.
+# model turn, each closed by `<end_of_turn>` (Gemma 4: `<|turn>user` ... `<turn|>`). The preprocessor puts `<bos>`
+# first and gives the prompt's tokens zero weight in the loss: the model learns to answer, not to ask. The tiny
+# model learns a BPE vocabulary from the training pairs (SentencePiece, in memory), with Gemma's special tokens in it.
 
 # %%
 import io
@@ -176,19 +195,22 @@ import keras
 import keras_hub
 import sentencepiece
 
-GEMMA3 = "use_query_key_norm" in config  # only Gemma 3 has query/key norms
+# The markers that open and close a turn: Gemma 4's, or Gemma's, Gemma 2's and Gemma 3's.
+START, END = ("<|turn>", "<turn|>") if FAMILY == "gemma4" else ("<start_of_turn>", "<end_of_turn>")
 
 
 def chat_prompt(prompt):
-    return f"<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n"
+    return f"{START}user\n{prompt}{END}\n{START}model\n"
 
 
 def chat_response(response):
-    return f"{response}<end_of_turn>"
+    return f"{response}{END}"
 
 
-# Gemma's turn markers, and the image markers KerasHub's Gemma 3 tokenizer looks up, each kept one piece.
-TURNS_AND_IMAGES = ["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>", "<img>", "\n"]
+# The turn markers, and the image markers KerasHub's Gemma 3 tokenizer looks up, each kept one piece (Gemma 4's
+# tokenizer is told the vocabulary has no image or video markers).
+IMAGES = ["<start_of_image>", "<end_of_image>", "<img>"] if FAMILY != "gemma4" else []
+TURNS_AND_IMAGES = [START, END, *IMAGES, "\n"]
 
 
 def build_preprocessor():
@@ -208,11 +230,13 @@ def build_preprocessor():
         minloglevel=2,
         **export.gemma_pieces(TURNS_AND_IMAGES),
     )
-    if GEMMA3:
-        tokenizer = keras_hub.models.Gemma3Tokenizer(proto=model.getvalue())
-        return keras_hub.models.Gemma3CausalLMPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
-    tokenizer = keras_hub.models.GemmaTokenizer(proto=model.getvalue())
-    return keras_hub.models.GemmaCausalLMPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
+    if FAMILY == "gemma4":
+        tokenizer = keras_hub.models.Gemma4Tokenizer(model.getvalue(), has_vision_tokens=False, has_video_tokens=False)
+        return keras_hub.models.Gemma4CausalLMPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
+    # Gemma 3's for the tiny Gemma too: Gemma's takes no prompt/response pairs, so it cannot keep the prompt out of
+    # the loss (the ids are the same: one SentencePiece model).
+    tokenizer = keras_hub.models.Gemma3Tokenizer(proto=model.getvalue())
+    return keras_hub.models.Gemma3CausalLMPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
 
 
 preprocessor = build_preprocessor()
@@ -281,7 +305,7 @@ print(
 
 # %%
 mesh = keras.distribution.DeviceMesh((BATCH_AXIS, MODEL_AXIS), ("batch", "model"), keras.distribution.list_devices())
-layout_rules = sharding.layout_rules(LORA_TARGETS)
+layout_rules = sharding.layout_rules(LORA_TARGETS, config)
 keras.distribution.set_distribution(
     keras.distribution.ModelParallel(layout_map=sharding.layout_map(mesh, layout_rules), batch_dim_name="batch")
 )
@@ -300,24 +324,33 @@ DTYPE = "bfloat16" if acc.kind == "tpu" else "float32"
 
 def build_model():
     if preset_folder:
-        return keras_hub.models.CausalLM.from_preset(preset_folder, dtype=DTYPE, preprocessor=None)
-    sizes = {name: config[name] for name in (*TINY, "vocabulary_size")}
-    if GEMMA3:  # with Gemma 3's post-attention and post-MLP norms and sliding windows: as Tunix's Gemma 3 (notebook 11)
+        # The family's own class: KerasHub 0.32's CausalLM.from_preset picks Gemma4CausalLM or Gemma4AssistantCausalLM
+        # for a Gemma 4, as a set's order falls in that process (the assistant then fails to build).
+        causal_lm_class = {"gemma4": keras_hub.models.Gemma4CausalLM, "gemma3": keras_hub.models.Gemma3CausalLM}
+        return causal_lm_class.get(FAMILY, keras_hub.models.GemmaCausalLM).from_preset(
+            preset_folder, dtype=DTYPE, preprocessor=None
+        )
+    if FAMILY == "gemma4":  # text only; Gemma 4's four norms a layer, query/key norms and windows are built in
+        backbone = keras_hub.models.Gemma4Backbone(**config, image_size=896, vision_encoder=None, dtype=DTYPE)
+        return keras_hub.models.Gemma4CausalLM(backbone=backbone, preprocessor=None)
+    if FAMILY == "gemma3":  # with Gemma 3's post-attention and post-MLP norms and sliding windows, as Tunix's (11)
         backbone = keras_hub.models.Gemma3Backbone(
-            **sizes, image_size=896, vision_encoder=None, dtype=DTYPE, use_post_ffw_norm=True,
+            **config, image_size=896, vision_encoder=None, dtype=DTYPE, use_post_ffw_norm=True,
             use_post_attention_norm=True, use_sliding_window_attention=True, sliding_window_size=512,
         )
         return keras_hub.models.Gemma3CausalLM(backbone=backbone, preprocessor=None)
-    return keras_hub.models.GemmaCausalLM(
-        backbone=keras_hub.models.GemmaBackbone(**sizes, dtype=DTYPE), preprocessor=None
-    )
+    backbone = keras_hub.models.GemmaBackbone(**config, dtype=DTYPE)
+    return keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
 
 
 keras.utils.set_random_seed(SEED)  # the same tiny model and LoRA weights on every run
 causal_lm = build_model()
 causal_lm.backbone.enable_lora(LORA_RANK, LORA_TARGETS)
+# A preset's vision and audio encoders stay whole on every chip, frozen, as the memory plan counts them.
+encoders = [getattr(causal_lm.backbone, name, None) for name in ("vision_encoder", "audio_encoder")]
+whole = [weight for encoder in encoders if encoder is not None for weight in encoder.weights]
 for line in sharding.check_sharding(
-    causal_lm.backbone.weights, layout_rules, config["hidden_dim"], dict(zip(mesh.axis_names, mesh.shape))
+    causal_lm.backbone.weights, layout_rules, config["hidden_dim"], dict(zip(mesh.axis_names, mesh.shape)), whole
 ):
     print(line)
 trainable = sum(int(np.prod(w.shape)) for w in causal_lm.trainable_weights)
@@ -406,10 +439,8 @@ held_out_loss = causal_lm.evaluate(
 causal_lm.preprocessor = preprocessor  # generate() takes text
 prompts = [chat_prompt(pairs.prompts[i]) for i in held_out_rows]
 padded = prompts + [prompts[0]] * (-len(prompts) % BATCH_AXIS)
-generated = causal_lm.generate(
-    padded, max_length=SEQUENCE_LENGTH, stop_token_ids=[tokenizer.token_to_id("<end_of_turn>")]
-)
-answers = [g.removeprefix(p).split("<end_of_turn>")[0].strip() for g, p in zip(generated, prompts)]
+generated = causal_lm.generate(padded, max_length=SEQUENCE_LENGTH, stop_token_ids=[tokenizer.token_to_id(END)])
+answers = [g.removeprefix(p).split(END)[0].strip() for g, p in zip(generated, prompts)]
 exact = float(np.mean([a == pairs.responses[i].strip() for a, i in zip(answers, held_out_rows)]))
 for answer, i in list(zip(answers, held_out_rows))[:3]:
     print(f"{pairs.prompts[i]!r} -> {answer!r} (expected {pairs.responses[i]!r})")
@@ -422,8 +453,9 @@ if pairs.sample:  # the generated sample's rule; other data has its own
 # %% [markdown]
 # ## Save
 # The LoRA weights alone (small: load them onto the same base model with `load_lora_weights`), and the
-# merged model as a KerasHub preset folder (Keras saves each kernel with its LoRA update added), which
-# `keras_hub.models.CausalLM.from_preset` loads with no LoRA code. Optionally Hugging Face safetensors.
+# merged model as a KerasHub preset folder (Keras saves each kernel with its LoRA update added), which the family's
+# class loads with no LoRA code (`keras_hub.models.Gemma3CausalLM.from_preset`, `Gemma4CausalLM`'s). Optionally
+# Hugging Face safetensors.
 
 # %%
 import shutil
@@ -434,14 +466,15 @@ exported = "not asked (EXPORT_TRANSFORMERS=False)"
 if EXPORT_TRANSFORMERS:
     try:
         # From the merged preset: KerasHub's exporter writes a LoRA model's frozen kernels without the LoRA update.
-        merged = keras_hub.models.CausalLM.from_preset(str(outputs.staging / "merged-preset"))
+        merged = type(causal_lm).from_preset(str(outputs.staging / "merged-preset"))  # the class that trained
         merged.export_to_transformers(str(outputs.staging / "transformers"))
         # What KerasHub's export gets wrong or leaves out (token ids, stop tokens, chat template; 0.31.1: Gemma 3's
-        # global RoPE factor) written as trained, then the folder read back as transformers reads it.
+        # global RoPE factor; 0.32: Gemma 4's RoPE, K=V, architecture and weight names) written as trained, then the
+        # folder read back as transformers reads it.
         corrections = export.write_for_transformers(
             outputs.staging / "transformers",
             tokenizer.proto,
-            export.keras_hub_rope(merged.backbone) if GEMMA3 else None,
+            export.keras_hub_rope(merged.backbone) if FAMILY == "gemma3" else None,
             made_by=f"KerasHub {keras_hub.__version__}",
         )
         for correction in corrections:

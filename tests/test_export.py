@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
 import pytest
 import sentencepiece
 from transformers import AutoConfig, AutoTokenizer
@@ -137,3 +138,108 @@ def test_a_folder_that_would_load_otherwise_than_trained_is_refused(tmp_path):
     turns = [{"role": "user", "content": "how many words: apple river stone"}]
     with pytest.raises(RunError, match="the chat template gives '<bos>how many words"):
         export.check_for_transformers(folder, TEXTS, [(turns, "<bos>" + PROMPT)])
+
+
+# A tiny Gemma 4 as notebook 10 builds one (6 layers: sliding, sliding, global, then 3 sharing their keys and values,
+# the double-wide MLP there, per-layer embeddings, a global head size of its own, partial RoPE on the global layers,
+# a final soft cap), its norms perturbed so that a norm read wrong shows; with K=V on the global layers or not.
+TURNS4 = [
+    f"<|turn>user\nhow many words: apple river {w}<turn|>\n<|turn>model\n<answer>{n}</answer><turn|>"
+    for n, w in enumerate(["stone", "cloud green", "tree house old", "light dark blue fast"] * 8)
+]
+PROMPT4 = "<|turn>user\nhow many words: apple river stone<turn|>\n<|turn>model\n"
+
+
+def keras_hub_gemma4_export(folder, key_is_value: bool):
+    """(KerasHub 0.32's export of the tiny Gemma 4 in `folder`, its tokenizer's proto, the ids of TURNS4[3] and
+    KerasHub's logits on them), the export as KerasHub writes it."""
+    import keras
+    import keras_hub
+
+    proto = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(TURNS4), model_writer=proto, model_type="BPE", vocab_size=80, hard_vocab_limit=False,
+        minloglevel=2, **export.gemma_pieces(["<|turn>", "<turn|>", "\n", "<answer>", "</answer>"]),
+    )  # fmt: skip
+    tokenizer = keras_hub.models.Gemma4Tokenizer(proto.getvalue(), has_vision_tokens=False, has_video_tokens=False)
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.Gemma4Backbone(
+        vocabulary_size=tokenizer.vocabulary_size(), image_size=896, num_layers=6, num_query_heads=2,
+        num_key_value_heads=1, hidden_dim=32, intermediate_dim=64, head_dim=8, global_head_dim=16,
+        sliding_window_size=8, sliding_window_pattern=3, final_logit_soft_cap=30.0,
+        global_rope_partial_rotary_factor=0.25, num_kv_shared_layers=3, hidden_size_per_layer_input=8,
+        use_double_wide_mlp=True, num_global_key_value_heads=1 if key_is_value else None, vision_encoder=None,
+        dtype="float32",
+    )  # fmt: skip
+    rng = np.random.default_rng(1)
+    for weight in backbone.weights:
+        if "norm" in weight.path or "scalar" in weight.path:
+            weight.assign(np.asarray(weight) + rng.normal(0, 0.3, weight.shape).astype("float32"))
+    preprocessor = keras_hub.models.Gemma4CausalLMPreprocessor(tokenizer, sequence_length=40)
+    keras_hub.models.Gemma4CausalLM(backbone=backbone, preprocessor=preprocessor).export_to_transformers(str(folder))
+    ids = np.array([[2, *sentencepiece.SentencePieceProcessor(model_proto=proto.getvalue()).encode(TURNS4[3])]])
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids, bool), "position_ids": np.arange(ids.shape[1])[None]}
+    logits = np.asarray(backbone.token_embedding(backbone(inputs), reverse=True))
+    return proto.getvalue(), ids, logits
+
+
+@pytest.mark.parametrize("key_is_value", [False, True])
+def test_a_keras_hub_gemma4_export_is_completed_and_tunix_computes_what_keras_hub_computed(tmp_path, key_is_value):
+    # Issue 59: KerasHub 0.32's Gemma 4 config.json lacks the proportional RoPE and K=V (transformers then computes
+    # another model) and names Gemma4TextModel; its weights, named model.*, do not load in Tunix 0.1.7 (notebook 11).
+    import jax.numpy as jnp
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from tunix.models.gemma4 import model as gemma4
+    from tunix.models.gemma4 import params_safetensors
+
+    folder = tmp_path / "transformers"
+    proto, ids, keras_logits = keras_hub_gemma4_export(folder, key_is_value)
+    said = export.write_for_transformers(folder, proto, made_by="KerasHub 0.32.0")
+    assert said == [
+        "KerasHub 0.32.0's export wrote architectures ['Gemma4TextModel'] -> ['Gemma4ForCausalLM']: corrected",
+        *(
+            ["KerasHub 0.32.0's export wrote attention_k_eq_v None -> True (as the weights say): corrected"]
+            * key_is_value
+        ),
+        "KerasHub 0.32.0's export wrote rope_parameters' full_attention rope_type None -> 'proportional': corrected",
+        "KerasHub 0.32.0's export wrote rope_parameters' sliding_attention rope_type None -> 'default': corrected",
+        "KerasHub 0.32.0's export wrote weights named model.* -> * (as Tunix 0.1.7 reads them): corrected",
+        f"KerasHub 0.32.0's export wrote {9 - key_is_value} unused key/value weights of the KV-shared layers added as "
+        f"zeros (Tunix 0.1.7's): corrected",
+        "KerasHub 0.32.0's export wrote tokenizer_config.json's added token <img> at id 3 (not its piece there): "
+        "dropped: corrected",
+    ]
+    config = AutoConfig.from_pretrained(folder)
+    assert MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config.model_type] == config.architectures[0] == "Gemma4ForCausalLM"
+    assert config.rope_parameters["full_attention"] == {
+        "rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0,
+    }  # fmt: skip
+    assert config.attention_k_eq_v is key_is_value and (config.bos_token_id, config.eos_token_id) == (2, 1)
+    end_of_turn = sentencepiece.SentencePieceProcessor(model_proto=proto).piece_to_id("<turn|>")
+    assert json.loads((folder / "generation_config.json").read_text())["eos_token_id"] == [1, end_of_turn]
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    system = [{"role": "system", "content": "Count."}, {"role": "user", "content": "how many words: apple"}]
+    assert tokenizer.apply_chat_template(system, add_generation_prompt=True, tokenize=False) == (
+        "<bos><|turn>system\nCount.<turn|>\n<|turn>user\nhow many words: apple<turn|>\n<|turn>model\n"
+    )
+    turns = [{"role": "user", "content": "how many words: apple river stone"}]
+    checked = export.check_for_transformers(folder, TURNS4, [(turns, "<bos>" + PROMPT4)])
+    assert "Gemma 4's config and weight names" in checked and "32 texts' ids and 1 chat prompts" in checked
+    assert export.write_for_transformers(folder, proto) == []  # complete: nothing more to say
+    # Tunix 0.1.7 loads the folder (notebook 11's route) and computes what KerasHub computed, past the window.
+    local, full = gemma4.AttentionType.LOCAL_SLIDING, gemma4.AttentionType.GLOBAL
+    sizes = dict(num_layers=6, num_embed=config.vocab_size, embed_dim=32, hidden_dim=64, num_heads=2, head_dim=8)
+    tunix_config = gemma4.ModelConfig(
+        **sizes, num_kv_heads=1, num_global_kv_heads=1, k_eq_v_global=key_is_value, global_key_size=16,
+        sliding_window_size=8, per_layer_input_dim=8, attention_pattern=(local, local, full), frac_shared_layers=0.5,
+        override_kv_shared_ffw_hidden=128, param_dtype=jnp.float32, dtype=jnp.float32,
+    )  # fmt: skip
+    model = params_safetensors.create_model_from_safe_tensors(str(folder), tunix_config, None)
+    length = ids.shape[1]
+    tunix_logits, _ = model(ids, np.arange(length)[None], None, np.tril(np.ones((length, length), bool))[None])
+    assert length > 16 and np.abs(np.asarray(tunix_logits) - keras_logits).max() < 1e-4 * np.abs(keras_logits).max()
+    # A folder that would be read otherwise is named: K=V said where the weights have values of their own.
+    written = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**written, "attention_k_eq_v": not key_is_value}))
+    with pytest.raises(RunError, match=f"config.json's attention_k_eq_v {not key_is_value} where the weights say"):
+        export.check_for_transformers(folder, TURNS4[:1])

@@ -5,6 +5,7 @@ own cells run on a tiny Gemma 3 and a tiny Gemma under three meshes (nbval runs 
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -196,58 +197,125 @@ def upto(heading):  # the code cells before the markdown cell that starts with `
         if c.cell_type == "code":
             found.append(c.source)
 rest = upto("## Train")
+TARGETS = ["query", "key", "value", "attention_output", "ffw_gating", "ffw_gating_2", "ffw_linear"]
+COMMON = dict(vocabulary_size=40, image_size=896, num_query_heads=2, num_key_value_heads=1, hidden_dim=16,
+              intermediate_dim=32, head_dim=8, global_head_dim=12, final_logit_soft_cap=30.0, dtype="float32")
+GEMMA4 = {  # dense: per-layer embeddings, KV-shared layers with a double-wide MLP; MoE: experts, K=V
+    "dense": dict(COMMON, num_layers=6, sliding_window_pattern=3, num_kv_shared_layers=3,
+                  hidden_size_per_layer_input=4, use_double_wide_mlp=True),
+    "moe": dict(COMMON, num_layers=2, sliding_window_pattern=2, num_global_key_value_heads=1, enable_moe_block=True,
+                num_experts=4, expert_intermediate_dim=8, num_experts_per_token=2),
+}
+# Each tiny Gemma 4 backbone with LoRA under the layout rules on a 2x4 and an 8x1 mesh: the lines of the check, each
+# weight's shape and its part on a chip; and, built with one rule left out, what the check says.
+def gemma4_backbones(keras, keras_hub, sharding):
+    found = {}
+    for shape in ((2, 4), (8, 1)):
+        mesh = keras.distribution.DeviceMesh(shape, ("batch", "model"), keras.distribution.list_devices())
+        axes = dict(zip(mesh.axis_names, mesh.shape))
+        for kind, config in GEMMA4.items():
+            rules = sharding.layout_rules(TARGETS, config)
+            left_out = "per_layer_token_embedding/embeddings" if kind == "dense" else ".*/moe_expert_bank/down_proj"
+            said = {}
+            for name, used in (("placed", rules), ("refused", {p: r for p, r in rules.items() if p != left_out})):
+                layout = sharding.layout_map(mesh, used)
+                parallel = keras.distribution.ModelParallel(layout_map=layout, batch_dim_name="batch")
+                keras.distribution.set_distribution(parallel)
+                backbone = keras_hub.models.Gemma4Backbone(**config, vision_encoder=None)
+                backbone.enable_lora(2, TARGETS)
+                try:
+                    said[name] = sharding.check_sharding(backbone.weights, used, 16, axes)
+                except Exception as error:
+                    said[name] = str(error)
+                if name == "placed":
+                    said["parts"] = {v.path: [list(v.shape), list(v.value.sharding.shard_shape(v.shape))]
+                                     for v in backbone.weights}
+            found[f"{kind} {shape[0]}x{shape[1]}"] = said
+    return found
 result = {}
 out = sys.argv[1]
-for preset in ("tiny", "tiny-gemma"):
-    for mesh_name in ("data", "1x8", "2x4"):
-        ns = {"__annotations__": {}}
-        exec(code[0], ns)
-        ns.update(PRESET=preset, MESH=mesh_name, SIMULATE_DEVICES=8, OUTPUT_DIR=f"{out}/{preset}-{mesh_name}")
-        for source in rest[1:]:
-            exec(source, ns)
-        m, keras, sharding = ns["causal_lm"], ns["keras"], ns["sharding"]
-        x = {k: v[:16] for k, v in ns["train_x"].items()}
-        y, w = ns["train_y"][:16], ns["train_weights"][:16]
-        key = f"{preset} {mesh_name}"
-        logits = np.asarray(m.predict_on_batch(x), np.float64)
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, logits, sample_weight=w)
-        shown = [v for v in m.backbone.weights if "ffw_linear" in v.path or "embeddings" in v.path]
-        specs = {v.path: [list(v.shape), list(v.value.sharding.shard_shape(v.shape))] for v in shown}
-        found = {"loss": float(loss), "mesh": list(ns["plan"].mesh), "specs": specs}
-        found["trainable"] = sorted({v.path.split("/")[-1] for v in m.trainable_weights})
-        if preset == "tiny" and mesh_name != "1x8":  # (each mesh compiles its own step: two meshes, for time)
-            m.compile(optimizer=keras.optimizers.Adam(1e-2), loss=m.loss)  # a constant rate: the schedule starts at 0
-            found["step_losses"] = [float(m.train_on_batch(x, y, sample_weight=w)[0]) for _ in range(2)]
-        if key == "tiny 2x4":  # the rest once: the prompts' weights, the refused rules, the files loaded back
-            tok = ns["tokenizer"]
-            prompt_len = len(tok(ns["chat_prompt"](ns["pairs"].prompts[ns["train_rows"][0]]))) + 1
-            found["weights_before_answer"] = float(w[0][: prompt_len - 1].sum())
-            found["weights_of_answer"] = float(w[0][prompt_len - 1 :].sum())
-            found["answer_tokens"] = len(tok(ns["chat_response"](ns["pairs"].responses[ns["train_rows"][0]])))
-            rules, hidden = ns["layout_rules"], ns["config"]["hidden_dim"]
-            axes = dict(zip(ns["mesh"].axis_names, ns["mesh"].shape))
-            refused = []
-            for wrong in ({**rules, ".*/ffw_gate/kernel": ("model", None)},
-                          {p: r for p, r in rules.items() if p != ".*/ffw_gating/lora_kernel_a"},
-                          {**rules, ".*/ffw_linear/kernel": ("model", None)}):
-                try:
-                    sharding.check_sharding(m.backbone.weights, wrong, hidden, axes)
-                except Exception as error:
-                    refused.append(str(error))
-            found["refused"] = refused
-            found["trained"] = ns["TRAINED"]
-            m.backbone.save_lora_weights(f"{out}/x.lora.h5")
-            m.save_to_preset(f"{out}/merged")
-            keras.utils.set_random_seed(ns["SEED"])
-            again = ns["build_model"]()
-            again.backbone.enable_lora(ns["LORA_RANK"], ns["LORA_TARGETS"])
-            again.backbone.load_lora_weights(f"{out}/x.lora.h5")
-            merged = ns["keras_hub"].models.CausalLM.from_preset(f"{out}/merged")
-            trained = np.asarray(m.predict_on_batch(x))
-            found["lora_file_diff"] = float(np.abs(np.asarray(again.predict_on_batch(x)) - trained).max())
-            found["merged_diff"] = float(np.abs(np.asarray(merged.predict_on_batch(x)) - trained).max())
-            found["logit_scale"] = float(np.abs(trained).max())
-        result[key] = found
+runs = [(preset, mesh) for preset in ("tiny", "tiny-gemma") for mesh in ("data", "1x8", "2x4")]
+# Gemma 4 on one mesh, for time: from scratch, then saved as a KerasHub preset and given as PRESET (a folder)
+for preset, mesh_name in runs + [("tiny-gemma4", "2x4"), (f"{out}/gemma4-preset", "2x4")]:
+    ns = {"__annotations__": {}}
+    exec(code[0], ns)
+    ns.update(PRESET=preset, MESH=mesh_name, SIMULATE_DEVICES=8, OUTPUT_DIR=f"{out}/{preset}-{mesh_name}")
+    for source in rest[1:]:
+        exec(source, ns)
+    m, keras, sharding = ns["causal_lm"], ns["keras"], ns["sharding"]
+    x = {k: v[:16] for k, v in ns["train_x"].items()}
+    y, w = ns["train_y"][:16], ns["train_weights"][:16]
+    key = f"{'gemma4-preset' if preset.startswith(out) else preset} {mesh_name}"
+    logits = np.asarray(m.predict_on_batch(x), np.float64)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, logits, sample_weight=w)
+    shown = [v for v in m.backbone.weights if "ffw_linear" in v.path or "embeddings" in v.path]
+    specs = {v.path: [list(v.shape), list(v.value.sharding.shard_shape(v.shape))] for v in shown}
+    found = {"loss": float(loss), "mesh": list(ns["plan"].mesh), "specs": specs}
+    found["trainable"] = sorted({v.path.split("/")[-1] for v in m.trainable_weights})
+    if preset == "tiny" and mesh_name != "1x8":  # (each mesh compiles its own step: two meshes, for time)
+        m.compile(optimizer=keras.optimizers.Adam(1e-2), loss=m.loss)  # a constant rate: the schedule starts at 0
+        found["step_losses"] = [float(m.train_on_batch(x, y, sample_weight=w)[0]) for _ in range(2)]
+    if mesh_name == "2x4":  # the prompts' weights, in each family's turns
+        tok = ns["tokenizer"]
+        prompt_len = len(tok(ns["chat_prompt"](ns["pairs"].prompts[ns["train_rows"][0]]))) + 1
+        found["weights_before_answer"] = float(w[0][: prompt_len - 1].sum())
+        found["weights_of_answer"] = float(w[0][prompt_len - 1 :].sum())
+        found["answer_tokens"] = len(tok(ns["chat_response"](ns["pairs"].responses[ns["train_rows"][0]])))
+        found["chat"] = ns["chat_prompt"]("p") + ns["chat_response"]("r")
+        found["trained"] = ns["TRAINED"]
+        found["model_class"] = type(m).__name__
+    if preset == "tiny-gemma4":
+        m.preprocessor = ns["preprocessor"]
+        m.save_to_preset(f"{out}/gemma4-preset")
+    if key == "tiny 2x4":  # the rest once: the refused rules, the files loaded back
+        rules, hidden = ns["layout_rules"], ns["config"]["hidden_dim"]
+        axes = dict(zip(ns["mesh"].axis_names, ns["mesh"].shape))
+        refused = []
+        for wrong in ({**rules, ".*/ffw_gate/kernel": ("model", None)},
+                      {p: r for p, r in rules.items() if p != ".*/ffw_gating/lora_kernel_a"},
+                      {**rules, ".*/ffw_linear/kernel": ("model", None)}):
+            try:
+                sharding.check_sharding(m.backbone.weights, wrong, hidden, axes)
+            except Exception as error:
+                refused.append(str(error))
+        found["refused"] = refused
+        m.backbone.save_lora_weights(f"{out}/x.lora.h5")
+        m.save_to_preset(f"{out}/merged")
+        keras.utils.set_random_seed(ns["SEED"])
+        again = ns["build_model"]()
+        again.backbone.enable_lora(ns["LORA_RANK"], ns["LORA_TARGETS"])
+        again.backbone.load_lora_weights(f"{out}/x.lora.h5")
+        merged = ns["keras_hub"].models.CausalLM.from_preset(f"{out}/merged")
+        trained = np.asarray(m.predict_on_batch(x))
+        found["lora_file_diff"] = float(np.abs(np.asarray(again.predict_on_batch(x)) - trained).max())
+        found["merged_diff"] = float(np.abs(np.asarray(merged.predict_on_batch(x)) - trained).max())
+        found["logit_scale"] = float(np.abs(trained).max())
+    result[key] = found
+result["gemma4 backbones"] = gemma4_backbones(keras, ns["keras_hub"], ns["sharding"])
+# A Gemma 4 31B preset (its config.json; weights that are not weights) on v5e chips, data parallel: the plan stops.
+import jax, pathlib
+fake = pathlib.Path(out, "gemma4-31b")
+fake.mkdir()
+sizes = dict(vocabulary_size=262144, num_layers=60, num_query_heads=32, num_key_value_heads=16, hidden_dim=5376,
+             intermediate_dim=21504, head_dim=256, global_head_dim=512, num_global_key_value_heads=4,
+             sliding_window_pattern=6, final_logit_soft_cap=30.0, image_size=896, vision_encoder=None)
+for name, kind in (("config.json", "Gemma4Backbone"), ("tokenizer.json", "Gemma4Tokenizer")):
+    content = {"class_name": kind, "config": sizes if kind.endswith("Backbone") else {}, "registered_name": kind}
+    (fake / name).write_text(json.dumps(content))
+(fake / "metadata.json").write_text("{}")
+(fake / "model.weights.h5").write_bytes(b"not weights: whatever read them would fail otherwise")
+ns = {"__annotations__": {}}
+exec(code[0], ns)
+ns.update(PRESET=str(fake), MESH="data", SIMULATE_DEVICES=8, OUTPUT_DIR=f"{out}/31b")
+devices = jax.devices
+try:
+    for n, source in enumerate(rest[1:]):
+        if "DEVICE_KIND = jax.devices()" in source:  # the chips a v5e-8 has
+            jax.devices = lambda *a: [type("Chip", (), {"device_kind": "TPU v5 lite"})()]
+        exec(source, ns)
+except Exception as error:
+    result["31b"] = [n, "memory_plan(" in source, f"{type(error).__name__}: {error}"]
+jax.devices = devices
 print("RESULT " + json.dumps(result))
 """
 
@@ -319,3 +387,80 @@ def test_prompt_tokens_carry_no_weight_and_the_saved_model_gives_the_same_logits
     assert found["weights_before_answer"] == 0 and found["weights_of_answer"] == found["answer_tokens"] + 1  # and <eos>
     assert found["lora_file_diff"] < 1e-5 * found["logit_scale"]
     assert found["merged_diff"] < 1e-4 * found["logit_scale"]
+
+
+def test_a_tiny_gemma4_runs_the_notebooks_cells_in_its_own_turns_sharded_as_planned(meshes):
+    # Issue 59: PRESET="tiny-gemma4", a Gemma 4 from scratch (per-layer embeddings, global layers with a head size of
+    # their own, KV-shared layers with a double-wide MLP), in Gemma 4's turns, its weights placed on a 2x4 mesh.
+    found = meshes["tiny-gemma4 2x4"]
+    assert found["mesh"] == [2, 4] and 0.1 < found["loss"] < 20 and found["model_class"] == "Gemma4CausalLM"
+    assert found["trainable"] == ["lora_kernel_a", "lora_kernel_b"]
+    assert found["chat"] == "<|turn>user\np<turn|>\n<|turn>model\nr<turn|>"
+    assert found["weights_before_answer"] == 0 and found["weights_of_answer"] == found["answer_tokens"] + 1
+    (vocabulary, per_layer), part = found["specs"]["per_layer_token_embedding/embeddings"]
+    assert per_layer == 4 * 8 and part == [vocabulary, per_layer // 4]  # the per-layer table on its wide axis
+    trained = found["trained"]
+    assert trained["model"] == "a tiny Gemma 4 from scratch" and trained["why"].startswith("PRESET='tiny-gemma4'")
+    assert (trained["num_kv_shared_layers"], trained["use_double_wide_mlp"], trained["global_head_dim"]) == (2, 1, 128)
+
+
+# The LoRA factors that hold no hidden axis (rank x head size, rank x intermediate): whole on every chip, by a rule.
+LORA_WHOLE = re.compile(
+    r".*/((query|key|value|ffw_gating|ffw_gating_2)/lora_kernel_b|(attention_output|ffw_linear)/lora_kernel_a)"
+)
+GEMMA4_OWN = {
+    "dense": ["per_layer_token_embedding/embeddings", "per_layer_model_projection/kernel",
+              "decoder_block_5/per_layer_input_gate/kernel", "decoder_block_5/per_layer_up_proj/kernel"],
+    "moe": ["decoder_block_1/moe_router/proj/kernel", "decoder_block_1/moe_expert_bank/gate_proj",
+            "decoder_block_1/moe_expert_bank/up_proj", "decoder_block_1/moe_expert_bank/down_proj"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["dense", "moe"])
+def test_every_gemma4_weight_is_placed_on_a_2x4_and_a_data_mesh(meshes, kind):
+    # Issue 59: nbkit's rules placed every text kernel but the per-layer embeddings' and the experts', and the check
+    # looked only for a hidden-sized axis: the per-layer table (vocabulary x layers x 256, 2.35B of E2B's 4.65B
+    # parameters) stayed whole on every chip without a word.
+    for mesh, model_axis in (("2x4", 4), ("8x1", 1)):
+        said = meshes["gemma4 backbones"][f"{kind} {mesh}"]
+        assert isinstance(said["placed"], list), said["placed"]  # the check passed
+        parts = said["parts"]
+        assert set(GEMMA4_OWN[kind]) <= set(parts)
+        for path, (full, part) in parts.items():
+            split = len(full) > 1 and np.prod(full) > 16 and not LORA_WHOLE.fullmatch(path)
+            assert np.prod(part) * (model_axis if split else 1) == np.prod(full), (mesh, path, full, part)
+
+
+@pytest.mark.parametrize(
+    "kind, named",
+    [
+        ("dense", "per_layer_token_embedding/embeddings (40, 24) is placed by no rule: it is replicated on every chip"),
+        ("moe", "decoder_block_0/moe_expert_bank/down_proj (4, 8, 16) is placed by no rule: it is replicated"),
+    ],
+)
+def test_a_gemma4_weight_left_to_no_rule_is_named(meshes, kind, named):
+    for mesh in ("2x4", "8x1"):  # on a data mesh too: the rule would be missing on the next mesh
+        assert named in meshes["gemma4 backbones"][f"{kind} {mesh}"]["refused"]
+
+
+def test_a_gemma4_preset_folder_is_taken_for_gemma4_and_loaded_as_gemma4s_causal_lm(meshes):
+    # Issue 59: a Gemma 4 preset was taken for Gemma 1 ("use_query_key_norm" in config decided); KerasHub 0.32's
+    # CausalLM.from_preset picks Gemma4CausalLM or Gemma4AssistantCausalLM as a set's order falls in the process.
+    found, scratch = meshes["gemma4-preset 2x4"], meshes["tiny-gemma4 2x4"]
+    assert found["model_class"] == "Gemma4CausalLM" and found["chat"] == scratch["chat"]
+    assert found["trained"]["model"].endswith("gemma4-preset") and found["trainable"] == [
+        "lora_kernel_a",
+        "lora_kernel_b",
+    ]
+    assert (
+        found["specs"]["per_layer_token_embedding/embeddings"]
+        == scratch["specs"]["per_layer_token_embedding/embeddings"]
+    )
+    assert abs(found["loss"] - scratch["loss"]) < 1e-4 * scratch["loss"]  # the saved model, its LoRA still zero
+
+
+def test_a_gemma4_31b_preset_is_planned_from_its_config_before_any_weight_is_read(meshes):
+    # Issue 59: the plan stops a preset too large for the chips before anything loads (its weights here are bytes
+    # that would fail to load), in the cell that reads config.json, as for Gemma 3.
+    cell, plans, said = meshes["31b"]
+    assert plans and said.startswith("ParameterError: memory plan, mesh 8 (batch) x 1 (model)"), said

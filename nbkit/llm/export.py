@@ -21,7 +21,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.errors import RunError
-from nbkit.llm import gemma4_weights, model_sizes
+from nbkit.llm import chat_templates, gemma4_weights, hf_folder, model_sizes
 from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 # Each family's norms, every one written (a missing one is a KeyError, never a model without it): Gemma 2's
@@ -148,26 +148,7 @@ def save_gemma(
 
 # ---- what transformers reads besides the weights ----
 
-# Gemma's chat turns, text only, as Gemma's own template writes them and notebooks 10 and 11 train them: <bos>,
-# then each turn's text, trimmed, between <start_of_turn> and <end_of_turn> (the assistant's role is "model"), a
-# system message before the first user turn's text with a blank line between, and the model's turn opened.
-CHAT_TEMPLATE = (
-    "{{ bos_token }}"
-    "{%- if messages[0]['role'] == 'system' -%}"
-    "{%- set first = messages[0]['content'] + '\\n\\n' -%}{%- set turns = messages[1:] -%}"
-    "{%- else -%}{%- set first = '' -%}{%- set turns = messages -%}{%- endif -%}"
-    "{%- for message in turns -%}"
-    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
-    "{{ '<start_of_turn>' + role + '\\n' + (first if loop.first else '') }}"
-    "{{ message['content'] | trim + '<end_of_turn>\\n' }}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
-)
-_END_OF_TURN = "<end_of_turn>"
-
-
-def _end_of_turn(tokenizer: Any) -> str:
-    return "<turn|>" if tokenizer.piece_to_id("<turn|>") != tokenizer.unk_id() else _END_OF_TURN
+CHAT_TEMPLATE = chat_templates.GEMMA  # Gemma 3's (notebook 12 gives it to a folder without one)
 
 
 def gemma_pieces(symbols: Sequence[str]) -> dict[str, Any]:
@@ -215,27 +196,30 @@ def write_for_transformers(
     folder: str | Path, tokenizer_proto: bytes, rope: dict[str, Any] | None = None, made_by: str = ""
 ) -> list[str]:
     """Complete the Hugging Face model folder `folder` (config.json written) so that transformers and vLLM read
-    the model as it was trained; returns what was corrected in config.json, to be said. Written: pad/bos/eos ids
-    from the SentencePiece tokenizer itself (KerasHub writes Gemma's as bos 1 / eos 2 where they are eos 1 /
-    bos 2), generation_config.json stopping at <eos> and at the end of a turn, tokenizer_config.json with the chat
-    template (kept where the folder has one), special_tokens_map.json; Gemma 2's eager attention, the one that caps
-    its logits. `rope`: a Gemma 3's `_gemma3_rope` as trained, written where config.json says otherwise (KerasHub
-    0.31.1 leaves the global factor out)."""
+    the model as it was trained; returns what was corrected, to be said. Written: pad/bos/eos ids from the
+    SentencePiece tokenizer itself (KerasHub writes Gemma's as bos 1 / eos 2 where they are eos 1 / bos 2),
+    generation_config.json stopping at <eos> and at the family's end of a turn, tokenizer_config.json with the
+    family's chat template (kept where the folder has one), special_tokens_map.json; Gemma 2's eager attention, the
+    one that caps its logits; Gemma 4's config and weights as `hf_folder` completes them. `rope`: a Gemma 3's
+    `_gemma3_rope` as trained, written where config.json says otherwise (KerasHub 0.31.1 leaves the global factor
+    out)."""
     import sentencepiece
 
     folder = Path(folder)
+    config = json.loads((folder / "config.json").read_text())
+    family = model_sizes.family(config)
+    end_of_turn_piece, template = chat_templates.TURNS[family][1:]
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
-    end_of_turn = tokenizer.piece_to_id(_end_of_turn(tokenizer))
+    end_of_turn = tokenizer.piece_to_id(end_of_turn_piece)
     if end_of_turn == tokenizer.unk_id() or tokenizer.bos_id() < 0 or tokenizer.eos_id() < 0:
         raise RunError(
-            f"{folder}: the tokenizer lacks {_END_OF_TURN}, a <bos> or an <eos> piece: a model trained with it cannot "
-            f"end its turn where transformers would stop. Train the tokenizer with Gemma's special pieces (Gemma 4's "
-            f"end of a turn: <turn|>)."
+            f"{folder}: the tokenizer lacks {end_of_turn_piece}, a <bos> or an <eos> piece: a model trained with it "
+            f"cannot end its turn where transformers would stop. Train the tokenizer with Gemma's special pieces."
         )
     ids = {"pad_token_id": tokenizer.pad_id(), "bos_token_id": tokenizer.bos_id(), "eos_token_id": tokenizer.eos_id()}
-    config = json.loads((folder / "config.json").read_text())
     corrected = [f"{name} {config.get(name)} -> {value}" for name, value in ids.items() if config.get(name) != value]
     config.update(ids)
+    config.get("text_config", {}).update(ids)
     if rope is not None:
         written, wanted = model_sizes.rope_settings(config), model_sizes.rope_settings(rope)
         if written != wanted:
@@ -246,27 +230,13 @@ def write_for_transformers(
         # model, silently (logits 0.026 apart on a 2-layer toy). Its eager attention caps as Gemma 2 was trained.
         corrected.append(f"attn_implementation {config.get('attn_implementation')} -> 'eager' (the attention's cap)")
         config["attn_implementation"] = "eager"
+    if family == "gemma4":
+        corrected += hf_folder.complete_gemma4(folder, config)
     if corrected:
         (folder / "config.json").write_text(json.dumps(config, indent=1))
     generation = {**ids, "eos_token_id": [tokenizer.eos_id(), end_of_turn]}
     (folder / "generation_config.json").write_text(json.dumps(generation, indent=1))
-    tokenizer_config_file = folder / "tokenizer_config.json"
-    tokenizer_config = json.loads(tokenizer_config_file.read_text()) if tokenizer_config_file.is_file() else {}
-    tokenizer_config.update(
-        {
-            "tokenizer_class": "GemmaTokenizer",
-            **{key: tokenizer.id_to_piece(ids[f"{key}_id"]) for key in ("bos_token", "eos_token", "pad_token")},
-            "unk_token": tokenizer.id_to_piece(tokenizer.unk_id()),
-            "add_bos_token": True,
-            "add_eos_token": False,
-            "clean_up_tokenization_spaces": False,
-        }
-    )
-    gemma4 = _end_of_turn(tokenizer) == "<turn|>"  # Gemma 4's turns
-    tokenizer_config.setdefault("chat_template", gemma4_weights.CHAT_TEMPLATE if gemma4 else CHAT_TEMPLATE)
-    tokenizer_config_file.write_text(json.dumps(tokenizer_config, indent=1))
-    special = {key: tokenizer_config[key] for key in ("bos_token", "eos_token", "pad_token", "unk_token")}
-    (folder / "special_tokens_map.json").write_text(json.dumps(special, indent=1))
+    corrected += chat_templates.write_tokenizer_files(folder, tokenizer, template)
     if corrected and made_by:
         corrected = [f"{made_by}'s export wrote {change}: corrected" for change in corrected]
     return corrected
@@ -289,6 +259,21 @@ def _import_quietly() -> None:
     transformers.utils.logging.set_verbosity(levels.get(kept or "warning", levels["warning"]))
 
 
+def _reread_tokenizer(folder: Path) -> Any:
+    """transformers' tokenizer of `folder`, read without its notes on Gemma 3's per-layer RoPE settings (which it
+    reads right)."""
+    _import_quietly()
+    from transformers import AutoTokenizer
+    from transformers.utils import logging
+
+    said = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    finally:
+        logging.set_verbosity(said)
+
+
 def check_for_transformers(
     folder: str | Path, texts: Sequence[str], chats: Sequence[tuple[list[dict[str, str]], str]] = ()
 ) -> str:
@@ -308,20 +293,13 @@ def check_for_transformers(
         for name, want in (("bos_token_id", trained.bos_id()), ("eos_token_id", trained.eos_id()))
         if config.get(name) != want
     ]
-    if trained.piece_to_id(_end_of_turn(trained)) not in generation.get("eos_token_id", []):
-        wrong.append(f"generation_config.json does not stop at {_end_of_turn(trained)}")
+    family = model_sizes.family(config)
+    end_of_turn = chat_templates.TURNS[family][1]
+    if trained.piece_to_id(end_of_turn) not in generation.get("eos_token_id", []):
+        wrong.append(f"generation_config.json does not stop at {end_of_turn}")
     checked = "config.json's ids, the stop tokens"
     if importlib.util.find_spec("transformers") is not None:
-        _import_quietly()
-        from transformers import AutoTokenizer
-        from transformers.utils import logging
-
-        said = logging.get_verbosity()
-        logging.set_verbosity_error()  # its notes on Gemma 3's per-layer RoPE settings, which it reads right
-        try:
-            reread = AutoTokenizer.from_pretrained(str(folder))
-        finally:
-            logging.set_verbosity(said)
+        reread = _reread_tokenizer(folder)
         for text in texts:
             if reread(text, add_special_tokens=False)["input_ids"] != trained.encode(text):
                 wrong.append(f"transformers' tokenizer splits {text[:60]!r} otherwise than the trained one")
@@ -337,6 +315,9 @@ def check_for_transformers(
         read = {"<bos>": reread.bos_token_id, "<eos>": reread.eos_token_id, "<pad>": reread.pad_token_id}
         if read != specials:  # a piece it lacks is added past the embedding's rows
             wrong.append(f"transformers' tokenizer has the ids {read} where the trained one has {specials}")
+        if family == "gemma4":
+            wrong += hf_folder.check_gemma4(folder)
+            checked += ", Gemma 4's config and weight names"
         version = importlib.metadata.version("transformers")
         checked += f", {len(texts)} texts' ids and {len(chats)} chat prompts in transformers {version}"
     if wrong:

@@ -11,14 +11,6 @@ import numpy as np
 
 from nbkit.errors import RunError
 
-# Gemma 4's chat turns, text only, as notebook 11 trains them: <bos>, then each turn's text, trimmed, between
-# <|turn>role and <turn|> (the system prompt a turn of its own, the assistant's role "model"), and the model's opened.
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{%- for message in messages -%}"
-    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
-    "{{ '<|turn>' + role + '\\n' + message['content'] | trim + '<turn|>\\n' }}{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|turn>model\\n' }}{%- endif -%}"
-)
 _NORMS = {
     "pre_attention_norm": "input_layernorm",
     "post_attention_norm": "post_attention_layernorm",

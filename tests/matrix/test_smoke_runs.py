@@ -250,6 +250,57 @@ def test_10_llm_bundled_runs_with_nbkit_hidden_on_eight_jax_devices_on_a_2x4_mes
     assert found["same_greedy"] and found["stops"], found
 
 
+# Run by the lane's Python: notebook 10's cells up to training on the tiny Gemma 4 (8 simulated devices, a 2x4 mesh),
+# asking for the export to transformers, then not: what stopped the run, or two training steps' losses.
+GEMMA4_CELLS = r"""
+import json, os, jupytext
+cells = jupytext.read("notebooks/10_llm_finetune.py").cells
+code, seen = [], []
+for c in cells:
+    if c.cell_type == "markdown" and c.source.startswith("## Train"):
+        break
+    if c.cell_type == "code":
+        code.append(c.source)
+found = {}
+for export in (True, False):
+    ns = {"__annotations__": {}}
+    exec(code[0], ns)
+    ns.update(PRESET="tiny-gemma4", EXPORT_TRANSFORMERS=export, MESH="2x4", SIMULATE_DEVICES=8, EPOCHS=1)
+    ns.update(OUTPUT_DIR=f"{os.environ['NBKIT_WORKING_DIR']}/{export}")
+    try:
+        for source in code[1:]:
+            exec(source, ns)
+    except Exception as error:
+        found[str(export)] = f"{type(error).__name__}: {error}"
+        continue
+    m, keras = ns["causal_lm"], ns["keras"]
+    x, y, w = {k: v[:16] for k, v in ns["train_x"].items()}, ns["train_y"][:16], ns["train_weights"][:16]
+    m.compile(optimizer=keras.optimizers.Adam(1e-2), loss=m.loss)
+    found[str(export)] = [float(m.train_on_batch(x, y, sample_weight=w)[0]) for _ in range(2)]
+    found["version"] = ns["keras_hub"].__version__
+print("RESULT " + json.dumps(found))
+"""
+
+
+def test_10_gemma4_trains_on_this_lanes_keras_hub_and_an_export_it_cannot_write_stops_before_training(
+    tmp_path, run_python
+):
+    """Issue 59: KerasHub 0.31.1 (Kaggle's TPU image) has Gemma 4's backbone (per-layer embeddings, KV sharing: its
+    gemma4 modules are 0.32's but for the preprocessor's import of TensorFlow) and no Gemma 4 exporter. A Gemma 4 run
+    asking for the export stops in the first cells, saying what to do; without it, the tiny Gemma 4 trains."""
+    run = run_python(GEMMA4_CELLS, NBKIT_WORKING_DIR=str(tmp_path))
+    found = json.loads(run.stdout.split("RESULT ", 1)[1])
+    steps = found["False"]
+    assert isinstance(steps, list) and steps[1] < steps[0], found
+    if tuple(map(int, found["version"].split(".")[:2])) < (0, 32):
+        assert found["True"].startswith("ParameterError: EXPORT_TRANSFORMERS=True: KerasHub 0.31") and (
+            "`pip install -U 'keras-hub>=0.32'`" in found["True"]
+            and "or give EXPORT_TRANSFORMERS=False" in found["True"]
+        ), found
+    else:
+        assert isinstance(found["True"], list), found
+
+
 # Run by the lane's Python: a model folder in Hugging Face transformers (torch, float32) against the JAX side on
 # the same prompts: the chat template's ids against the training format's (<bos> + Gemma's turns, tokenized by the
 # trained SentencePiece model), the logits, and greedy answers (JAX: notebook 11's completions, or KerasHub's
