@@ -527,9 +527,14 @@ import jax, jax.numpy as jnp, numpy as np, sentencepiece, torch
 from flax import nnx
 from transformers import AutoModelForCausalLM
 from tunix.models.gemma4 import model as gemma4
-from test_export import tokenizer_proto
+import io
+from test_export import TEXTS
 from nbkit.llm import export
-out, proto, found = Path(sys.argv[1]), tokenizer_proto(), {}
+out, proto, found = Path(sys.argv[1]), io.BytesIO(), {}
+sentencepiece.SentencePieceTrainer.train(  # with Gemma 4's turn pieces, as notebook 11 learns its tiny one's
+    sentence_iterator=iter(TEXTS), model_writer=proto, model_type="BPE", vocab_size=96, hard_vocab_limit=False,
+    minloglevel=2, **export.gemma_pieces(["<|turn>", "<turn|>"]))
+proto = proto.getvalue()
 vocab = sentencepiece.SentencePieceProcessor(model_proto=proto).get_piece_size()
 tiny = dict(num_layers=4, num_embed=vocab, embed_dim=64, hidden_dim=128, num_heads=4, head_dim=16, num_kv_heads=1,
             sliding_window_size=16, attention_pattern=["LOCAL_SLIDING", "GLOBAL"] * 2, global_key_size=32)
