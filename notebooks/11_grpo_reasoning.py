@@ -11,7 +11,7 @@
 # %% [markdown]
 # # Teach Gemma to show its work: GRPO through Tunix on a TPU
 #
-# Config -> data -> rewards -> memory plan -> tokenizer -> model (+ LoRA) -> warm start -> evaluate -> GRPO ->
+# Config -> data -> memory plan -> rewards -> tokenizer -> model (+ LoRA) -> warm start -> evaluate -> GRPO ->
 # evaluate -> save.
 # The model answers each question as `<reasoning>...</reasoning><answer>...</answer>`. For every question it
 # writes `NUM_GENERATIONS` answers; the reward functions below score them; GRPO (Group Relative Policy
@@ -20,8 +20,10 @@
 # which Kaggle's TPU image ships) runs the rollouts, the reference model and the updates, sharded over the chips.
 #
 # On Kaggle: attach Gemma 3 1B for Tunix (`google/gemma-3/transformers/gemma-3-1b-it`, after accepting Gemma's
-# license), Gemma 2 2B (`google/gemma-2/transformers/gemma-2-2b-it`), or the model notebook 10 fine-tuned and
-# exported (`EXPORT_TRANSFORMERS=True`): SFT first, then GRPO.
+# license), Gemma 4 E2B or E4B (their Hugging Face folders: the text model trains, the vision and audio towers are
+# left out), Gemma 2 2B (`google/gemma-2/transformers/gemma-2-2b-it`), or the model notebook 10 fine-tuned and
+# exported (`EXPORT_TRANSFORMERS=True`): SFT first, then GRPO. Gemma 4's mixture of experts (26B-A4B) needs Tunix's
+# git head (Kaggle's TPU image has it): the released Tunix 0.1.7 routes its experts otherwise than Google trained it.
 # Attach GSM8K (or your own question/answer CSV or JSONL), pick a TPU v5e-8. On a CPU with no model the same code
 # takes the route real runs take, in miniature: a tiny Gemma 3 from scratch learns the answer format by a short
 # supervised warm start (SFT) on the sample's worked answers, then GRPO raises how often it answers right.
@@ -33,7 +35,7 @@
 # `papermill notebooks/11_grpo_reasoning.ipynb out/11.ipynb -p MESH 2x4 -p MAX_STEPS 60`
 
 # %% tags=["parameters"]
-MODEL: str = "auto"  # a Gemma 3 / Gemma 2 safetensors folder or Kaggle Models handle; "tiny"; "auto" (see below)
+MODEL: str = "auto"  # a Gemma 4/3/2 safetensors folder or Kaggle Models handle; "tiny"; "tiny-gemma4"; "auto"
 DATA_ROOT: str = "auto"  # a CSV or JSONL file of questions and answers, or a folder of them; "auto": see below
 QUESTION_COLUMN: str = "question"  # the column (CSV) or key (JSONL) of the questions
 ANSWER_COLUMN: str = "answer"  # the column or key of the answers (GSM8K's: worked solution, then "#### <answer>")
@@ -62,7 +64,8 @@ OUTPUT_DIR: str = "auto"  # the model, metrics.json, plots and checkpoints; "aut
 
 # %% [markdown]
 # `MODEL="auto"`: the tiny Gemma 3 in the smoke profile (a CPU's default), else Gemma 3 1B for Tunix attached (or
-# fetched by kagglehub).
+# fetched by kagglehub). `MODEL="tiny-gemma4"`: a tiny Gemma 4 from scratch (per-layer inputs, KV-shared layers with
+# a double-wide MLP, global layers with their own head size and partial RoPE).
 # `DATA_ROOT="auto"`: GSM8K's `main_train.csv` where a dataset holding it is attached, else a generated sample in
 # GSM8K's shape (the question lists words, the answer numbers them and ends in `#### <how many>`).
 #
@@ -73,7 +76,7 @@ OUTPUT_DIR: str = "auto"  # the model, metrics.json, plots and checkpoints; "aut
 # %%
 from nbkit import accel, atomic, params, staging
 from nbkit.errors import ParameterError
-from nbkit.llm import data, export, gemma, model_sizes, planning, rl
+from nbkit.llm import data, export, gemma, gemma4_config, model_sizes, planning, rl
 
 params.check_parameters(
     globals(),
@@ -128,9 +131,138 @@ if len(train_rows) < BATCH_SIZE:
     raise ParameterError(f"{len(train_rows)} training pairs: fewer than BATCH_SIZE={BATCH_SIZE}. Give more data.")
 
 # %% [markdown]
+# ## Model, mesh and memory plan
+# A Gemma folder's `config.json` says how large the model is before any weight is read (its shapes are checked
+# against the safetensors' headers), and which of Tunix's Gemma codes runs it; what the installed Tunix would compute
+# otherwise than the model was trained (Gemma 4's experts on Tunix 0.1.7) stops here, saying what to install. Tunix
+# shards the vocabulary, the heads and the feed-forward width over `tp` and the width and the batch over `fsdp`: a
+# mesh that does not divide them is refused here. The plan adds up each chip's bytes: the actor, what trains and
+# AdamW's state, the reference model (the same weights under LoRA), the rollouts' KV cache and the step's
+# activations. Then the run's settings are compared with the checkpoint's, if any, before anything loads.
+
+# %%
+from pathlib import Path
+
+import jax
+
+TINY = dict(
+    num_layers=2,
+    num_embed=128,
+    embed_dim=64,
+    hidden_dim=128,
+    num_heads=4,
+    head_dim=16,
+    num_kv_heads=1,
+    sliding_window_size=64,
+)
+TINY_GEMMA4 = dict(  # the unshared layers end (local, global), as Tunix's KV sharing needs; the last layer global
+    TINY,
+    num_layers=4,
+    attention_pattern=["LOCAL_SLIDING", "GLOBAL", "LOCAL_SLIDING", "GLOBAL"],
+    frac_shared_layers=0.5,  # the last two layers reuse the keys and values of the first two
+    override_kv_shared_ffw_hidden=2 * TINY["hidden_dim"],
+    per_layer_input_dim=8,
+    global_key_size=32,
+    num_global_kv_heads=1,
+)
+model_folder, model_reason = None, f"MODEL={MODEL!r}"
+if MODEL not in ("tiny", "tiny-gemma4", "auto") or (MODEL == "auto" and not SMOKE):
+    handle = "google/gemma-3/transformers/gemma-3-1b-it" if MODEL == "auto" else MODEL
+    model_folder, model_reason = gemma.find_model(handle)
+    if Path(model_folder).resolve().is_relative_to(outputs.folder.resolve()):
+        raise ParameterError(
+            f"MODEL={model_folder!r} is inside OUTPUT_DIR, whose outputs this run replaces when it ends: copy the "
+            f"model elsewhere first, or give another OUTPUT_DIR."
+        )
+sizes = gemma.gemma_config(model_folder) if model_folder else dict(TINY_GEMMA4 if MODEL == "tiny-gemma4" else TINY)
+# Tunix's tunix.models.gemma4, tunix.models.gemma3, or tunix.models.gemma for Gemma 2
+FAMILY = sizes.pop("family", "gemma4" if MODEL == "tiny-gemma4" else "gemma3")
+if FAMILY == "gemma4":
+    gemma4_config.check_tunix(sizes)
+chosen = []  # the settings this cell chose, said in the summary below and in metrics.json
+if not LEARNING_RATE:
+    LEARNING_RATE = 3e-6 if model_folder else 3e-4
+    chosen.append(f"LEARNING_RATE=0: {LEARNING_RATE:g}")
+if not MAX_STEPS:
+    MAX_STEPS = 500 if model_folder else 120
+    chosen.append(f"MAX_STEPS=0: {MAX_STEPS}")
+has_worked = any(worked[i] for i in train_rows)
+if SFT_STEPS < 0:
+    SFT_STEPS = 100 if has_worked and not model_folder else 0
+    chosen.append(f"SFT_STEPS=-1: {SFT_STEPS}" + ("" if has_worked else " (the data has no worked solutions)"))
+if not model_folder and LORA_RANK:
+    chosen.append(f"LORA_RANK={LORA_RANK} -> 0: the tiny model's weights are random, every one trains")
+    LORA_RANK = 0
+if SMOKE and (MAX_PROMPT_LENGTH > 48 or MAX_NEW_TOKENS > 20):
+    capped = min(MAX_PROMPT_LENGTH, 48), min(MAX_NEW_TOKENS, 20)
+    chosen.append(
+        f"MAX_PROMPT_LENGTH, MAX_NEW_TOKENS {MAX_PROMPT_LENGTH}, {MAX_NEW_TOKENS} -> {capped[0]}, {capped[1]} (smoke)"
+    )
+    MAX_PROMPT_LENGTH, MAX_NEW_TOKENS = capped
+if SFT_STEPS and not has_worked:
+    raise ParameterError(
+        f"SFT_STEPS={SFT_STEPS}: the data has no worked solutions to learn from (answers written as GSM8K's: the "
+        f"solution, then '#### <answer>'). Set SFT_STEPS=0, give such answers, or name a column of worked solutions "
+        f"as REASONING_COLUMN."
+    )
+ROWS = BATCH_SIZE * NUM_GENERATIONS
+FSDP, TP = planning.pick_mesh(model_sizes.from_config({**sizes, "family": FAMILY}), acc.num_replicas, ROWS, MESH)
+DEVICE_KIND = jax.devices()[0].device_kind
+plan = planning.memory_plan(
+    model_sizes.from_config({**sizes, "family": FAMILY}),
+    acc.num_replicas,
+    (FSDP, TP),
+    ROWS / acc.num_replicas,  # Tunix splits a step's rows over every device
+    MAX_PROMPT_LENGTH + MAX_NEW_TOKENS,
+    LORA_RANK,
+    weight_bytes=2 if acc.kind == "tpu" else 4,
+    chip_gib=planning.CHIP_GIB.get(DEVICE_KIND),
+    grpo=True,
+)
+print(plan.describe())
+if not plan.fits:
+    raise ParameterError(plan.describe())
+from_scratch = f"a tiny Gemma {FAMILY[-1]} from scratch"
+print(f"model: {model_folder or from_scratch} ({model_reason}); mesh {FSDP} (fsdp) x {TP} (tp)")
+print(f"warm start: {SFT_STEPS} SFT steps, lr {SFT_LEARNING_RATE:g}")
+print(
+    f"GRPO: {MAX_STEPS} steps of {BATCH_SIZE} questions x {NUM_GENERATIONS} answers, lr {LEARNING_RATE:g}, "
+    f"LoRA rank {LORA_RANK}, beta {BETA}, epsilon {EPSILON}, temperature {TEMPERATURE}"
+)
+if chosen:
+    print("chosen:", "; ".join(chosen))
+settings = {  # a checkpoint continues only with the same settings (MAX_STEPS may grow)
+    "model": str(model_folder or ("tiny" if MODEL == "auto" else MODEL)),
+    "data": source,
+    "rows": len(answers),
+    "held_out": HELD_OUT,
+    "seed": SEED,
+    "lora_rank": LORA_RANK,
+    "sft_steps": SFT_STEPS,
+    "reasoning_column": REASONING_COLUMN,
+    "sft_learning_rate": SFT_LEARNING_RATE,
+    "learning_rate": LEARNING_RATE,
+    "batch_size": BATCH_SIZE,
+    "num_generations": NUM_GENERATIONS,
+    "beta": BETA,
+    "epsilon": EPSILON,
+    "temperature": TEMPERATURE,
+    "max_prompt_length": MAX_PROMPT_LENGTH,
+    "max_new_tokens": MAX_NEW_TOKENS,
+}
+if not model_folder:  # the tiny model's vocabulary is learned: a checkpoint made with another tokenizer does not fit
+    settings["tokenizer"] = "BPE learned from the data, Gemma's ids"
+checkpoints = (outputs.folder / "checkpoints").resolve()  # orbax wants an absolute path
+resumed_at, history = rl.checkpoint_run(checkpoints, settings, restart=RESUME == "restart")
+if resumed_at:
+    print(f"resuming at GRPO step {resumed_at} from {checkpoints}")
+
+# %% [markdown]
 # ## The task: prompt, answer format and rewards
-# Gemma's chat turn with the system prompt before the question. Each reward function takes the prompts, the
-# completions and the data's columns (here `answer`) and returns one number a completion; GRPO adds them up.
+# The model family's chat turn with the system prompt before the question (Gemma 4's own system turn; Gemma 3 and
+# 2 put it before the question in the user's turn), ended by the family's end-of-turn piece. Each reward function
+# takes the prompts, the completions and the data's columns (here `answer`) and returns one number a completion;
+# GRPO adds them up.
 # A format reward alone is soon gamed (tags around nothing): the answer rewards carry the task. Tunix's loss
 # never sees the end token (a completion stops before it): an empty answer costs nothing, and from random weights
 # the end token can climb until greedy answers are empty; `not_empty` scores them below any other. Edit freely:
@@ -147,8 +279,15 @@ SYSTEM_PROMPT = "Think step by step inside <reasoning> </reasoning>, then give t
 FORMAT = re.compile(r"\s*<reasoning>(.+?)</reasoning>\s*<answer>(.+?)</answer>\s*$", re.DOTALL)
 
 
+TURNS = {  # (the prompt around the system prompt and the question, the piece that ends a turn)
+    "gemma4": ("<|turn>system\n{system}<turn|>\n<|turn>user\n{question}<turn|>\n<|turn>model\n", "<turn|>"),
+    "gemma3": ("<start_of_turn>user\n{system}\n\n{question}<end_of_turn>\n<start_of_turn>model\n", "<end_of_turn>"),
+}
+TURN, END_OF_TURN_PIECE = TURNS["gemma4" if FAMILY == "gemma4" else "gemma3"]  # Gemma 2's turns are Gemma 3's
+
+
 def chat_prompt(question):
-    return f"<start_of_turn>user\n{SYSTEM_PROMPT}\n\n{question}<end_of_turn>\n<start_of_turn>model\n"
+    return TURN.format(system=SYSTEM_PROMPT, question=question)
 
 
 def answer_of(completion):
@@ -208,118 +347,6 @@ for name, values in checked.items():
     print(f"{name} on correct answers: {values}")
 
 # %% [markdown]
-# ## Model, mesh and memory plan
-# A Gemma folder's `config.json` says how large the model is before any weight is read (its shapes are checked
-# against the safetensors' headers). Tunix shards the vocabulary, the heads and the feed-forward width over `tp`
-# and the width and the batch over `fsdp`: a mesh that does not divide them is refused here. The plan adds up
-# each chip's bytes: the actor, what trains and AdamW's state, the reference model (the same weights under LoRA),
-# the rollouts' KV cache and the step's activations. Then the run's settings are compared with the checkpoint's,
-# if any, before anything loads.
-
-# %%
-from pathlib import Path
-
-import jax
-
-TINY = dict(
-    num_layers=2,
-    num_embed=128,
-    embed_dim=64,
-    hidden_dim=128,
-    num_heads=4,
-    head_dim=16,
-    num_kv_heads=1,
-    sliding_window_size=64,
-)
-model_folder, model_reason = None, f"MODEL={MODEL!r}"
-if MODEL not in ("tiny", "auto") or (MODEL == "auto" and not SMOKE):
-    handle = "google/gemma-3/transformers/gemma-3-1b-it" if MODEL == "auto" else MODEL
-    model_folder, model_reason = gemma.find_model(handle)
-    if Path(model_folder).resolve().is_relative_to(outputs.folder.resolve()):
-        raise ParameterError(
-            f"MODEL={model_folder!r} is inside OUTPUT_DIR, whose outputs this run replaces when it ends: copy the "
-            f"model elsewhere first, or give another OUTPUT_DIR."
-        )
-sizes = gemma.gemma_config(model_folder) if model_folder else dict(TINY)
-FAMILY = sizes.pop("family", "gemma3")  # Tunix's tunix.models.gemma3, or tunix.models.gemma for Gemma 2
-chosen = []  # the settings this cell chose, said in the summary below and in metrics.json
-if not LEARNING_RATE:
-    LEARNING_RATE = 3e-6 if model_folder else 3e-4
-    chosen.append(f"LEARNING_RATE=0: {LEARNING_RATE:g}")
-if not MAX_STEPS:
-    MAX_STEPS = 500 if model_folder else 120
-    chosen.append(f"MAX_STEPS=0: {MAX_STEPS}")
-has_worked = any(worked[i] for i in train_rows)
-if SFT_STEPS < 0:
-    SFT_STEPS = 100 if has_worked and not model_folder else 0
-    chosen.append(f"SFT_STEPS=-1: {SFT_STEPS}" + ("" if has_worked else " (the data has no worked solutions)"))
-if not model_folder and LORA_RANK:
-    chosen.append(f"LORA_RANK={LORA_RANK} -> 0: the tiny model's weights are random, every one trains")
-    LORA_RANK = 0
-if SMOKE and (MAX_PROMPT_LENGTH > 48 or MAX_NEW_TOKENS > 20):
-    capped = min(MAX_PROMPT_LENGTH, 48), min(MAX_NEW_TOKENS, 20)
-    chosen.append(
-        f"MAX_PROMPT_LENGTH, MAX_NEW_TOKENS {MAX_PROMPT_LENGTH}, {MAX_NEW_TOKENS} -> {capped[0]}, {capped[1]} (smoke)"
-    )
-    MAX_PROMPT_LENGTH, MAX_NEW_TOKENS = capped
-if SFT_STEPS and not has_worked:
-    raise ParameterError(
-        f"SFT_STEPS={SFT_STEPS}: the data has no worked solutions to learn from (answers written as GSM8K's: the "
-        f"solution, then '#### <answer>'). Set SFT_STEPS=0, give such answers, or name a column of worked solutions "
-        f"as REASONING_COLUMN."
-    )
-ROWS = BATCH_SIZE * NUM_GENERATIONS
-FSDP, TP = planning.pick_mesh(model_sizes.from_config(sizes), acc.num_replicas, ROWS, MESH)
-DEVICE_KIND = jax.devices()[0].device_kind
-plan = planning.memory_plan(
-    model_sizes.from_config(sizes),
-    acc.num_replicas,
-    (FSDP, TP),
-    ROWS / acc.num_replicas,  # Tunix splits a step's rows over every device
-    MAX_PROMPT_LENGTH + MAX_NEW_TOKENS,
-    LORA_RANK,
-    weight_bytes=2 if acc.kind == "tpu" else 4,
-    chip_gib=planning.CHIP_GIB.get(DEVICE_KIND),
-    grpo=True,
-)
-print(plan.describe())
-if not plan.fits:
-    raise ParameterError(plan.describe())
-print(f"model: {model_folder or 'a tiny Gemma 3 from scratch'} ({model_reason}); mesh {FSDP} (fsdp) x {TP} (tp)")
-print(f"warm start: {SFT_STEPS} SFT steps, lr {SFT_LEARNING_RATE:g}")
-print(
-    f"GRPO: {MAX_STEPS} steps of {BATCH_SIZE} questions x {NUM_GENERATIONS} answers, lr {LEARNING_RATE:g}, "
-    f"LoRA rank {LORA_RANK}, beta {BETA}, epsilon {EPSILON}, temperature {TEMPERATURE}"
-)
-if chosen:
-    print("chosen:", "; ".join(chosen))
-settings = {  # a checkpoint continues only with the same settings (MAX_STEPS may grow)
-    "model": str(model_folder or "tiny"),
-    "data": source,
-    "rows": len(answers),
-    "held_out": HELD_OUT,
-    "seed": SEED,
-    "lora_rank": LORA_RANK,
-    "sft_steps": SFT_STEPS,
-    "reasoning_column": REASONING_COLUMN,
-    "sft_learning_rate": SFT_LEARNING_RATE,
-    "learning_rate": LEARNING_RATE,
-    "batch_size": BATCH_SIZE,
-    "num_generations": NUM_GENERATIONS,
-    "beta": BETA,
-    "epsilon": EPSILON,
-    "temperature": TEMPERATURE,
-    "max_prompt_length": MAX_PROMPT_LENGTH,
-    "max_new_tokens": MAX_NEW_TOKENS,
-}
-if not model_folder:  # the tiny model's vocabulary is learned: a checkpoint made with another tokenizer does not fit
-    settings["tokenizer"] = "BPE learned from the data, Gemma's ids"
-checkpoints = (outputs.folder / "checkpoints").resolve()  # orbax wants an absolute path
-resumed_at, history = rl.checkpoint_run(checkpoints, settings, restart=RESUME == "restart")
-if resumed_at:
-    print(f"resuming at GRPO step {resumed_at} from {checkpoints}")
-
-# %% [markdown]
 # ## Tokenizer and prompt lengths
 # The folder's `tokenizer.model` (SentencePiece), or for the tiny model one learned from the data with the chat and
 # answer tags as whole pieces. Its pieces must be the model's vocabulary, every character of the data must map to
@@ -330,7 +357,8 @@ import io
 
 import sentencepiece
 
-TAGS = ["<start_of_turn>", "<end_of_turn>", "<reasoning>", "</reasoning>", "<answer>", "</answer>", "\n"]
+TURN_PIECES = ["<|turn>", "<turn|>"] if FAMILY == "gemma4" else ["<start_of_turn>", "<end_of_turn>"]
+TAGS = [*TURN_PIECES, "<reasoning>", "</reasoning>", "<answer>", "</answer>", "\n"]
 texts = [
     chat_prompt(q) + f"<reasoning>{w}</reasoning><answer>{a}</answer>"
     for q, w, a in zip(pairs.prompts, worked, answers)
@@ -357,7 +385,8 @@ else:  # every character of the data kept (character_coverage 1.0), a vocabulary
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=proto.getvalue())
     sizes["num_embed"] = tokenizer.get_piece_size()
     # the vocabulary learned must divide by tp
-    FSDP, TP = planning.pick_mesh(model_sizes.from_config(sizes), acc.num_replicas, ROWS, (FSDP, TP))
+    described = model_sizes.from_config({**sizes, "family": FAMILY})
+    FSDP, TP = planning.pick_mesh(described, acc.num_replicas, ROWS, (FSDP, TP))
 fixed = [chat_prompt(""), *TAGS]  # the notebook's own text first, so an unknown character in it is named as such
 where = ["the system prompt and chat turn"] + ["a tag"] * len(TAGS) + pairs.where
 rl.check_tokenizer(tokenizer, sizes["num_embed"], fixed + texts, where)
@@ -371,7 +400,8 @@ print(
 # ## Model and LoRA
 # The weights from the folder's safetensors (float32 on a CPU, bfloat16 on a TPU), or the tiny model's random
 # ones, placed on the mesh as Tunix's Gemma shards them. With `LORA_RANK` > 0, qwix puts rank-`LORA_RANK` matrices
-# beside the attention and MLP kernels and only those train; the reference model is then the base itself.
+# beside the attention and MLP kernels and only those train; the reference model is then the base itself (Gemma 4's
+# per-layer input projections and its experts, where it has them, stay as they are).
 
 # %%
 import jax.numpy as jnp
@@ -381,6 +411,8 @@ from tunix.models.gemma import model as gemma2
 from tunix.models.gemma import params_safetensors as gemma2_safetensors
 from tunix.models.gemma3 import model as gemma3
 from tunix.models.gemma3 import params_safetensors
+from tunix.models.gemma4 import model as gemma4
+from tunix.models.gemma4 import params_safetensors as gemma4_safetensors
 from tunix.rl import reshard
 
 DTYPE = jnp.bfloat16 if acc.kind == "tpu" else jnp.float32
@@ -389,6 +421,10 @@ if FAMILY == "gemma2":  # Tunix's Gemma 2 config has no param_dtype: the loader 
     attention_types = [gemma2.AttentionType[t] for t in sizes["attention_types"]]
     config = gemma2.ModelConfig(**{**sizes, "attention_types": attention_types})
     loader = gemma2_safetensors
+elif FAMILY == "gemma4":
+    pattern = tuple(gemma4.AttentionType[t] for t in sizes["attention_pattern"])
+    config = gemma4.ModelConfig(**{**sizes, "attention_pattern": pattern}, param_dtype=DTYPE)
+    loader = gemma4_safetensors
 else:
     config, loader = gemma3.ModelConfig(**sizes, param_dtype=DTYPE), params_safetensors
 
@@ -396,7 +432,7 @@ else:
 def build_model():
     if model_folder:
         return loader.create_model_from_safe_tensors(model_folder, config, mesh, dtype=DTYPE)
-    model = gemma3.Gemma3(config, rngs=nnx.Rngs(params=SEED))
+    model = (gemma4.Gemma4 if FAMILY == "gemma4" else gemma3.Gemma3)(config, rngs=nnx.Rngs(params=SEED))
     # Tunix's Gemma starts its feed-forward kernels at zero (its models are loaded, not trained from scratch):
     # gate x up would be 0 with a gradient of 0, and the MLP would never train. Drawn as a fresh network's are.
     keys = iter(jax.random.split(jax.random.key(SEED), 3 * len(model.layers)))
@@ -408,7 +444,7 @@ def build_model():
         return reshard.reshard_model_to_mesh(model, mesh)
 
 
-LORA_MODULES = ".*q_einsum|.*kv_einsum|.*attn_vec_einsum|.*gate_proj|.*up_proj|.*down_proj"
+LORA_MODULES = ".*q_einsum|.*kv_einsum|.*k_einsum|.*attn_vec_einsum|.*gate_proj|.*up_proj|.*down_proj"  # k: K=V
 TRAINED = nnx.LoRAParam if LORA_RANK else nnx.Param
 reference = build_model()
 if LORA_RANK:
@@ -441,7 +477,7 @@ from tunix.sft import peft_trainer
 from tunix.sft import utils as sft_utils
 
 SFT_LENGTH = MAX_PROMPT_LENGTH + MAX_NEW_TOKENS
-END_OF_TURN = tokenizer.piece_to_id("<end_of_turn>")
+END_OF_TURN = tokenizer.piece_to_id(END_OF_TURN_PIECE)
 
 
 def sft_example(row):  # (tokens, loss mask) of one worked answer, padded to SFT_LENGTH
@@ -524,7 +560,7 @@ def evaluate(model, rows, show=0):
             temperature=0.0,
             eos_tokens=EOS,
         )
-    texts = [t.split("<end_of_turn>")[0] for t in out.text]
+    texts = [t.split(END_OF_TURN_PIECE)[0] for t in out.text]
     lengths = [len(t) for t in out.tokens]  # the tokens written before the first end token
     for i, text in zip(rows[:show], texts):
         print(f"  {pairs.prompts[i]!r} -> {text!r} (answer {answers[i]!r})")
@@ -668,16 +704,21 @@ if sum(b - a for a, b in reward_change.values()) <= 0:  # GRPO learns only where
         "WARNING: the rewards did not rise: few answers earned any. Warm-start longer (SFT_STEPS, or notebook 10), "
         "raise TEMPERATURE or MAX_STEPS, or add a reward that some answers already earn."
     )
-pairs_of_arrays = zip(jax.tree.leaves(start_state), jax.tree.leaves(nnx.state(actor, TRAINED)))
-moved = [not bool(jnp.array_equal(a, b)) for a, b in pairs_of_arrays]  # compared where the arrays are
-moved_count = sum(x.size for x, m in zip(jax.tree.leaves(start_state), moved) if m)
-print(f"GRPO moved {moved_count:,} of the {trained:,} trained parameters")
+start, now = (dict(nnx.to_flat_state(state)) for state in (start_state, nnx.state(actor, TRAINED)))
+shared = {i for i, j in enumerate(getattr(actor, "kv_cache_sharing_patterns", ())) if i != j}
+idle = {"kv_einsum", "k_einsum", "_key_norm"}  # Gemma 4's KV-shared layers keep these and never use them
+used = [p for p in now if not (p[0] == "layers" and p[1] in shared and idle & set(p))]
+moved = [not bool(jnp.array_equal(start[p][...], now[p][...])) for p in used]  # compared where the arrays are
+moved_count = sum(now[p][...].size for p, m in zip(used, moved) if m)
+unused = f" ({len(now) - len(used)} arrays of the KV-shared layers are never used)" if shared else ""
+print(f"GRPO moved {moved_count:,} of the {trained:,} trained parameters{unused}")
 if steps > resumed_at and not all(moved):
     print(f"WARNING: {moved.count(False)} of the {len(moved)} trained arrays never moved: their gradient is 0.")
 
 # %%
 if not model_folder:  # what the tiny run shows on any machine: every claim held in 15 of 16 runs (8 seeds, two CPU
-    # float paths; bench/grpo_seeds.py). 16 held-out questions are too few to compare greedy accuracy before and after.
+    # float paths; bench/grpo_seeds.py; the tiny Gemma 4: in its one run, seed 42). 16 held-out questions are too few
+    # to compare greedy accuracy before and after.
     reward_before, reward_after = reward_change["answer_exact"]
     claims = {
         "the warm start taught the format (half or more of the greedy answers)": before["format_share"] >= 0.5,
@@ -693,6 +734,8 @@ if not model_folder:  # what the tiny run shows on any machine: every claim held
 # The trained model as Hugging Face safetensors (LoRA merged into the base weights), with `config.json` and
 # `tokenizer.model`: Tunix's `params_safetensors.create_model_from_safe_tensors` loads it (and notebook 11 again
 # as `MODEL`); with LoRA, the LoRA weights alone too. metrics.json says what trained, on what, and how it went.
+# A Gemma 4 is written as Hugging Face's Gemma4ForCausalLM (its text model: `model_type` gemma4_text), whose
+# config.json says what transformers needs to compute the same model (layer types, proportional RoPE, KV sharing).
 
 
 # %%
@@ -707,7 +750,7 @@ if LORA_RANK and FAMILY == "gemma3":  # Tunix's own merge of the LoRA weights in
     gemma3_params.save_lora_merged_model_as_safetensors(
         model_folder, str(outputs.staging / "model"), actor, LORA_RANK, float(LORA_RANK)
     )
-else:  # every weight, any LoRA merged in (alpha / rank = 1): Tunix has no Gemma 2 LoRA merge
+else:  # every weight, any LoRA merged in (alpha / rank = 1): Tunix has no Gemma 2 or Gemma 4 LoRA merge
     export.save_gemma(FAMILY, weights(actor), sizes, tokenizer.serialized_model_proto(), outputs.staging / "model")
 # What transformers and vLLM read besides the weights (token ids, stop tokens, the chat template), then the folder
 # read back as transformers reads it: its tokenizer and chat turns against this run's.
@@ -730,7 +773,7 @@ if LORA_RANK:  # the LoRA weights alone beside
 
     save_file(weights(actor, nnx.LoRAParam), str(outputs.staging / "lora.safetensors"))
 metrics = {
-    "model": str(model_folder or "tiny"),
+    "model": str(model_folder or ("tiny" if MODEL == "auto" else MODEL)),
     "model_reason": model_reason,
     "tokenizer": f"{model_folder}/tokenizer.model" if model_folder else "learned from the data (SentencePiece BPE)",
     "data": source,

@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO, clean_env
 
 from nbkit.errors import DataError, ParameterError, RunError
-from nbkit.llm import data, gemma, model_sizes, planning, rl
+from nbkit.llm import data, gemma, gemma4_config, model_sizes, planning, rl
 
 NOTEBOOK = REPO / "notebooks" / "11_grpo_reasoning.py"
 TINY = dict(num_layers=2, num_embed=128, embed_dim=64, hidden_dim=128, num_heads=4, head_dim=16, num_kv_heads=1)
@@ -39,8 +39,8 @@ def cells_until(heading: str) -> list[str]:
 @pytest.fixture(scope="module")
 def task():
     """The notebook's task cell (prompt, format, reward functions) run alone, with the parameters' defaults."""
-    cells = cells_until("## Model, mesh")
-    namespace = {"__annotations__": {}}
+    cells = cells_until("## Tokenizer")
+    namespace = {"__annotations__": {}, "FAMILY": "gemma3"}
     exec(cells[0], namespace)
     source = cells[-1].split("REWARDS = [")[0]  # the functions, not the check that needs the data
     exec(source, namespace)
@@ -245,7 +245,7 @@ def test_worked_solutions_in_a_column_of_their_own_feed_the_warm_start(tmp_path)
     # The old sample's form (question, answer, reasoning): REASONING_COLUMN names the worked solutions.
     rows = [{"q": f"question {i}", "a": str(i % 3 + 2), "why": "a 1 a 2"} for i in range(30)]
     (tmp_path / "own.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    parameters, _, data_cell = cells_until("## The task")
+    parameters, _, data_cell = cells_until("## Model, mesh")
 
     found = {}
     namespace = {"__annotations__": {}}
@@ -451,6 +451,32 @@ found["gemma2"] = {"family": g2["FAMILY"], "steps": g2["steps"], "config": type(
     "keys": sorted(base) == sorted(merged),
     "saved_config": json.loads((saved / "config.json").read_text()),
     "files": sorted(p.name for p in (Path(out) / "gemma2-grpo").iterdir())}
+
+# Gemma 4 (tunix.models.gemma4): the tiny one from scratch (every weight trains), its save loaded back by Tunix's
+# Gemma 4 loader; then that folder as MODEL, LoRA beside Gemma 4's kernels, the merged save loaded back the same way.
+import time
+from tunix.models.gemma4 import params_safetensors as gemma4_safetensors
+started = time.perf_counter()
+RUN = 5
+g4 = run(MODEL="tiny-gemma4", MESH="2x4", SFT_STEPS=2, MAX_STEPS=2, HELD_OUT=8, OUTPUT_DIR=f"{out}/gemma4")
+saved = Path(out) / "gemma4" / "model"
+loaded = gemma4_safetensors.create_model_from_safe_tensors(str(saved), g4["config"], g4["mesh"], dtype=g4["DTYPE"])
+found["gemma4"] = {"family": g4["FAMILY"], "steps": g4["steps"], "config": type(g4["config"]).__module__,
+    "completions": [g4["after"]["completions"], g4["evaluate"](loaded, g4["held_out_rows"])["completions"]],
+    "parameters": [g4["parameters"], g4["trained"], g4["moved_count"], len(g4["now"]) - len(g4["used"])],
+    "prompt": g4["chat_prompt"]("Q"), "end": g4["tokenizer"].id_to_piece(g4["END_OF_TURN"]),
+    "saved_config": json.loads((saved / "config.json").read_text()), "model": g4["metrics"]["model"]}
+RUN = 6
+lora = run(MODEL=str(saved), MESH="2x4", LORA_RANK=8, MAX_STEPS=2, HELD_OUT=8, LEARNING_RATE=1e-2,
+           OUTPUT_DIR=f"{out}/gemma4-lora")
+merged_folder = Path(out) / "gemma4-lora" / "model"
+loaded = gemma4_safetensors.create_model_from_safe_tensors(
+    str(merged_folder), lora["config"], lora["mesh"], dtype=lora["DTYPE"])
+base, merged = load_file(str(saved / "model.safetensors")), load_file(str(merged_folder / "model.safetensors"))
+found["gemma4 lora"] = {"family": lora["FAMILY"], "steps": lora["steps"], "trained": lora["trained"],
+    "completions": [lora["after"]["completions"], lora["evaluate"](loaded, lora["held_out_rows"])["completions"]],
+    "changed": sorted(k for k in base if not np.array_equal(base[k], merged[k])),
+    "keys": sorted(base) == sorted(merged), "seconds": time.perf_counter() - started}
 print("RESULT " + json.dumps(found))
 """
 
@@ -538,7 +564,7 @@ cells = jupytext.read("notebooks/11_grpo_reasoning.py").cells
 code = [c.source.replace("plt.show()", "") for c in cells if c.cell_type == "code"]
 ns = {"__annotations__": {}}
 exec(code[0], ns)
-exec(code[3].split("def chat_prompt")[0], ns)  # the task cell's SYSTEM_PROMPT
+exec(code[4].split("TURNS = {")[0], ns)  # the task cell's SYSTEM_PROMPT
 # Notebook 10 learns the answer format by SFT from the sample's reasoning, a few epochs (it answers some right).
 folder = data._make_sample(f"{out}/data", "questions")
 with open(folder / "questions.csv") as f, open(folder / "sft.csv", "w", newline="") as g:
@@ -687,7 +713,7 @@ def test_a_gemma_2_config_gives_tunix_gemma_sizes_and_other_models_are_refused(t
     with pytest.raises(ParameterError, match=r"query_pre_attn_scalar 144 \(Tunix's Gemma 2 has 8\)"):
         gemma.gemma_config(tmp_path / "g2")
     write_gemma2(tmp_path / "g2", 64, b"", model_type="llama")
-    with pytest.raises(ParameterError, match=r"model_type 'llama': notebook 11 trains Gemma 3 .* or Gemma 2 \(gemma2"):
+    with pytest.raises(ParameterError, match=r"model_type 'llama': notebook 11 trains Gemma 4 .* or Gemma 2 \(gemma2"):
         gemma.gemma_config(tmp_path / "g2")
 
 
@@ -715,3 +741,197 @@ def test_a_gemma_2_folder_trains_with_lora_and_its_merged_save_loads_back_with_t
         "full_attention",
     ]
     assert {"model", "lora.safetensors", "metrics.json"} <= set(found["files"])
+
+
+# ---- Gemma 4 (Tunix's tunix.models.gemma4) ----
+
+# Gemma 4 E2B's text layout in miniature: 4 local layers then a global one (its own head size, partial RoPE), the last
+# layers KV-shared with a double-wide MLP, per-layer inputs, a final soft cap.
+GEMMA4 = {
+    "model_type": "gemma4_text",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 10,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 16,
+    "global_head_dim": 32,
+    "sliding_window": 16,
+    "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 2,
+    "num_kv_shared_layers": 5,
+    "use_double_wide_mlp": True,
+    "hidden_size_per_layer_input": 8,
+    "final_logit_softcapping": 30.0,
+    "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
+    },
+    "hidden_activation": "gelu_pytorch_tanh",
+    "tie_word_embeddings": True,
+}
+
+
+def write_gemma4(folder, vocab: int, prefix: str = "", towers: bool = False, seed: int = 0, **config) -> dict:
+    """A tiny Gemma 4 as Hugging Face writes one (Gemma4ForCausalLM's names after `prefix`; `towers`: a multimodal
+    gemma4 config.json with the text model in text_config, and vision weights beside), random weights; its config."""
+    from safetensors.numpy import save_file
+
+    c = {**GEMMA4, "vocab_size": vocab, "vocab_size_per_layer_input": vocab, **config}
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    D, N, P, L = c["hidden_size"], c["num_attention_heads"], c["hidden_size_per_layer_input"], c["num_hidden_layers"]
+
+    def r(*shape):
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+    w = {"embed_tokens.weight": r(vocab, D), "norm.weight": r(D), "embed_tokens_per_layer.weight": r(vocab, L * P)}
+    w.update({"per_layer_model_projection.weight": r(L * P, D), "per_layer_projection_norm.weight": r(P)})
+    for i, kind in enumerate(c["layer_types"]):
+        full, at = kind == "full_attention", f"layers.{i}."
+        H, K = (c["global_head_dim"], c.get("num_global_key_value_heads") or 1) if full else (c["head_dim"], 1)
+        F = c["intermediate_size"] * (2 if i >= L - c["num_kv_shared_layers"] else 1)
+        w.update({f"{at}self_attn.q_proj.weight": r(N * H, D), f"{at}self_attn.o_proj.weight": r(D, N * H)})
+        w.update({f"{at}self_attn.k_proj.weight": r(K * H, D)})
+        if not (full and c.get("attention_k_eq_v")):
+            w[f"{at}self_attn.v_proj.weight"] = r(K * H, D)
+        w.update({f"{at}self_attn.q_norm.weight": r(H), f"{at}self_attn.k_norm.weight": r(H)})
+        w.update(
+            {f"{at}mlp.{n}.weight": r(F, D) for n in ("gate_proj", "up_proj")} | {f"{at}mlp.down_proj.weight": r(D, F)}
+        )
+        norms = ("input_", "post_attention_", "pre_feedforward_", "post_feedforward_", "post_per_layer_input_")
+        w.update({f"{at}{n}{'norm' if 'per_layer' in n else 'layernorm'}.weight": r(D) for n in norms})
+        w.update({f"{at}per_layer_input_gate.weight": r(P, D), f"{at}per_layer_projection.weight": r(D, P)})
+        w[f"{at}layer_scalar"] = r(1)
+    w = {prefix + k: v for k, v in w.items()}
+    if towers:
+        w.update({"model.vision_tower.encoder.layers.0.self_attn.q_proj.weight": r(8, 8), "model.embed_vision.w": r(8)})
+    save_file(w, str(folder / "model.safetensors"))
+    (folder / "tokenizer.model").write_bytes(b"not read here")
+    written = {"model_type": "gemma4", "text_config": c, "vision_config": {"hidden_size": 8}} if towers else c
+    (folder / "config.json").write_text(json.dumps(written))
+    return c
+
+
+GEMMA4_SIZES = {  # what Tunix's gemma4 ModelConfig is given for GEMMA4
+    "family": "gemma4",
+    "num_layers": 10,
+    "num_embed": 64,
+    "embed_dim": 64,
+    "hidden_dim": 128,
+    "num_heads": 4,
+    "head_dim": 16,
+    "num_kv_heads": 1,
+    "sliding_window_size": 16,
+    "final_logit_softcap": 30.0,
+    "attention_pattern": (["LOCAL_SLIDING"] * 4 + ["GLOBAL"]) * 2,
+    "per_layer_input_dim": 8,
+    "num_global_kv_heads": 1,
+    "global_key_size": 32,
+    "k_eq_v_global": False,
+    "frac_shared_layers": 0.5,
+    "override_kv_shared_ffw_hidden": 256,
+    "local_base_frequency": 10000,
+    "local_rope_proportion": 1.0,
+    "local_scale_factor": 1.0,
+    "global_base_frequency": 1000000,
+    "global_rope_proportion": 0.25,
+    "global_scale_factor": 1.0,
+}
+
+
+def test_a_gemma_4_config_gives_tunix_gemma4_sizes_and_what_tunix_computes_otherwise_is_refused(tmp_path, capsys):
+    from tunix.models.gemma4 import model as gemma4
+
+    write_gemma4(tmp_path / "g4", 64)
+    sizes = gemma.gemma_config(tmp_path / "g4")
+    assert sizes == GEMMA4_SIZES
+    pattern = tuple(gemma4.AttentionType[t] for t in sizes["attention_pattern"])
+    config = gemma4.ModelConfig(**{k: v for k, v in sizes.items() if k != "family"} | {"attention_pattern": pattern})
+    # transformers' shared layers read the last unshared layer of their own type (3: local, 4: global): Tunix's too
+    assert gemma4.create_kv_cache_sharing_patterns(10, config.frac_shared_layers, True, True, pattern) == [
+        *range(5),
+        3,
+        3,
+        3,
+        3,
+        4,
+    ]
+    # Gemma 4 E2B's config.json (text_config) reads as Tunix's own gemma4_e2b preset
+    e2b = {**GEMMA4, "vocab_size": 262144, "hidden_size": 1536, "intermediate_size": 6144, "num_hidden_layers": 35}
+    e2b.update(num_attention_heads=8, head_dim=256, global_head_dim=512, sliding_window=512, num_kv_shared_layers=20)
+    e2b.update(hidden_size_per_layer_input=256, layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 7)
+    read, preset = gemma4_config.gemma4_sizes(e2b, "E2B"), gemma4.ModelConfig.gemma4_e2b()
+    assert [gemma4.AttentionType[t] for t in read.pop("attention_pattern")] == [*preset.attention_pattern] * 7
+    assert {k: getattr(preset, k) for k in read if k != "num_global_kv_heads"} == {
+        k: v for k, v in read.items() if k != "num_global_kv_heads"
+    }
+    # the plan's reading of these sizes is its reading of the config.json they came from
+    from_hf = model_sizes.from_config({**GEMMA4, "vocab_size": 64})
+    assert model_sizes.from_config(sizes) == from_hf and from_hf.kv_shared_layers == 5 and from_hf.double_wide
+    assert planning.pick_mesh(from_hf, 8, 16, "auto") == (2, 4)
+    # a multimodal Gemma 4: its text model, the towers' weights left out and said
+    write_gemma4(tmp_path / "mm", 64, prefix="model.language_model.", towers=True)
+    assert gemma.gemma_config(tmp_path / "mm") == GEMMA4_SIZES
+    assert "text weights only: 2 of the vision/audio towers' weights left out" in capsys.readouterr().out
+    refused = {
+        "experts": (
+            {"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 32},
+            r"routes on the residual.* Install Tunix's git head \(e31e280e or later",
+        ),
+        "sharing": ({"num_kv_shared_layers": 4}, r"unshared layers must end sliding, full \(here \['full_attention', "),
+        "eps": ({"rms_norm_eps": 1e-5}, r"rms_norm_eps 1e-05 \(Tunix's Gemma 4 has 1e-06\)"),
+        "family": ({"model_type": "gemma3n_text"}, r"model_type 'gemma3n_text': notebook 11 trains Gemma 4"),
+        "sizes": (
+            {"global_head_dim": 48},
+            r"layers.4.self_attn.q_proj.weight \(128, 64\) \(config.json: \(192, 64\)\)",
+        ),
+        "axes": (
+            {"global_head_dim": 64},
+            r"sizes that Tunix.s loader cannot tell apart \(width 64, heads 4, head dims \[16, 64\]",
+        ),
+    }
+    for name, (config, message) in refused.items():
+        write_gemma4(tmp_path / name, 64)
+        (tmp_path / name / "config.json").write_text(
+            json.dumps({**GEMMA4, "vocab_size": 64, "vocab_size_per_layer_input": 64, **config})
+        )
+        with pytest.raises(ParameterError, match=message):
+            gemma.gemma_config(tmp_path / name)
+    write_gemma4(tmp_path / "prefixed", 64, prefix="model.")  # what Gemma4ForCausalLM.save_pretrained writes
+    with pytest.raises(ParameterError, match=r"named model.layers.\* .* Tunix's Gemma 4 loader does not read"):
+        gemma.gemma_config(tmp_path / "prefixed")
+
+
+def test_a_tiny_gemma_4_trains_and_its_save_loads_back_with_tunix_then_trains_with_lora_from_that_folder(runs):
+    found, lora = runs["gemma4"], runs["gemma4 lora"]
+    assert found["family"] == "gemma4" and found["config"] == "tunix.models.gemma4.model" and found["steps"] == 2
+    assert (
+        found["prompt"]
+        == "<|turn>system\n"
+        + found["prompt"].split("\n", 1)[1].split("<turn|>")[0]
+        + ("<turn|>\n<|turn>user\nQ<turn|>\n<|turn>model\n")
+        and found["end"] == "<turn|>"
+    )
+    trained, loaded = found["completions"]
+    assert trained == loaded and len(trained) == 8 and found["model"] == "tiny-gemma4"
+    # every weight trains (the MLP kernels drawn, not Tunix's zeros), but the 4 arrays of the KV-shared layers'
+    # own keys and values, which Tunix keeps and never uses
+    parameters, trained_count, moved, unused = found["parameters"]
+    assert parameters == trained_count and unused == 4 and 0 < parameters - moved < 0.1 * parameters
+    config = found["saved_config"]
+    assert config["model_type"] == "gemma4_text" and config["num_kv_shared_layers"] == 2
+    assert config["use_double_wide_mlp"] and config["global_head_dim"] == 32 and config["hidden_size_per_layer_input"]
+    assert config["rope_parameters"]["full_attention"] == {
+        "rope_type": "proportional",
+        "rope_theta": 1000000,
+        "partial_rotary_factor": 0.25,
+    }
+    # LoRA beside Gemma 4's attention and MLP kernels, merged into the saved weights: the same greedy completions
+    assert lora["family"] == "gemma4" and lora["steps"] == 2 and lora["trained"] > 0 and lora["keys"]
+    trained, loaded = lora["completions"]
+    assert trained == loaded and len(trained) == 8
+    kernels = {"self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}
+    changed = {(int(k.split(".")[1]), k.split(".", 2)[2].removesuffix(".weight")) for k in lora["changed"]}
+    own_kv = {(i, f"self_attn.{n}_proj") for i in (0, 1) for n in "kv"}  # the shared layers' are never used
+    assert changed == {(i, k) for i in range(4) for k in kernels} | own_kv, sorted(changed)
+    print(f"Gemma 4's two runs: {lora['seconds']:.0f} s")

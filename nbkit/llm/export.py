@@ -21,7 +21,7 @@ import numpy as np
 
 from nbkit import atomic
 from nbkit.errors import RunError
-from nbkit.llm import chat_templates, hf_folder, model_sizes
+from nbkit.llm import chat_templates, gemma4_weights, hf_folder, model_sizes
 from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 # Each family's norms, every one written (a missing one is a KeyError, never a model without it): Gemma 2's
@@ -97,12 +97,13 @@ def save_gemma(
     lora_scale: float = 1.0,
 ) -> Path:
     """`folder` (replaced whole) with model.safetensors (any LoRA merged in, times `lora_scale`), config.json
-    (gemma3_text or gemma2) and tokenizer.model: what Tunix's gemma3 / gemma `params_safetensors.
+    (gemma4_text, gemma3_text or gemma2) and tokenizer.model: what Tunix's gemma4 / gemma3 / gemma `params_safetensors.
     create_model_from_safe_tensors` and Hugging Face's Gemma 3 / Gemma 2 read."""
     import sentencepiece
     from safetensors.numpy import save_file
 
-    weights = {n: np.asarray(w) for n, w in _hf_weights(family, _merge_lora(params, lora_scale), sizes).items()}
+    to_hf = gemma4_weights.hf_weights if family == "gemma4" else lambda p, s: _hf_weights(family, p, s)
+    weights = {n: np.asarray(w) for n, w in to_hf(_merge_lora(params, lora_scale), sizes).items()}
     tokenizer = sentencepiece.SentencePieceProcessor(model_proto=tokenizer_proto)
     config = {
         **{names[HUGGING_FACE]: sizes[names[TUNIX]] for names in NAMES.values()},
@@ -127,6 +128,9 @@ def save_gemma(
                 ],
             }
         )
+    elif family == "gemma4":
+        config.update(gemma4_weights.hf_config(sizes))
+        del config["query_pre_attn_scalar"]
     else:
         rope = _gemma3_rope(
             sizes.get("local_base_frequency", 10_000),

@@ -1,4 +1,4 @@
-"""The Gemma 3 or Gemma 2 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached
+"""The Gemma 4, 3 or 2 that notebook 11 trains with Tunix: MODEL found (a folder, or a Kaggle Models handle attached
 or fetched), and its Hugging Face config.json read as the sizes Tunix's ModelConfig takes, checked against the
 weights' headers (the plan and the mesh are `planning`'s; the trained model is written back by `export`). No Tunix or
 JAX import: the notebook builds, trains and saves."""
@@ -13,15 +13,16 @@ from typing import Any
 
 from nbkit import env as nbenv
 from nbkit.errors import ParameterError
-from nbkit.llm import model_sizes
+from nbkit.llm import gemma4_config, model_sizes
 from nbkit.llm.model_sizes import HUGGING_FACE, NAMES, TUNIX
 
 
 def gemma_config(folder: str | Path) -> dict[str, Any]:
     """The sizes Tunix's Gemma code needs, from a Hugging Face folder's config.json (no weights read), with
-    "family": "gemma3" (tunix.models.gemma3's ModelConfig) or "gemma2" (tunix.models.gemma's; "attention_types"
-    as its AttentionType names). The folder is checked: config.json, tokenizer.model and *.safetensors there,
-    and each layer's post-attention and post-feed-forward norms, which Tunix's Gemma 3 and Gemma 2 have."""
+    "family": "gemma4" (tunix.models.gemma4's ModelConfig; "attention_pattern" as AttentionType names; text weights
+    only), "gemma3" (tunix.models.gemma3's) or "gemma2" (tunix.models.gemma's; "attention_types" as its
+    AttentionType names). The folder is checked: config.json, tokenizer.model and *.safetensors there, and the
+    weights' headers against config.json (Gemma 3 and 2: each layer's post-attention and post-feed-forward norms)."""
     folder = Path(folder)
     missing = [n for n in ("config.json", "tokenizer.model") if not (folder / n).is_file()]
     files = sorted(folder.glob("*.safetensors"))
@@ -30,10 +31,15 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
             f"MODEL={str(folder)!r} lacks {', '.join(missing or ['*.safetensors'])}: give a folder of Hugging Face "
             f"safetensors with config.json and tokenizer.model (notebook 10 writes one with EXPORT_TRANSFORMERS=True)."
         )
-    config = _read_config(folder)
-    kind = config["model_type"]
+    config, kind = _read_config(folder)
     sizes = {names[TUNIX]: config[names[HUGGING_FACE]] for names in NAMES.values()}
     sizes["sliding_window_size"] = config.get("sliding_window")
+    if kind == "gemma4":
+        sizes = {"family": "gemma4", **sizes, **gemma4_config.gemma4_sizes(config, f"{folder}/config.json")}
+        left_out = gemma4_config.check_gemma4_weights(weight_shapes(files, ParameterError), sizes, folder)
+        if left_out:
+            print(f"{folder}: text weights only: {len(left_out)} of the vision/audio towers' weights left out")
+        return sizes
     if kind == "gemma2":
         sizes = {"family": "gemma2", **sizes, **_gemma2_sizes(config, folder)}
     else:
@@ -50,21 +56,26 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
     return sizes
 
 
-def _read_config(folder: Path) -> dict[str, Any]:
-    """config.json's text model (Gemma 3's text_config where it has one), refused unless it is Gemma 3 or 2 and
-    gives every size as a whole number."""
+def _read_config(folder: Path) -> tuple[dict[str, Any], str]:
+    """(config.json's text model (a multimodal Gemma's text_config), its family), refused unless it is Gemma 4, 3 or
+    2 and gives every size as a whole number."""
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
         raise ParameterError(
             f"{folder}/config.json is not JSON ({error}): it is damaged or cut short. Copy the model folder again."
         ) from None
-    config = config.get("text_config", config) if config.get("model_type") == "gemma3" else config
-    kind = config.get("model_type")
-    if kind not in ("gemma3_text", "gemma3", "gemma2"):
+    if config.get("model_type") in ("gemma3", "gemma4"):  # a multimodal model: its text model
+        config = {"model_type": config["model_type"] + "_text", **config.get("text_config", config)}
+    try:
+        kind = model_sizes.family({"model_type": config.get("model_type")})
+    except ParameterError:
+        kind = None
+    if kind not in ("gemma4", "gemma3", "gemma2"):
         raise ParameterError(
-            f"{folder}/config.json: model_type {kind!r}: notebook 11 trains Gemma 3 (model_type gemma3_text or gemma3, "
-            f"Tunix's tunix.models.gemma3) or Gemma 2 (gemma2, tunix.models.gemma). Give such a folder."
+            f"{folder}/config.json: model_type {config.get('model_type')!r}: notebook 11 trains Gemma 4 (model_type "
+            f"gemma4_text or gemma4, Tunix's tunix.models.gemma4), Gemma 3 (gemma3_text or gemma3, tunix.models.gemma3)"
+            f" or Gemma 2 (gemma2, tunix.models.gemma). Give such a folder."
         )
     lacking = [key for key in _SIZE_KEYS if not isinstance(config.get(key), int)]
     if lacking:
@@ -72,7 +83,7 @@ def _read_config(folder: Path) -> dict[str, Any]:
             f"{folder}/config.json has no whole number for {', '.join(lacking)}: Tunix needs every size of the model. "
             f"Use the config.json that came with the weights (Hugging Face's Gemma configs give them all)."
         )
-    return config
+    return config, kind
 
 
 _SIZE_KEYS = tuple(names[HUGGING_FACE] for names in NAMES.values())

@@ -515,6 +515,68 @@ def test_a_gemma2_saved_by_nbkit_computes_in_transformers_what_tunix_computes(tm
     assert found["apart"] < 1e-4 and found["spread"] > 0.1, found  # the same model, and not a constant one
 
 
+# Run by the lane's Python in tests/: a tiny Gemma 4 built by Tunix as notebook 11 builds one (per-layer inputs,
+# KV-shared layers with a double-wide MLP, global layers with their own head size and partial RoPE; then K=V global
+# layers with their own K/V heads), every weight drawn at random (norms and layer scalars too), written by nbkit's
+# `save_gemma` as notebook 11 writes its model, and loaded by transformers' Gemma4ForCausalLM: no weight missing or
+# left over, the logits against Tunix's on the same ids (past the sliding window, through the final soft cap).
+GEMMA4_ROUND_TRIP = r"""
+import json, sys
+from pathlib import Path
+import jax, jax.numpy as jnp, numpy as np, sentencepiece, torch
+from flax import nnx
+from transformers import AutoModelForCausalLM
+from tunix.models.gemma4 import model as gemma4
+import io
+from test_export import TEXTS
+from nbkit.llm import export
+out, proto, found = Path(sys.argv[1]), io.BytesIO(), {}
+sentencepiece.SentencePieceTrainer.train(  # with Gemma 4's turn pieces, as notebook 11 learns its tiny one's
+    sentence_iterator=iter(TEXTS), model_writer=proto, model_type="BPE", vocab_size=96, hard_vocab_limit=False,
+    minloglevel=2, **export.gemma_pieces(["<|turn>", "<turn|>"]))
+proto = proto.getvalue()
+vocab = sentencepiece.SentencePieceProcessor(model_proto=proto).get_piece_size()
+tiny = dict(num_layers=4, num_embed=vocab, embed_dim=64, hidden_dim=128, num_heads=4, head_dim=16, num_kv_heads=1,
+            sliding_window_size=16, attention_pattern=["LOCAL_SLIDING", "GLOBAL"] * 2, global_key_size=32)
+shared = dict(frac_shared_layers=0.5, override_kv_shared_ffw_hidden=256, per_layer_input_dim=8, num_global_kv_heads=1)
+k_eq_v = dict(k_eq_v_global=True, num_global_kv_heads=2, global_base_frequency=10_000, global_rope_proportion=0.5)
+mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+ids = np.random.default_rng(1).integers(4, vocab, (1, 40))
+for name, sizes in {"shared": {**tiny, **shared}, "k=v": {**tiny, **k_eq_v}}.items():
+    pattern = tuple(gemma4.AttentionType[t] for t in sizes["attention_pattern"])
+    model = gemma4.Gemma4(gemma4.ModelConfig(**{**sizes, "attention_pattern": pattern}), rngs=nnx.Rngs(params=0))
+    keys = iter(jax.random.split(jax.random.key(2), 500))
+    state = nnx.state(model, nnx.Param)
+    nnx.update(model, jax.tree.map(lambda x: x + 0.2 * jax.random.normal(next(keys), x.shape, x.dtype), state))
+    flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
+    weights = {".".join(map(str, p)): np.asarray(v.get_value() if hasattr(v, "get_value") else v) for p, v in flat}
+    export.save_gemma("gemma4", weights, sizes, proto, out / name)
+    with jax.set_mesh(mesh):
+        ours = np.asarray(model(jnp.asarray(ids), jnp.arange(40)[None], None, jnp.tril(jnp.ones((1, 40, 40), bool)))[0])
+    hf, loading = AutoModelForCausalLM.from_pretrained(out / name, dtype=torch.float32, output_loading_info=True)
+    with torch.no_grad():
+        theirs = hf(torch.tensor(ids)).logits.numpy()
+    found[name] = {"apart": float(np.abs(ours - theirs).max()), "spread": float(ours.std()), "class": type(hf).__name__,
+                   "not_loaded": sorted(map(str, [*loading["missing_keys"], *loading["unexpected_keys"],
+                                                  *loading["mismatched_keys"]]))}
+print("RESULT " + json.dumps(found))
+"""
+
+
+def test_a_gemma4_saved_by_nbkit_computes_in_transformers_what_tunix_computes(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-c", GEMMA4_ROUND_TRIP, str(tmp_path)],
+        cwd=REPO / "tests",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    for found in json.loads(run.stdout.split("RESULT ", 1)[1]).values():
+        assert found["class"] == "Gemma4ForCausalLM" and found["not_loaded"] == [], found
+        assert found["apart"] < 1e-4 and found["spread"] > 0.1, found  # the same model, and not a constant one
+
+
 def test_12_answers_alike_with_transformers_and_jax_and_writes_nothing_past_its_time_budget(tmp_path, fresh_python):
     """Notebook 12 on its generated sample (ids such as "007", a sample submission) and its tiny Gemma 3 with random
     weights, written as notebook 11 writes its model: Hugging Face transformers (torch on the CPU, left padding) and
