@@ -378,6 +378,9 @@ def test_pick_mesh_checks_what_tunix_shards_of_gemma_4():
     with pytest.raises(ParameterError, match=r"per-layer embedding width \(12\) does not divide by 8"):
         planning.pick_mesh(sizes, 8, 16, "1x8")
     moe = model_sizes.from_config(dict(model_sizes.GEMMA4_CONFIGS["Gemma 4 26B-A4B"], num_global_key_value_heads=6))
-    with pytest.raises(ParameterError, match=r"global layers' key/value heads \(6\) does not divide by 4"):
+    with pytest.raises(ParameterError, match=r"global layers' key/value heads \(K=V\) \(6\) does not divide by 4"):
         planning.pick_mesh(moe, 8, 16, "2x4")
     assert planning.pick_mesh(moe, 8, 16, "auto") == (4, 2)
+    # One K=V head (Tunix's Gemma 4 12B preset): Tunix 0.1.7 splits it over tp all the same, and fails past tp 1.
+    one = model_sizes.from_config(dict(model_sizes.GEMMA4_CONFIGS["Gemma 4 31B"], num_global_key_value_heads=1))
+    assert planning.pick_mesh(one, 8, 16, "auto") == (8, 1)

@@ -46,8 +46,8 @@ def _mesh_problems(model: Sizes, fsdp: int, tp: int, rows: int) -> list[str]:
     ]
     if model.kv_heads > 1:
         needs.append(("key/value heads", model.kv_heads, tp))
-    if model.global_layers and model.key_is_value and model.global_kv_heads > 1:
-        needs.append(("global layers' key/value heads", model.global_kv_heads, tp))
+    if model.global_layers and model.key_is_value:  # Tunix's k_einsum of K=V layers: even one head splits over tp
+        needs.append(("global layers' key/value heads (K=V)", model.global_kv_heads, tp))
     if model.per_layer_width:
         needs += [("per-layer embedding width", model.per_layer_width, by) for by in (fsdp, tp)]
     if model.experts:
