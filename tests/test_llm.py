@@ -420,7 +420,7 @@ GEMMA4_OWN = {
 @pytest.mark.parametrize("kind", ["dense", "moe"])
 def test_every_gemma4_weight_is_placed_on_a_2x4_and_a_data_mesh(meshes, kind):
     # Issue 59: nbkit's rules placed every text kernel but the per-layer embeddings' and the experts', and the check
-    # looked only for a hidden-sized axis: the per-layer table (vocabulary x layers x 256, 2.35B of E2B's 4.65B
+    # looked only for a hidden-sized axis: the per-layer table (vocabulary x layers x 256, 2.35B of E2B's 4.63B
     # parameters) stayed whole on every chip without a word.
     for mesh, model_axis in (("2x4", 4), ("8x1", 1)):
         said = meshes["gemma4 backbones"][f"{kind} {mesh}"]

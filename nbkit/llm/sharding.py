@@ -26,7 +26,7 @@ _HIDDEN_AXIS = {
     "ffw_linear": ((None, "model"), "lora_kernel_b", (None, "model")),  # (intermediate, hidden)
 }
 # Gemma 4's per-layer embeddings (E2B, E4B): the table (vocabulary, layers x 256) on its wide axis, 2.35B of E2B's
-# 4.65B text parameters (its vocabulary need not divide the model axis: a tiny one does not); the projection from the
+# 4.63B text parameters (its vocabulary need not divide the model axis: a tiny one does not); the projection from the
 # hidden axis into it, and each layer's gate (hidden, 256) and up projection (256, hidden) on the hidden axis.
 _PER_LAYER = {
     "per_layer_token_embedding/embeddings": (None, "model"),

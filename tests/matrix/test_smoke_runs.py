@@ -282,7 +282,7 @@ print("RESULT " + json.dumps(found))
 """
 
 
-def test_10_gemma4_trains_on_this_lanes_keras_hub_and_an_export_it_cannot_write_stops_before_training(
+def test_10_llm_finetune_gemma4_trains_on_this_lanes_keras_hub_and_stops_before_training_for_no_export(
     tmp_path, run_python
 ):
     """Issue 59: KerasHub 0.31.1 (Kaggle's TPU image) has Gemma 4's backbone (per-layer embeddings, KV sharing: its
