@@ -136,6 +136,11 @@ def test_the_memory_plan_on_a_v5e_8():
     assert planning.parse_mesh("2x4", 8) == (2, 4) and planning.parse_mesh("data", 8) == (8, 1)
     with pytest.raises(ParameterError, match="MESH='3x3'"):
         planning.parse_mesh("3x3", 8)
+    # Sweep of issue 59, case 12: on one CPU device it suggested '2x0'; now it says how to get 8.
+    with pytest.raises(
+        ParameterError, match=r"the 1 devices here \(one device: on a CPU, SIMULATE_DEVICES=8 .*'1x1'\)"
+    ):
+        planning.parse_mesh("2x4", 1)
 
 
 def test_the_plan_counts_lora_as_laid_out_and_names_what_does_not_fit():

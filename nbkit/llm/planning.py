@@ -25,9 +25,11 @@ def parse_mesh(mesh: str, devices: int, axes: tuple[str, str] = ("batch", "model
         return devices, 1
     found = re.fullmatch(r"(\d+)x(\d+)", mesh)
     if not found or int(found[1]) * int(found[2]) != devices:
+        examples = [f"'1x{devices}'"] + [f"'2x{devices // 2}'"] * (devices % 2 == 0)
+        one = " (one device: on a CPU, SIMULATE_DEVICES=8 splits it into 8, as a TPU v5e-8 has chips)" * (devices == 1)
         raise ParameterError(
             f"MESH={mesh!r}: 'auto', 'data', or {axes[0]} x {axes[1]} devices multiplying to the {devices} devices "
-            f"here (such as '1x{devices}' or '2x{devices // 2}')."
+            f"here{one} (such as {' or '.join(examples)})."
         )
     return int(found[1]), int(found[2])
 
