@@ -8,6 +8,8 @@ its LoRA-merged model loaded back the same way."""
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import math
 import subprocess
@@ -321,7 +323,7 @@ def test_a_damaged_or_mismatched_model_folder_is_named_before_the_build(tmp_path
     # Sweep 6, late and poor: sizes that disagree with the weights failed in Tunix's build (AssertionError: Shape
     # mismatch); a cut config.json, one without head_dim, a cut safetensors: raw JSONDecodeError, KeyError,
     # SafetensorError, no file named.
-    write_gemma2(tmp_path / "g2", 64, b"")
+    write_gemma2(tmp_path / "g2", 64, tiny_tokenizer())
     config = json.loads((tmp_path / "g2" / "config.json").read_text())
     (tmp_path / "g2" / "config.json").write_text(json.dumps({**config, "intermediate_size": 256}))
     with pytest.raises(ParameterError, match=r"do not match config.json: layers.0.mlp.gate_proj.weight \(128, 64\)"):
@@ -340,6 +342,16 @@ def test_a_damaged_or_mismatched_model_folder_is_named_before_the_build(tmp_path
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(ParameterError, match=r"model.safetensors cannot be read as safetensors"):
         gemma.gemma_config(tmp_path / "g2")
+    # The sweep of issue 59: a damaged tokenizer.model (a raw RuntimeError after the plan), a KerasHub preset and a
+    # KerasHub preset's name (said to be no folder nor handle, and no more).
+    write_gemma2(tmp_path / "g2", 64, b"damaged")
+    with pytest.raises(ParameterError, match=r"g2/tokenizer.model is not a SentencePiece model .* damaged or another"):
+        gemma.gemma_config(tmp_path / "g2")
+    (tmp_path / "g2" / "config.json").write_text(json.dumps({"class_name": "Gemma4Backbone", "config": {}}))
+    with pytest.raises(ParameterError, match=r"is a KerasHub preset \(notebook 10's merged-preset/ is one\)"):
+        gemma.gemma_config(tmp_path / "g2")
+    with pytest.raises(ParameterError, match=r"a KerasHub preset's name is notebook 10's: Tunix reads Hugging Face"):
+        gemma.find_model("gemma4_instruct_2b")
 
 
 # ---- the notebook's own cells on 8 simulated devices, in one fresh process ----
@@ -707,7 +719,7 @@ def write_gemma2(folder, vocab: int, tokenizer_proto: bytes, seed: int = 0, **co
 
 
 def test_a_gemma_2_config_gives_tunix_gemma_sizes_and_other_models_are_refused(tmp_path):
-    write_gemma2(tmp_path / "g2", 64, b"not read here")
+    write_gemma2(tmp_path / "g2", 64, tiny_tokenizer())
     sizes = gemma.gemma_config(tmp_path / "g2")
     assert sizes == {
         "family": "gemma2",
@@ -728,12 +740,12 @@ def test_a_gemma_2_config_gives_tunix_gemma_sizes_and_other_models_are_refused(t
     described = model_sizes.from_config(sizes)
     assert planning.pick_mesh(described, 8, 16, "auto") == (2, 4)  # kv heads 4 over tp 4
     assert planning.memory_plan(described, 8, (2, 4), 2, 64, 8, grpo=True).parameters > 0
-    write_gemma2(tmp_path / "g2", 64, b"", layer_types=["full_attention", "sliding_attention"])
+    write_gemma2(tmp_path / "g2", 64, tiny_tokenizer(), layer_types=["full_attention", "sliding_attention"])
     assert gemma.gemma_config(tmp_path / "g2")["attention_types"] == ["GLOBAL", "LOCAL_SLIDING"]
-    write_gemma2(tmp_path / "g2", 64, b"", query_pre_attn_scalar=144)  # Gemma 2 27B's: not head_dim
+    write_gemma2(tmp_path / "g2", 64, tiny_tokenizer(), query_pre_attn_scalar=144)  # Gemma 2 27B's: not head_dim
     with pytest.raises(ParameterError, match=r"query_pre_attn_scalar 144 \(Tunix's Gemma 2 has 8\)"):
         gemma.gemma_config(tmp_path / "g2")
-    write_gemma2(tmp_path / "g2", 64, b"", model_type="llama")
+    write_gemma2(tmp_path / "g2", 64, tiny_tokenizer(), model_type="llama")
     with pytest.raises(ParameterError, match=r"model_type 'llama': notebook 11 trains Gemma 4 .* or Gemma 2 \(gemma2"):
         gemma.gemma_config(tmp_path / "g2")
 
@@ -792,6 +804,19 @@ GEMMA4 = {
 }
 
 
+@functools.cache
+def tiny_tokenizer() -> bytes:
+    """A SentencePiece model learned from a few words: a tokenizer.model that reads as one."""
+    import sentencepiece
+
+    proto = io.BytesIO()
+    words = iter(["the tiny model reads a few words", "and answers in a few more"] * 8)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=words, model_writer=proto, vocab_size=40, hard_vocab_limit=False, minloglevel=2
+    )
+    return proto.getvalue()
+
+
 def write_gemma4(folder, vocab: int, prefix: str = "", towers: bool = False, seed: int = 0, **config) -> dict:
     """A tiny Gemma 4 as Hugging Face writes one (Gemma4ForCausalLM's names after `prefix`; `towers`: a multimodal
     gemma4 config.json with the text model in text_config, and vision weights beside), random weights; its config."""
@@ -827,7 +852,7 @@ def write_gemma4(folder, vocab: int, prefix: str = "", towers: bool = False, see
     if towers:
         w.update({"model.vision_tower.encoder.layers.0.self_attn.q_proj.weight": r(8, 8), "model.embed_vision.w": r(8)})
     save_file(w, str(folder / "model.safetensors"))
-    (folder / "tokenizer.model").write_bytes(b"not read here")
+    (folder / "tokenizer.model").write_bytes(tiny_tokenizer())  # read only to check it is one
     written = {"model_type": "gemma4", "text_config": c, "vision_config": {"hidden_size": 8}} if towers else c
     (folder / "config.json").write_text(json.dumps(written))
     return c

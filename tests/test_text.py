@@ -236,6 +236,14 @@ def test_a_preset_is_found_where_kaggle_attaches_it_and_checked(tmp_path, monkey
         ParameterError, match=r"PRESET='bert_base_mult' is not a KerasHub preset \(close: bert_base_multi"
     ):
         presets.find_preset("bert_base_mult", environment=environment)
+    # The sweep of issue 59: a Kaggle Models handle as PRESET is looked up as one (it was "not a folder"), and a
+    # Hugging Face folder is named as such (it was "incomplete: ... attach the whole model version again").
+    found, why = presets.find_preset("keras/gemma4/keras/gemma4_instruct_2b", environment=environment)
+    assert found is None and "keras/gemma4/keras/gemma4_instruct_2b is not attached" in why
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text('{"model_type": "gemma4_text"}')
+    with pytest.raises(DataError, match=r"hf is a Hugging Face model folder .* notebook 11's and 12's MODEL"):
+        presets.find_preset(str(tmp_path / "hf"))
 
 
 def relabel(rows: list[list[str]], old: str, new: str, every: int = 2) -> None:

@@ -21,9 +21,12 @@ def find_preset(preset: str, download: bool = True, environment: Any = None) -> 
     to the notebook as a Kaggle Model; else, if `download`, kagglehub's (internet on). Its files are checked."""
     environment = environment or nbenv.detect()
     if "/" in preset and not preset.startswith("kaggle://"):
-        if not Path(preset).is_dir():
+        if not Path(preset).is_dir() and preset.count("/") in (3, 4) and not preset.startswith(("/", ".")):
+            preset = f"kaggle://{preset}"  # a Kaggle Models handle, owner/model/keras/variation[/version]
+        elif not Path(preset).is_dir():
             raise DataError(f"PRESET={preset!r} is not a folder: give a KerasHub preset's folder, or a preset name.")
-        return _checked(Path(preset)), "PRESET is a folder"
+        else:
+            return _checked(Path(preset)), "PRESET is a folder"
     handle = _kaggle_handle(preset)
     model, framework, variation = handle.split("/")[1:4]
     for root in (environment.input_dir / model, environment.input_dir / "models" / handle.split("/")[0] / model):
@@ -53,8 +56,24 @@ def _kaggle_handle(preset: str) -> str:
     return known[preset]["kaggle_handle"].removeprefix("kaggle://")
 
 
+def _top_level(path: Path) -> dict[str, Any]:
+    """The JSON object in `path`; {} where there is none, or no file (what a check then names)."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def _checked(folder: Path) -> str:
-    """`folder` if it holds a whole KerasHub preset, else a DataError naming what is missing or damaged."""
+    """`folder` if it holds a whole KerasHub preset, else a DataError naming what is missing or damaged (or that it is
+    a Hugging Face folder)."""
+    if "model_type" in _top_level(folder / "config.json"):
+        raise DataError(
+            f"{folder} is a Hugging Face model folder (config.json has a model_type), not a KerasHub preset: notebook "
+            f"10 fine-tunes a KerasHub preset (a preset name, its Kaggle Models handle, or its folder, such as a run's "
+            f"merged-preset/); a Hugging Face folder is notebook 11's and 12's MODEL."
+        )
     missing = [name for name in _PRESET_FILES if not (folder / name).is_file()]
     if not any(folder.glob("*.weights.h5")) and not any(folder.glob("*.weights.json")):
         missing.append("model.weights.h5")

@@ -24,6 +24,16 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
     AttentionType names). The folder is checked: config.json, tokenizer.model and *.safetensors there, and the
     weights' headers against config.json (Gemma 3 and 2: each layer's post-attention and post-feed-forward norms)."""
     folder = Path(folder)
+    try:
+        kind = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        kind = {}  # named below
+    if isinstance(kind, dict) and "class_name" in kind:
+        raise ParameterError(
+            f"MODEL={str(folder)!r} is a KerasHub preset (notebook 10's merged-preset/ is one), which Tunix does not "
+            f"read: give a folder of Hugging Face safetensors (notebook 10 writes one, transformers/, with "
+            f"EXPORT_TRANSFORMERS=True) or a Transformers variation's handle."
+        )
     missing = [n for n in ("config.json", "tokenizer.model") if not (folder / n).is_file()]
     files = sorted(folder.glob("*.safetensors"))
     if missing or not files:
@@ -32,6 +42,7 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
             f"safetensors with config.json and tokenizer.model (notebook 10 writes one with EXPORT_TRANSFORMERS=True)."
         )
     config, kind = _read_config(folder)
+    _check_tokenizer_file(folder / "tokenizer.model")
     sizes = {names[TUNIX]: config[names[HUGGING_FACE]] for names in NAMES.values()}
     sizes["sliding_window_size"] = config.get("sliding_window")
     if kind == "gemma4":
@@ -54,6 +65,19 @@ def gemma_config(folder: str | Path) -> dict[str, Any]:
         )
     _check_weights(files, sizes)
     return sizes
+
+
+def _check_tokenizer_file(path: Path) -> None:
+    """A tokenizer.model SentencePiece can read, else a ParameterError naming it (before anything loads)."""
+    import sentencepiece
+
+    try:
+        sentencepiece.SentencePieceProcessor(model_file=str(path))
+    except (RuntimeError, OSError) as error:
+        raise ParameterError(
+            f"{path} is not a SentencePiece model ({str(error).splitlines()[0][:120]}): it is damaged or another "
+            f"tokenizer's. Copy the model folder again: tokenizer.model must be the one that came with the weights."
+        ) from None
 
 
 def _read_config(folder: Path) -> tuple[dict[str, Any], str]:
@@ -181,8 +205,12 @@ def find_model(model: str, environment: Any = None) -> tuple[str, str]:
     attached to the notebook, else fetched by kagglehub (internet on)."""
     if Path(model).is_dir() or model.startswith(("/", ".")) or model.count("/") < 3:
         if not Path(model).is_dir():
+            preset = " (a KerasHub preset's name is notebook 10's: Tunix reads Hugging Face safetensors)" * (
+                "/" not in model
+            )
             raise ParameterError(
-                f"MODEL={model!r} is not a folder, nor a Kaggle Models handle owner/model/framework/variation."
+                f"MODEL={model!r} is not a folder, nor a Kaggle Models handle owner/model/framework/variation{preset}: "
+                f"give a Transformers variation's handle (google/gemma-3/transformers/gemma-3-1b-it), or a folder."
             )
         return model, "MODEL is a folder"
     from nbkit.inputs import datasets

@@ -157,7 +157,7 @@ def _refuse_what_tunix_computes_otherwise(config: dict[str, Any], types: list[st
     if wrong:
         raise ParameterError(
             f"{where}: {'; '.join(wrong)}: Tunix's Gemma 4 would compute another model than these weights were "
-            f"trained as. Give another Gemma 4 (E2B, E4B, 31B), or install what is said."
+            f"trained as. Give another Gemma 4 (E2B, E4B, 31B)."
         )
 
 

@@ -141,7 +141,9 @@ def check_tokenizer(tokenizer: Any, vocabulary: int, texts: Sequence[str], where
             said = f" ({where[i]})" if i < len(where) else ""
             raise DataError(
                 f"the tokenizer knows no piece for {''.join(chars)!r} in {text[:60]!r}{said}: the model cannot read "
-                f"or write it. Remove those characters, or use a tokenizer that has them."
+                f"or write it. Remove those characters, or use a tokenizer that has them (a tiny model's, such as "
+                f"notebook 10's export of one, knows only what its training data held: give 10 pairs whose prompts "
+                f"hold this notebook's system prompt, as docs/guide.md's SFT -> GRPO route does)."
             )
 
 
