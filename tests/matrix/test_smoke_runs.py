@@ -502,16 +502,18 @@ print("RESULT " + json.dumps({"apart": float(np.abs(ours - theirs).max()), "spre
 """
 
 
-def test_a_gemma2_saved_by_nbkit_computes_in_transformers_what_tunix_computes(tmp_path):
+def round_trip(script: str, out) -> dict:
+    """A round-trip `script` run by the lane's Python in tests/ (it imports test modules) with `out` as its argument:
+    the JSON it printed after "RESULT "."""
     run = subprocess.run(
-        [sys.executable, "-c", GEMMA2_ROUND_TRIP, str(tmp_path)],
-        cwd=REPO / "tests",
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-c", script, str(out)], cwd=REPO / "tests", capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    found = json.loads(run.stdout.split("RESULT ", 1)[1])
+    return json.loads(run.stdout.split("RESULT ", 1)[1])
+
+
+def test_a_gemma2_saved_by_nbkit_computes_in_transformers_what_tunix_computes(tmp_path):
+    found = round_trip(GEMMA2_ROUND_TRIP, tmp_path)
     assert found["apart"] < 1e-4 and found["spread"] > 0.1, found  # the same model, and not a constant one
 
 
@@ -564,15 +566,7 @@ print("RESULT " + json.dumps(found))
 
 
 def test_a_gemma4_saved_by_nbkit_computes_in_transformers_what_tunix_computes(tmp_path):
-    run = subprocess.run(
-        [sys.executable, "-c", GEMMA4_ROUND_TRIP, str(tmp_path)],
-        cwd=REPO / "tests",
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    for found in json.loads(run.stdout.split("RESULT ", 1)[1]).values():
+    for found in round_trip(GEMMA4_ROUND_TRIP, tmp_path).values():
         assert found["class"] == "Gemma4ForCausalLM" and found["not_loaded"] == [], found
         assert found["apart"] < 1e-4 and found["spread"] > 0.1, found  # the same model, and not a constant one
 
